@@ -1,0 +1,37 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "shutterd",
+    products: [
+        .executable(name: "shutterd", targets: ["shutterd"]),
+        .executable(name: "shutterctl", targets: ["shutterctl"]),
+    ],
+    targets: [
+        // C libraries from Debian's -dev packages.
+        .systemLibrary(
+            name: "CEvdev", pkgConfig: "libevdev", providers: [.apt(["libevdev-dev"])]),
+        .systemLibrary(
+            name: "CUdev", pkgConfig: "libudev", providers: [.apt(["libudev-dev"])]),
+        .systemLibrary(
+            name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+
+        // Pure logic: the capture-event model, mapping, client state, wire protocol, config.
+        // No C import, no file descriptor.
+        .target(name: "ShutterCore"),
+
+        // Everything that touches the kernel: udev, libevdev, epoll, sockets, signals.
+        .target(
+            name: "ShutterLinux",
+            dependencies: ["ShutterCore", "CEvdev", "CUdev", "CSystemd"]),
+
+        .executableTarget(name: "shutterd", dependencies: ["ShutterLinux", "ShutterCore"]),
+        .executableTarget(name: "shutterctl", dependencies: ["ShutterLinux", "ShutterCore"]),
+
+        .testTarget(
+            name: "ShutterCoreTests", dependencies: ["ShutterCore"],
+            exclude: ["Streams"]),
+        .testTarget(
+            name: "ShutterLinuxTests", dependencies: ["ShutterLinux", "ShutterCore"]),
+    ]
+)

@@ -1,0 +1,95 @@
+/// One client's view of the event stream: its interaction, the presses it has seen begin,
+/// its slider and its message count. Decides, for every daemon-wide occurrence, what this
+/// client receives, and keeps the promise that every `began` it received is followed by
+/// exactly one `ended` or `cancelled`.
+public struct ClientSession {
+    public private(set) var interaction = Interaction()
+    /// Messages of type capture and control sent so far.
+    public private(set) var clientSeq: UInt64 = 0
+    /// Presses this client received a `began` for, with the handler it was told.
+    var open: [UInt64: (Occurrence, Handler?)] = [:]
+
+    public init() {}
+
+    /// How many presses are open for this client (began sent, no end yet).
+    public var openPresses: Int { open.count }
+
+    /// The line (with its newline) this client receives for `o`, or nil.
+    public mutating func deliver(_ o: Occurrence) -> [UInt8]? {
+        switch o.kind {
+        case .capture(let role, .began):
+            guard interaction.enabled, let handler = interaction.handler(for: role),
+                interaction.filter.matches(o.device, key: o.key.name)
+            else { return nil }
+            open[o.press] = (o, handler)
+            return line(o, handler: handler)
+        case .focus(.began):
+            guard interaction.enabled, interaction.filter.matches(o.device, key: o.key.name) else { return nil }
+            open[o.press] = (o, nil)
+            return line(o, handler: nil)
+        case .capture(_, _), .focus(_):
+            // An end goes exactly to the clients that received the began, with the handler
+            // they were told then, whatever their interaction says now.
+            guard let (_, handler) = open.removeValue(forKey: o.press) else { return nil }
+            return line(o, handler: handler)
+        case .slider(let delta):
+            guard interaction.enabled, interaction.filter.matches(o.device, key: o.key.name) else { return nil }
+            let s = interaction.slider
+            interaction.slider.value = Swift.min(s.max, Swift.max(s.min, s.value &+ delta))
+            return line(o, handler: nil)
+        }
+    }
+
+    /// Installs a new interaction. Presses this client saw begin that the new one no longer
+    /// covers are cancelled for this client alone; `nextSeq` numbers those cancels.
+    public mutating func setInteraction(_ new: Interaction, now: Int64, nextSeq: () -> UInt64) -> [[UInt8]] {
+        interaction = new
+        var out: [[UInt8]] = []
+        for (press, (began, handler)) in open.sorted(by: { $0.key < $1.key }) {
+            let reason: CancelReason
+            if !new.enabled {
+                reason = .disabled
+            } else if !new.filter.matches(began.device, key: began.key.name) {
+                reason = .filtered
+            } else if case .capture(let role, _) = began.kind, new.handler(for: role) != handler {
+                reason = .filtered
+            } else {
+                continue
+            }
+            open[press] = nil
+            out.append(line(began.cancelled(seq: nextSeq(), reason: reason, receiveTime: now), handler: handler))
+        }
+        return out
+    }
+
+    mutating func line(_ o: Occurrence, handler: Handler?) -> [UInt8] {
+        clientSeq += 1
+        var out: [UInt8] = []
+        out.reserveCapacity(160 + o.sharedTail.count)
+        switch o.kind {
+        case .capture(_, let phase):
+            out.append(contentsOf: "{\"type\":\"capture\",\"seq\":\(o.seq),\"clientSeq\":\(clientSeq),\"handler\":\"\((handler ?? .primary).rawValue)\",\"phase\":\"\(phase.rawValue)\",\"press\":\(o.press),\"shouldPlaySound\":\(shouldPlaySound(o)),".utf8)
+        case .focus(let phase):
+            let event = phase == .began ? "active" : "inactive"
+            out.append(contentsOf: "{\"type\":\"control\",\"seq\":\(o.seq),\"clientSeq\":\(clientSeq),\"event\":\"\(event)\",\"press\":\(o.press),".utf8)
+        case .slider(let delta):
+            out.append(contentsOf: "{\"type\":\"control\",\"seq\":\(o.seq),\"clientSeq\":\(clientSeq),\"event\":\"slider\",\"delta\":\(delta),\"value\":\(interaction.slider.value),".utf8)
+        }
+        if let reason = o.reason {
+            out.append(contentsOf: "\"reason\":\"\(reason.rawValue)\",".utf8)
+        }
+        out.append(contentsOf: o.sharedTail)
+        return out
+    }
+
+    /// The AirPods rule: true only for a headset's events when the client disabled the
+    /// default capture sound.
+    func shouldPlaySound(_ o: Occurrence) -> Bool {
+        o.device.kind == .headset && interaction.defaultCaptureSoundDisabled
+    }
+
+    /// Whether this client's interaction asks for `device` to be grabbed.
+    public func wantsGrab(_ device: DeviceInfo) -> Bool {
+        interaction.enabled && interaction.grab && interaction.filter.matches(device)
+    }
+}

@@ -1,0 +1,208 @@
+/// A mistake in the config file or in a device's udev properties, with where it is.
+public struct ConfigError: Error, Equatable, CustomStringConvertible {
+    public var line: Int?
+    public var message: String
+    public var description: String { line.map { "line \($0): \(message)" } ?? message }
+}
+
+/// One `[device]` section: which devices it matches and what it changes.
+public struct DeviceRule: Equatable, Sendable {
+    public var line: Int
+    public var matchName: String?
+    public var matchBus: String?
+    public var matchVendor: UInt16?
+    public var matchProduct: UInt16?
+    public var matchID: String?
+    public var change = MappingOverride()
+
+    public func matches(name: String, bus: UInt16, vendor: UInt16, product: UInt16, id: String, group: String) -> Bool {
+        (matchName.map { Glob.matches(pattern: $0, name) } ?? true)
+            && (matchBus.map { $0 == BusType.name(bus) } ?? true)
+            && (matchVendor.map { $0 == vendor } ?? true)
+            && (matchProduct.map { $0 == product } ?? true)
+            && (matchID.map { $0 == id || $0 == group } ?? true)
+    }
+}
+
+/// The daemon's configuration file (`/etc/shutterd/shutterd.conf` by default).
+///
+/// An INI-like text: `[daemon]` with settings, and any number of `[device]` sections, applied
+/// in order, each with `match-*` lines and changes. `#` starts a comment.
+///
+///     [daemon]
+///     queue-limit = 1024
+///
+///     [device]
+///     match-vendor = 2717
+///     match-product = 0040
+///     kind = remote
+public struct Config: Equatable, Sendable {
+    /// Messages a client may fall behind by before it is dropped.
+    public var queueLimit = 1024
+    /// Users (names or uids) allowed to connect; empty = everyone who can open the socket.
+    public var allowUsers: [String] = []
+    /// Groups (names or gids) allowed to connect.
+    public var allowGroups: [String] = []
+    /// Users and groups, besides root, allowed to ask for a grab.
+    public var grabUsers: [String] = []
+    public var grabGroups: [String] = []
+    public var devices: [DeviceRule] = []
+
+    public init() {}
+
+    /// The changes the config makes for a device, rules applied in file order.
+    public func override(name: String, bus: UInt16, vendor: UInt16, product: UInt16, id: String, group: String) -> MappingOverride {
+        devices.filter { $0.matches(name: name, bus: bus, vendor: vendor, product: product, id: id, group: group) }
+            .reduce(MappingOverride()) { $0.overlaid(by: $1.change) }
+    }
+
+    /// Parses a config text. `keyCode` turns a libevdev key name into its code.
+    public init(text: String, keyCode: (String) -> UInt16?) throws(ConfigError) {
+        self.init()
+        var section: String?
+        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let n = index + 1
+            var line = Substring(raw)
+            if let hash = line.firstIndex(of: "#") { line = line[..<hash] }
+            let text = line.trimmingSpaces
+            if text.isEmpty { continue }
+            if text.hasPrefix("[") {
+                guard text.hasSuffix("]") else { throw ConfigError(line: n, message: "section header must end with ']'") }
+                let name = String(text.dropFirst().dropLast()).trimmingSpaces
+                guard name == "daemon" || name == "device" else {
+                    throw ConfigError(line: n, message: "unknown section [\(name)] (known: [daemon], [device])")
+                }
+                section = name
+                if name == "device" { devices.append(DeviceRule(line: n)) }
+                continue
+            }
+            guard let eq = text.firstIndex(of: "=") else {
+                throw ConfigError(line: n, message: "expected 'key = value', found '\(text)'")
+            }
+            let key = String(text[..<eq]).trimmingSpaces
+            let value = String(text[text.index(after: eq)...]).trimmingSpaces
+            switch section {
+            case "daemon": try setDaemon(key, value, line: n)
+            case "device": try setDevice(key, value, line: n, keyCode: keyCode)
+            default: throw ConfigError(line: n, message: "'\(key)' outside a section: start with [daemon] or [device]")
+            }
+        }
+        for rule in devices
+        where rule.matchName == nil && rule.matchBus == nil && rule.matchVendor == nil && rule.matchProduct == nil
+            && rule.matchID == nil
+        {
+            throw ConfigError(line: rule.line, message: "[device] section has no match-* line; it would change every device")
+        }
+    }
+
+    mutating func setDaemon(_ key: String, _ value: String, line: Int) throws(ConfigError) {
+        let words = value.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "\t" }).map(String.init)
+        switch key {
+        case "queue-limit":
+            guard let n = Int(value), n >= 16, n <= 1_000_000 else {
+                throw ConfigError(line: line, message: "queue-limit must be a whole number from 16 to 1000000, not '\(value)'")
+            }
+            queueLimit = n
+        case "allow-users": allowUsers = words
+        case "allow-groups": allowGroups = words
+        case "grab-users": grabUsers = words
+        case "grab-groups": grabGroups = words
+        default:
+            throw ConfigError(line: line, message: "unknown [daemon] setting '\(key)' (known: queue-limit, allow-users, allow-groups, grab-users, grab-groups)")
+        }
+    }
+
+    mutating func setDevice(_ key: String, _ value: String, line: Int, keyCode: (String) -> UInt16?) throws(ConfigError) {
+        var rule = devices[devices.count - 1]
+        switch key {
+        case "match-name": rule.matchName = value
+        case "match-bus": rule.matchBus = value.lowercased()
+        case "match-vendor": rule.matchVendor = try Self.hex16(value, key, line)
+        case "match-product": rule.matchProduct = try Self.hex16(value, key, line)
+        case "match-id": rule.matchID = value
+        default:
+            do {
+                try rule.change.set(key, value, keyCode: keyCode)
+            } catch {
+                throw ConfigError(line: line, message: error.message)
+            }
+        }
+        devices[devices.count - 1] = rule
+    }
+
+    static func hex16(_ value: String, _ key: String, _ line: Int) throws(ConfigError) -> UInt16 {
+        let digits = value.hasPrefix("0x") ? String(value.dropFirst(2)) : value
+        guard let v = UInt16(digits, radix: 16) else {
+            throw ConfigError(line: line, message: "\(key) must be four hex digits (as lsusb prints), not '\(value)'")
+        }
+        return v
+    }
+}
+
+extension MappingOverride {
+    /// The changes a device's udev properties ask for (`SHUTTERD_KIND`, `SHUTTERD_IGNORE`,
+    /// `SHUTTERD_DEVICE`, `SHUTTERD_PRIMARY_KEYS`, `SHUTTERD_SECONDARY_KEYS`). Each bad
+    /// property is reported and left out; the good ones still apply.
+    public static func fromUdev(_ properties: [String: String], keyCode: (String) -> UInt16?) -> (MappingOverride, [String]) {
+        var o = MappingOverride()
+        var problems: [String] = []
+        let table = [
+            ("SHUTTERD_KIND", "kind"), ("SHUTTERD_IGNORE", "ignore"), ("SHUTTERD_DEVICE", "open"),
+            ("SHUTTERD_PRIMARY_KEYS", "primary-keys"), ("SHUTTERD_SECONDARY_KEYS", "secondary-keys"),
+        ]
+        for (property, key) in table {
+            guard let value = properties[property] else { continue }
+            do {
+                try o.set(key, value, keyCode: keyCode)
+            } catch {
+                problems.append("\(property)=\"\(value)\": \(error.message), ignoring")
+            }
+        }
+        return (o, problems)
+    }
+
+    /// Sets one change by its config name.
+    mutating func set(_ key: String, _ value: String, keyCode: (String) -> UInt16?) throws(FieldError) {
+        switch key {
+        case "kind":
+            guard let k = DeviceKind(rawValue: value.lowercased()) else {
+                throw FieldError(message: "unknown kind '\(value)' (known: \(DeviceKind.allCases.map(\.rawValue).joined(separator: ", ")))")
+            }
+            kind = k
+        case "primary-keys": primaryKeys = try Self.keys(value, keyCode)
+        case "secondary-keys": secondaryKeys = try Self.keys(value, keyCode)
+        case "ignore": ignore = try Self.flag(value, key)
+        case "open": force = try Self.flag(value, key)
+        default:
+            throw FieldError(message: "unknown [device] setting '\(key)' (known: match-name, match-bus, match-vendor, match-product, match-id, kind, primary-keys, secondary-keys, ignore, open)")
+        }
+    }
+
+    static func keys(_ value: String, _ keyCode: (String) -> UInt16?) throws(FieldError) -> Set<UInt16> {
+        var set: Set<UInt16> = []
+        for word in value.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "\t" }) {
+            guard let code = keyCode(String(word)) else {
+                throw FieldError(message: "'\(word)' is not a libevdev key name (such as KEY_ENTER or BTN_0)")
+            }
+            set.insert(code)
+        }
+        return set
+    }
+
+    static func flag(_ value: String, _ key: String) throws(FieldError) -> Bool {
+        switch value.lowercased() {
+        case "1", "yes", "true", "on": return true
+        case "0", "no", "false", "off": return false
+        default: throw FieldError(message: "\(key) must be 1 or 0 (yes/no), not '\(value)'")
+        }
+    }
+}
+
+extension StringProtocol {
+    var trimmingSpaces: String {
+        var s = Substring(self)
+        while let f = s.first, f == " " || f == "\t" || f == "\r" { s.removeFirst() }
+        while let l = s.last, l == " " || l == "\t" || l == "\r" { s.removeLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,147 @@
+/// How shutterd maps a device's keys: set by udev (`SHUTTERD_KIND`), the config file, or
+/// guessed from its name and capabilities.
+public enum DeviceKind: String, CaseIterable, Sendable {
+    /// A camera remote shutter (AB Shutter3 and clones): Enter drives primary, wheels move the slider.
+    case remote
+    /// A headset: its clicks drive primary, and its events may play the capture sound.
+    case headset
+    /// A rotary dial (PowerMate, Surface Dial): BTN_0 drives primary, the dial moves the slider.
+    case dial
+    /// An ordinary keyboard: only its volume, media and camera keys count.
+    case keyboard
+    /// A device with camera keys.
+    case camera
+    /// Anything else with volume or media keys (a consumer-control node).
+    case media
+    /// A pointer: only its volume/media keys count; its wheel never moves a slider.
+    case mouse
+}
+
+/// What a device can send, read from its evdev node.
+public struct Capabilities: Equatable, Sendable {
+    public var keys: Set<UInt16>
+    public var rels: Set<UInt16>
+
+    public init(keys: Set<UInt16> = [], rels: Set<UInt16> = []) {
+        self.keys = keys
+        self.rels = rels
+    }
+
+    /// Has letter keys: a keyboard (or a remote built on a keyboard descriptor).
+    public var hasLetters: Bool { keys.contains(KeyCode.a) && keys.contains(KeyCode.z) && keys.contains(KeyCode.q) }
+    public var isPointer: Bool { keys.contains(KeyCode.btnLeft) && rels.contains(RelCode.x) && rels.contains(RelCode.y) }
+}
+
+/// Everything a client is told about an input node.
+public struct DeviceInfo: Equatable, Sendable {
+    public var id: String
+    public var group: String
+    public var name: String
+    public var bus: UInt16
+    public var vendor: UInt16
+    public var product: UInt16
+    public var version: UInt16
+    public var uniq: String?
+    public var phys: String?
+    public var syspath: String
+    public var node: String
+    public var kind: DeviceKind
+
+    public init(
+        name: String, bus: UInt16, vendor: UInt16, product: UInt16, version: UInt16,
+        uniq: String?, phys: String?, syspath: String, node: String, kind: DeviceKind
+    ) {
+        self.name = name
+        self.bus = bus
+        self.vendor = vendor
+        self.product = product
+        self.version = version
+        self.uniq = uniq.flatMap { $0.isEmpty ? nil : $0 }
+        self.phys = phys.flatMap { $0.isEmpty ? nil : $0 }
+        self.syspath = syspath
+        self.node = node
+        self.kind = kind
+        let identity = DeviceIdentity(bus: bus, vendor: vendor, product: product, uniq: self.uniq, phys: self.phys, name: name)
+        self.group = identity.group
+        self.id = identity.id
+    }
+
+    public var busName: String { BusType.name(bus) }
+
+    public var json: JSON {
+        var m: [(String, JSON)] = [
+            ("id", .string(id)), ("group", .string(group)), ("name", .string(name)),
+            ("bus", .string(busName)), ("vendor", .string(hex(vendor, width: 4))),
+            ("product", .string(hex(product, width: 4))), ("version", .string(hex(version, width: 4))),
+        ]
+        if let uniq { m.append(("uniq", .string(uniq))) }
+        if let phys { m.append(("phys", .string(phys))) }
+        m.append(("syspath", .string(syspath)))
+        m.append(("node", .string(node)))
+        m.append(("kind", .string(kind.rawValue)))
+        return .object(m)
+    }
+}
+
+/// The stable names of a node and of the physical device it belongs to.
+///
+/// The event number changes with every plug, so it never takes part. A Bluetooth device's
+/// `uniq` is its own address, and a USB device's its serial: with those, two identical remotes
+/// stay apart and one remote keeps its name across re-pairing. Without `uniq`, `phys` (the
+/// port) is the next best thing; the kernel appends `/inputN` to it per interface, which is
+/// cut so that the interfaces of one device share a group.
+public struct DeviceIdentity: Equatable, Sendable {
+    public var group: String
+    public var id: String
+
+    public init(bus: UInt16, vendor: UInt16, product: UInt16, uniq: String?, phys: String?, name: String) {
+        let prefix = "\(BusType.name(bus))-\(hex(vendor, width: 4))-\(hex(product, width: 4))"
+        let anchor: String
+        if let uniq, !uniq.isEmpty {
+            anchor = uniq
+        } else if let phys, !phys.isEmpty {
+            anchor = DeviceIdentity.physWithoutInterface(phys)
+        } else {
+            anchor = DeviceIdentity.slug(DeviceIdentity.baseName(name))
+        }
+        group = prefix + "-" + DeviceIdentity.clean(anchor)
+        id = group + "-" + DeviceIdentity.slug(name)
+    }
+
+    /// "usb-0000:00:14.0-2/input1" -> "usb-0000:00:14.0-2".
+    static func physWithoutInterface(_ phys: String) -> String {
+        if let slash = phys.lastIndex(of: "/"), phys[phys.index(after: slash)...].hasPrefix("input") {
+            return String(phys[..<slash])
+        }
+        return phys
+    }
+
+    /// A node name without the suffix hid-input adds per collection.
+    static func baseName(_ name: String) -> String {
+        for suffix in [" Keyboard", " Consumer Control", " System Control", " Mouse"] where name.hasSuffix(suffix) {
+            return String(name.dropLast(suffix.count))
+        }
+        return name
+    }
+
+    /// Lowercase, with every run of characters other than letters, digits and ':' as one '-'.
+    static func slug(_ s: String) -> String {
+        var out = ""
+        var dash = false
+        for ch in s.lowercased() {
+            if (ch.isASCII && (ch.isLetter || ch.isNumber)) || ch == ":" {
+                if dash && !out.isEmpty { out.append("-") }
+                out.append(ch)
+                dash = false
+            } else {
+                dash = true
+            }
+        }
+        return out.isEmpty ? "unnamed" : out
+    }
+
+    /// Lowercase, with white space and '/' replaced so the id stays one token.
+    static func clean(_ s: String) -> String {
+        String(s.lowercased().map { $0 == " " || $0 == "/" || $0 == "\t" ? "-" : $0 })
+    }
+}

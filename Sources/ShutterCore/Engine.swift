@@ -1,0 +1,133 @@
+/// The daemon-wide state of input: which devices exist, which of their keys are held, the
+/// slider movement of the current frame. Raw evdev events go in, `Occurrence`s come out.
+///
+/// Pure logic: the Linux side reads the devices and hands their events here, which is what
+/// lets the tests replay recorded streams.
+public struct Engine {
+    struct Held {
+        var press: UInt64
+        var role: KeyRole
+        var key: KeyInfo
+    }
+
+    struct DeviceState {
+        var info: DeviceInfo
+        var json: JSON
+        var mapping: DeviceMapping
+        /// Held keys with a role, by code.
+        var held: [UInt16: Held] = [:]
+        /// The scancode of the current frame's last MSC_SCAN, for the key that follows it.
+        var scan: Int32?
+        /// Summed slider movement of the current frame, by axis, in arrival order.
+        var frameRel: [(UInt16, Int64, Int64)] = []
+    }
+
+    var devices: [Int: DeviceState] = [:]
+    public private(set) var lastSeq: UInt64 = 0
+    var lastPress: UInt64 = 0
+    /// Turns an event type and code into libevdev's name for it.
+    let name: (UInt16, UInt16) -> String
+
+    public init(name: @escaping (UInt16, UInt16) -> String) {
+        self.name = name
+    }
+
+    public mutating func nextSeq() -> UInt64 {
+        lastSeq += 1
+        return lastSeq
+    }
+
+    public mutating func addDevice(handle: Int, info: DeviceInfo, mapping: DeviceMapping) {
+        devices[handle] = DeviceState(info: info, json: info.json, mapping: mapping)
+    }
+
+    public func device(_ handle: Int) -> DeviceInfo? { devices[handle]?.info }
+
+    /// How many of the device's mapped keys are held now (grabbing waits for zero).
+    public func heldCount(_ handle: Int) -> Int { devices[handle]?.held.count ?? 0 }
+
+    /// Forgets a device; its held keys are cancelled.
+    public mutating func removeDevice(handle: Int, now: Int64) -> [Occurrence] {
+        let out = cancelAll(handle: handle, reason: .removed, now: now)
+        devices[handle] = nil
+        return out
+    }
+
+    /// Cancels every held key of every device (the daemon is stopping).
+    public mutating func shutdown(now: Int64) -> [Occurrence] {
+        devices.keys.sorted().flatMap { cancelAll(handle: $0, reason: .shutdown, now: now) }
+    }
+
+    mutating func cancelAll(handle: Int, reason: CancelReason, now: Int64) -> [Occurrence] {
+        guard let state = devices[handle] else { return [] }
+        var out: [Occurrence] = []
+        for held in state.held.values.sorted(by: { $0.press < $1.press }) {
+            out.append(occurrence(state, role: held.role, phase: .cancelled, press: held.press, key: held.key, reason: reason, time: now, now: now))
+        }
+        devices[handle]?.held = [:]
+        return out
+    }
+
+    mutating func occurrence(
+        _ state: DeviceState, role: KeyRole, phase: Phase, press: UInt64, key: KeyInfo, reason: CancelReason?,
+        time: Int64, now: Int64
+    ) -> Occurrence {
+        let kind: Occurrence.Kind = role == .focus ? .focus(phase) : .capture(role, phase)
+        return Occurrence(
+            seq: nextSeq(), kind: kind, press: press, reason: reason, device: state.info, deviceJSON: state.json, key: key,
+            kernelTime: time, receiveTime: now)
+    }
+
+    /// Feeds one event of a device; returns what it produced, numbered.
+    public mutating func handle(_ handle: Int, _ event: RawEvent, now: Int64) -> [Occurrence] {
+        guard var state = devices[handle] else { return [] }
+        var produced: [Occurrence] = []
+        switch event.type {
+        case EventType.msc where event.code == MscCode.scan:
+            state.scan = event.value
+        case EventType.key:
+            let scan = state.scan
+            state.scan = nil
+            guard let role = state.mapping.role(ofKey: event.code) else { break }
+            switch event.value {
+            case 1 where state.held[event.code] == nil:
+                lastPress += 1
+                let key = KeyInfo(code: event.code, name: name(EventType.key, event.code), scancode: scan)
+                state.held[event.code] = Held(press: lastPress, role: role, key: key)
+                produced.append(occurrence(state, role: role, phase: .began, press: lastPress, key: key, reason: nil, time: event.time, now: now))
+            case 0:
+                guard let held = state.held.removeValue(forKey: event.code) else { break }
+                // A release that libevdev reports while resynchronising was never read: the
+                // key went up while events were being dropped, so the press is cancelled.
+                let phase: Phase = event.resync ? .cancelled : .ended
+                var key = held.key
+                if let scan { key.scancode = scan }
+                produced.append(occurrence(state, role: role, phase: phase, press: held.press, key: key, reason: event.resync ? .dropped : nil, time: event.time, now: now))
+            default:
+                break  // Autorepeat (2), or a press of a key already held.
+            }
+        case EventType.rel where state.mapping.sliderAxes.contains(event.code):
+            if let i = state.frameRel.firstIndex(where: { $0.0 == event.code }) {
+                state.frameRel[i].1 += Int64(event.value)
+                state.frameRel[i].2 = event.time
+            } else {
+                state.frameRel.append((event.code, Int64(event.value), event.time))
+            }
+        case EventType.syn where event.code == SynCode.report:
+            for (axis, delta, time) in state.frameRel where delta != 0 {
+                let key = KeyInfo(code: axis, name: name(EventType.rel, axis))
+                produced.append(Occurrence(seq: nextSeq(), kind: .slider(delta: delta), press: 0, device: state.info, deviceJSON: state.json, key: key, kernelTime: time, receiveTime: now))
+            }
+            state.frameRel.removeAll(keepingCapacity: true)
+            state.scan = nil
+        case EventType.syn where event.code == SynCode.dropped:
+            // The frame in progress is incomplete; libevdev's resync brings the state.
+            state.frameRel.removeAll(keepingCapacity: true)
+            state.scan = nil
+        default:
+            break
+        }
+        devices[handle] = state
+        return produced
+    }
+}

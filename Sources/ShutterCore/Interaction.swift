@@ -1,0 +1,166 @@
+/// Which events a client wants, by device and key. Every non-empty list must match.
+public struct Filter: Equatable, Sendable {
+    /// Exact device ids or groups.
+    public var devices: [String] = []
+    /// Shell patterns on the device name.
+    public var names: [String] = []
+    /// Bus names (`usb`, `bluetooth`, ...).
+    public var buses: [String] = []
+    /// Device kinds.
+    public var kinds: [DeviceKind] = []
+    /// libevdev key or axis names.
+    public var keys: [String] = []
+
+    public init() {}
+
+    public func matches(_ device: DeviceInfo) -> Bool {
+        (devices.isEmpty || devices.contains(device.id) || devices.contains(device.group))
+            && (names.isEmpty || names.contains { Glob.matches(pattern: $0, device.name) })
+            && (buses.isEmpty || buses.contains(device.busName))
+            && (kinds.isEmpty || kinds.contains(device.kind))
+    }
+
+    public func matches(_ device: DeviceInfo, key: String) -> Bool {
+        matches(device) && (keys.isEmpty || keys.contains(key))
+    }
+
+    public var json: JSON {
+        .object([
+            ("devices", .array(devices.map(JSON.string))), ("names", .array(names.map(JSON.string))),
+            ("buses", .array(buses.map(JSON.string))), ("kinds", .array(kinds.map { .string($0.rawValue) })),
+            ("keys", .array(keys.map(JSON.string))),
+        ])
+    }
+}
+
+/// A client's slider: its range and current value.
+public struct SliderRange: Equatable, Sendable {
+    public var min: Int64 = 0
+    public var max: Int64 = 100
+    public var value: Int64 = 50
+
+    public init(min: Int64 = 0, max: Int64 = 100, value: Int64 = 50) {
+        self.min = min
+        self.max = max
+        self.value = value
+    }
+
+    public var json: JSON { .object([("min", .int(min)), ("max", .int(max)), ("value", .int(value))]) }
+}
+
+/// A client's AVCaptureEventInteraction: its handlers and what it listens to.
+public struct Interaction: Equatable, Sendable {
+    public var enabled = true
+    public var primary = true
+    public var secondary = true
+    public var defaultCaptureSoundDisabled = false
+    public var grab = false
+    public var filter = Filter()
+    public var slider = SliderRange()
+
+    public init() {}
+
+    /// The handler a press of `role` drives for this interaction, or nil when it drives none.
+    /// Volume up drives secondary, and falls through to primary when there is no secondary
+    /// handler, as on iOS.
+    public func handler(for role: KeyRole) -> Handler? {
+        switch role {
+        case .primary: primary ? .primary : nil
+        case .secondary: secondary ? .secondary : (primary ? .primary : nil)
+        case .focus: nil
+        }
+    }
+
+    public var json: JSON {
+        .object([
+            ("enabled", .bool(enabled)), ("primary", .bool(primary)), ("secondary", .bool(secondary)),
+            ("defaultCaptureSoundDisabled", .bool(defaultCaptureSoundDisabled)), ("grab", .bool(grab)),
+            ("filter", filter.json), ("slider", slider.json),
+        ])
+    }
+}
+
+public enum Handler: String, Sendable {
+    case primary, secondary
+}
+
+/// Shell-style patterns: `*`, `?`, and `[...]` classes with ranges and `!` or `^` negation.
+public enum Glob {
+    public static func matches(pattern: String, _ text: String) -> Bool {
+        match(Array(pattern), 0, Array(text), 0)
+    }
+
+    static func match(_ p: [Character], _ pi: Int, _ t: [Character], _ ti: Int) -> Bool {
+        var pi = pi, ti = ti
+        var starP = -1, starT = -1
+        while ti < t.count {
+            if pi < p.count {
+                switch p[pi] {
+                case "*":
+                    starP = pi
+                    starT = ti
+                    pi += 1
+                    continue
+                case "?":
+                    pi += 1
+                    ti += 1
+                    continue
+                case "[":
+                    if let (matched, next) = matchClass(p, pi, t[ti]) {
+                        if matched {
+                            pi = next
+                            ti += 1
+                            continue
+                        }
+                    } else if t[ti] == "[" {
+                        pi += 1
+                        ti += 1
+                        continue
+                    }
+                case "\\" where pi + 1 < p.count:
+                    if p[pi + 1] == t[ti] {
+                        pi += 2
+                        ti += 1
+                        continue
+                    }
+                default:
+                    if p[pi] == t[ti] {
+                        pi += 1
+                        ti += 1
+                        continue
+                    }
+                }
+            }
+            guard starP >= 0 else { return false }
+            starT += 1
+            ti = starT
+            pi = starP + 1
+        }
+        while pi < p.count, p[pi] == "*" { pi += 1 }
+        return pi == p.count
+    }
+
+    /// Matches `c` against the class starting at `p[start]` ("["); nil when the class is not closed.
+    static func matchClass(_ p: [Character], _ start: Int, _ c: Character) -> (Bool, Int)? {
+        var i = start + 1
+        var negate = false
+        if i < p.count, p[i] == "!" || p[i] == "^" {
+            negate = true
+            i += 1
+        }
+        var matched = false
+        var first = true
+        while i < p.count {
+            if p[i] == "]" && !first { return (matched != negate, i + 1) }
+            first = false
+            if i + 2 < p.count, p[i + 1] == "-", p[i + 2] != "]" {
+                if p[i] <= c && c <= p[i + 2] { matched = true }
+                i += 3
+            } else {
+                if p[i] == c { matched = true }
+                i += 1
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,110 @@
+/// A phase of a press, as on iOS.
+public enum Phase: String, Sendable {
+    case began, ended, cancelled
+}
+
+/// Why a press was cancelled.
+public enum CancelReason: String, Sendable {
+    /// The device went away with the key held.
+    case removed
+    /// Events were dropped (SYN_DROPPED) and the release with them.
+    case dropped
+    /// The daemon stopped with the key held.
+    case shutdown
+    /// This client disabled its interaction mid-press.
+    case disabled
+    /// This client's new filter or handlers no longer cover the press.
+    case filtered
+}
+
+/// The key or axis of an event, as clients see it.
+public struct KeyInfo: Equatable, Sendable {
+    public var code: UInt16
+    public var name: String
+    public var scancode: Int32?
+
+    public init(code: UInt16, name: String, scancode: Int32? = nil) {
+        self.code = code
+        self.name = name
+        self.scancode = scancode
+    }
+
+    public var json: JSON {
+        var m: [(String, JSON)] = [("code", .int(Int64(code))), ("name", .string(name))]
+        if let scancode { m.append(("scancode", .int(Int64(UInt32(bitPattern: scancode))))) }
+        return .object(m)
+    }
+}
+
+/// One thing that happened, daemon-wide, before it is fanned out to clients.
+///
+/// A class so that the part of its JSON that is the same for every client (device, key,
+/// times) is written once however many clients receive it.
+public final class Occurrence: @unchecked Sendable {
+    public enum Kind: Equatable, Sendable {
+        /// A press of a key with a handler role.
+        case capture(KeyRole, Phase)
+        /// The controls' half press: began = active, ended/cancelled = inactive.
+        case focus(Phase)
+        /// A frame's summed movement of a slider axis.
+        case slider(delta: Int64)
+    }
+
+    public let seq: UInt64
+    public let kind: Kind
+    /// The press this event belongs to (0 for sliders).
+    public let press: UInt64
+    public let reason: CancelReason?
+    public let device: DeviceInfo
+    public let deviceJSON: JSON
+    public let key: KeyInfo
+    public let kernelTime: Int64
+    public let receiveTime: Int64
+
+    public init(
+        seq: UInt64, kind: Kind, press: UInt64, reason: CancelReason? = nil, device: DeviceInfo, deviceJSON: JSON,
+        key: KeyInfo, kernelTime: Int64, receiveTime: Int64
+    ) {
+        self.seq = seq
+        self.kind = kind
+        self.press = press
+        self.reason = reason
+        self.device = device
+        self.deviceJSON = deviceJSON
+        self.key = key
+        self.kernelTime = kernelTime
+        self.receiveTime = receiveTime
+    }
+
+    public var phase: Phase? {
+        switch kind {
+        case .capture(_, let p), .focus(let p): p
+        case .slider: nil
+        }
+    }
+
+    /// `"device":{...},"key":{...},"kernelTime":N,"receiveTime":N}\n`, shared by all clients.
+    public private(set) lazy var sharedTail: [UInt8] = {
+        var out: [UInt8] = []
+        out.reserveCapacity(512)
+        out.append(contentsOf: "\"device\":".utf8)
+        deviceJSON.write(into: &out)
+        out.append(contentsOf: ",\"key\":".utf8)
+        key.json.write(into: &out)
+        out.append(contentsOf: ",\"kernelTime\":\(kernelTime),\"receiveTime\":\(receiveTime)}\n".utf8)
+        return out
+    }()
+
+    /// A copy for one client's own cancel (its interaction changed mid-press).
+    func cancelled(seq: UInt64, reason: CancelReason, receiveTime: Int64) -> Occurrence {
+        let k: Kind
+        switch kind {
+        case .capture(let role, _): k = .capture(role, .cancelled)
+        case .focus: k = .focus(.cancelled)
+        case .slider: k = kind
+        }
+        return Occurrence(
+            seq: seq, kind: k, press: press, reason: reason, device: device, deviceJSON: deviceJSON, key: key,
+            kernelTime: receiveTime, receiveTime: receiveTime)
+    }
+}

@@ -1,0 +1,236 @@
+/// The protocol version spoken; see docs/PROTOCOL.md.
+public enum ProtocolVersion {
+    public static let major = 1
+    public static let minor = 0
+}
+
+/// The longest request line accepted, without its newline.
+public let maxRequestLine = 65536
+
+/// A request from a client.
+public enum Request: Equatable, Sendable {
+    case setInteraction(Interaction)
+    case listDevices
+    case ping
+
+    public var name: String {
+        switch self {
+        case .setInteraction: "setInteraction"
+        case .listDevices: "listDevices"
+        case .ping: "ping"
+        }
+    }
+}
+
+/// The error codes of an `error` message.
+public enum ErrorCode: String, Sendable {
+    case lineTooLong, invalidJSON, unknownRequest, invalidRequest, notPermitted
+
+    /// Whether the connection is closed after this error.
+    public var closes: Bool { self == .lineTooLong || self == .invalidJSON }
+}
+
+/// A request that cannot be carried out, with what to tell the client.
+public struct RequestError: Error, Equatable {
+    public var code: ErrorCode
+    public var message: String
+    public var id: JSON?
+
+    public init(_ code: ErrorCode, _ message: String, id: JSON? = nil) {
+        self.code = code
+        self.message = message
+        self.id = id
+    }
+}
+
+/// A parsed request line: the request and the id to echo.
+public struct RequestLine: Equatable {
+    public var request: Request
+    public var id: JSON?
+}
+
+extension RequestLine {
+    /// Parses one request line (without its newline).
+    public static func parse<C: Collection>(_ line: C) -> Result<RequestLine, RequestError> where C.Element == UInt8 {
+        let value: JSON
+        do {
+            value = try JSON.parse(line)
+        } catch {
+            return .failure(RequestError(.invalidJSON, "request is not valid JSON: \(error)"))
+        }
+        guard case .object = value else {
+            return .failure(RequestError(.invalidJSON, "request must be a JSON object, not \(value.typeName)"))
+        }
+        let id = value["id"]
+        guard let type = value["type"] else {
+            return .failure(RequestError(.invalidRequest, "request has no \"type\" field", id: id))
+        }
+        guard let typeName = type.stringValue else {
+            return .failure(RequestError(.invalidRequest, "\"type\" must be a string, not \(type.typeName)", id: id))
+        }
+        switch typeName {
+        case "ping": return .success(RequestLine(request: .ping, id: id))
+        case "listDevices": return .success(RequestLine(request: .listDevices, id: id))
+        case "setInteraction":
+            do {
+                let interaction = try Interaction(request: value["interaction"] ?? .object([]))
+                return .success(RequestLine(request: .setInteraction(interaction), id: id))
+            } catch {
+                return .failure(RequestError(.invalidRequest, "setInteraction: \(error.message)", id: id))
+            }
+        default:
+            return .failure(
+                RequestError(
+                    .unknownRequest, "unknown request type \"\(typeName)\" (known: setInteraction, listDevices, ping)",
+                    id: id))
+        }
+    }
+}
+
+/// What is wrong with a field of a request.
+public struct FieldError: Error, Equatable {
+    public var message: String
+}
+
+extension Interaction {
+    /// Reads an interaction from a request. Unknown fields are refused, so a misspelt one
+    /// is reported rather than silently meaning the default.
+    public init(request json: JSON) throws(FieldError) {
+        self.init()
+        guard let members = json.objectValue else {
+            throw FieldError(message: "\"interaction\" must be an object, not \(json.typeName)")
+        }
+        for (key, value) in members {
+            switch key {
+            case "enabled": enabled = try Self.bool(value, key)
+            case "primary": primary = try Self.bool(value, key)
+            case "secondary": secondary = try Self.bool(value, key)
+            case "defaultCaptureSoundDisabled": defaultCaptureSoundDisabled = try Self.bool(value, key)
+            case "grab": grab = try Self.bool(value, key)
+            case "filter": filter = try Filter(request: value)
+            case "slider": slider = try SliderRange(request: value)
+            default:
+                throw FieldError(
+                    message: "unknown field \"interaction.\(key)\" (known: enabled, primary, secondary, defaultCaptureSoundDisabled, grab, filter, slider)")
+            }
+        }
+    }
+
+    static func bool(_ v: JSON, _ key: String) throws(FieldError) -> Bool {
+        guard let b = v.boolValue else { throw FieldError(message: "\"interaction.\(key)\" must be true or false, not \(v.typeName)") }
+        return b
+    }
+}
+
+extension Filter {
+    public init(request json: JSON) throws(FieldError) {
+        self.init()
+        guard let members = json.objectValue else {
+            throw FieldError(message: "\"interaction.filter\" must be an object, not \(json.typeName)")
+        }
+        for (key, value) in members {
+            let path = "interaction.filter.\(key)"
+            guard let items = value.arrayValue else {
+                throw FieldError(message: "\"\(path)\" must be an array of strings, not \(value.typeName)")
+            }
+            var strings: [String] = []
+            for item in items {
+                guard let s = item.stringValue else {
+                    throw FieldError(message: "\"\(path)\" must hold strings only, found \(item.typeName)")
+                }
+                strings.append(s)
+            }
+            switch key {
+            case "devices": devices = strings
+            case "names": names = strings
+            case "buses": buses = strings
+            case "keys":
+                for s in strings where !(s.hasPrefix("KEY_") || s.hasPrefix("BTN_") || s.hasPrefix("REL_")) {
+                    throw FieldError(message: "\"\(path)\": \"\(s)\" is not a libevdev key or axis name (KEY_..., BTN_..., REL_...)")
+                }
+                keys = strings
+            case "kinds":
+                kinds = []
+                for s in strings {
+                    guard let k = DeviceKind(rawValue: s) else {
+                        throw FieldError(message: "\"\(path)\": unknown kind \"\(s)\" (known: \(DeviceKind.allCases.map(\.rawValue).joined(separator: ", ")))")
+                    }
+                    kinds.append(k)
+                }
+            default:
+                throw FieldError(message: "unknown field \"\(path)\" (known: devices, names, buses, kinds, keys)")
+            }
+        }
+    }
+}
+
+extension SliderRange {
+    public init(request json: JSON) throws(FieldError) {
+        self.init()
+        guard let members = json.objectValue else {
+            throw FieldError(message: "\"interaction.slider\" must be an object, not \(json.typeName)")
+        }
+        var valueSet = false
+        for (key, v) in members {
+            guard let n = v.intValue else {
+                throw FieldError(message: "\"interaction.slider.\(key)\" must be an integer, not \(v.typeName)")
+            }
+            switch key {
+            case "min": min = n
+            case "max": max = n
+            case "value": value = n; valueSet = true
+            default: throw FieldError(message: "unknown field \"interaction.slider.\(key)\" (known: min, max, value)")
+            }
+        }
+        guard min <= max else { throw FieldError(message: "\"interaction.slider\": min \(min) is above max \(max)") }
+        if !valueSet { value = min + (max - min) / 2 }
+        guard value >= min && value <= max else {
+            throw FieldError(message: "\"interaction.slider.value\" \(value) is outside \(min)...\(max)")
+        }
+    }
+}
+
+/// Builders of the daemon's messages, each a JSON line with its newline.
+public enum Message {
+    public static func line(_ json: JSON) -> [UInt8] {
+        var out: [UInt8] = []
+        json.write(into: &out)
+        out.append(0x0A)
+        return out
+    }
+
+    public static func hello(version: String, devices: [JSON]) -> [UInt8] {
+        line(
+            .object([
+                ("type", .string("hello")),
+                ("protocol", .object([("major", .int(Int64(ProtocolVersion.major))), ("minor", .int(Int64(ProtocolVersion.minor)))])),
+                ("daemon", .object([("name", .string("shutterd")), ("version", .string(version))])),
+                ("devices", .array(devices)),
+            ]))
+    }
+
+    public static func reply(_ request: Request, id: JSON?, _ extra: [(String, JSON)] = []) -> [UInt8] {
+        var m: [(String, JSON)] = [("type", .string("reply")), ("request", .string(request.name))]
+        if let id { m.append(("id", id)) }
+        m.append(contentsOf: extra)
+        return line(.object(m))
+    }
+
+    public static func error(_ e: RequestError) -> [UInt8] {
+        var m: [(String, JSON)] = [("type", .string("error")), ("code", .string(e.code.rawValue)), ("message", .string(e.message))]
+        if let id = e.id { m.append(("id", id)) }
+        return line(.object(m))
+    }
+
+    public static func device(added: Bool, _ device: JSON) -> [UInt8] {
+        line(.object([("type", .string(added ? "deviceAdded" : "deviceRemoved")), ("device", device)]))
+    }
+
+    public static func overflow(limit: Int) -> [UInt8] {
+        line(
+            .object([
+                ("type", .string("overflow")), ("queued", .int(Int64(limit))),
+                ("message", .string("client fell behind by more than \(limit) messages; disconnecting")),
+            ]))
+    }
+}

@@ -16,6 +16,9 @@ let package = Package(
         .systemLibrary(
             name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
 
+        // Linux interfaces missing from Swift's Glibc module.
+        .target(name: "CLinux"),
+
         // Pure logic: the capture-event model, mapping, client state, wire protocol, config.
         // No C import, no file descriptor.
         .target(name: "ShutterCore"),
@@ -23,7 +26,7 @@ let package = Package(
         // Everything that touches the kernel: udev, libevdev, epoll, sockets, signals.
         .target(
             name: "ShutterLinux",
-            dependencies: ["ShutterCore", "CEvdev", "CUdev", "CSystemd"]),
+            dependencies: ["ShutterCore", "CEvdev", "CUdev", "CSystemd", "CLinux"]),
 
         .executableTarget(name: "shutterd", dependencies: ["ShutterLinux", "ShutterCore"]),
         .executableTarget(name: "shutterctl", dependencies: ["ShutterLinux", "ShutterCore"]),

@@ -1,0 +1,20 @@
+/* Linux interfaces Swift's Glibc module does not carry (epoll, signalfd, timerfd,
+   accept4, SO_PEERCRED), and socket flags as plain ints. The functions that need
+   _GNU_SOURCE live in clinux.c so that this header declares no glibc type differently
+   from other modules. */
+#ifndef SHUTTERD_CLINUX_H
+#define SHUTTERD_CLINUX_H
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+
+static const int shutterd_sock_stream_cloexec = SOCK_STREAM | SOCK_CLOEXEC;
+static const int shutterd_sock_nonblock = SOCK_NONBLOCK;
+
+/* accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC. */
+int shutterd_accept4(int fd);
+/* SO_PEERCRED of a connected Unix socket; 0 or -1 with errno. */
+int shutterd_peercred(int fd, int *pid, unsigned *uid, unsigned *gid);
+#endif

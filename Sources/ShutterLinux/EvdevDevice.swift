@@ -1,0 +1,119 @@
+import CEvdev
+import Glibc
+import ShutterCore
+
+/// An evdev node read through libevdev. Owns the file descriptor and the libevdev handle.
+public final class EvdevDevice {
+    public let node: String
+    let fd: FileDescriptor
+    let dev: OpaquePointer
+    public private(set) var grabbed = false
+
+    public var raw: Int32 { fd.raw }
+
+    /// Opens `node` read-only, non-blocking, with CLOCK_MONOTONIC timestamps.
+    public convenience init(node: String) throws(SystemError) {
+        let raw = try sys("open", node) { open(node, O_RDONLY | O_NONBLOCK | O_CLOEXEC) }
+        try self.init(adopting: raw, node: node)
+    }
+
+    /// Takes ownership of an open descriptor (closed on failure too).
+    public init(adopting raw: Int32, node: String) throws(SystemError) {
+        let owner = FileDescriptor(raw)
+        var handle: OpaquePointer?
+        // ENOTTY here means the descriptor is not an evdev node.
+        try negErrno("libevdev_new_from_fd", node, libevdev_new_from_fd(raw, &handle))
+        guard let handle else { throw SystemError("libevdev_new_from_fd", errno: ENOMEM, subject: node) }
+        if let e = Optional(libevdev_set_clock_id(handle, CLOCK_MONOTONIC)), e < 0 {
+            libevdev_free(handle)
+            throw SystemError("libevdev_set_clock_id", errno: -e, subject: node)
+        }
+        self.node = node
+        self.fd = owner
+        self.dev = handle
+    }
+
+    deinit {
+        libevdev_free(dev)
+    }
+
+    static func string(_ p: UnsafePointer<CChar>?) -> String? { p.map { String(cString: $0) } }
+
+    public var name: String { Self.string(libevdev_get_name(dev)) ?? "" }
+    public var phys: String? { Self.string(libevdev_get_phys(dev)) }
+    public var uniq: String? { Self.string(libevdev_get_uniq(dev)) }
+    public var bus: UInt16 { UInt16(truncatingIfNeeded: libevdev_get_id_bustype(dev)) }
+    public var vendor: UInt16 { UInt16(truncatingIfNeeded: libevdev_get_id_vendor(dev)) }
+    public var product: UInt16 { UInt16(truncatingIfNeeded: libevdev_get_id_product(dev)) }
+    public var version: UInt16 { UInt16(truncatingIfNeeded: libevdev_get_id_version(dev)) }
+
+    /// The keys and relative axes the device declares.
+    public var capabilities: Capabilities {
+        var caps = Capabilities()
+        if libevdev_has_event_type(dev, UInt32(EV_KEY)) != 0 {
+            for code in 0...UInt32(KEY_MAX) where libevdev_has_event_code(dev, UInt32(EV_KEY), code) != 0 {
+                caps.keys.insert(UInt16(code))
+            }
+        }
+        if libevdev_has_event_type(dev, UInt32(EV_REL)) != 0 {
+            for code in 0...UInt32(REL_MAX) where libevdev_has_event_code(dev, UInt32(EV_REL), code) != 0 {
+                caps.rels.insert(UInt16(code))
+            }
+        }
+        return caps
+    }
+
+    /// Whether the key is down now, by libevdev's state.
+    public func isDown(_ code: UInt16) -> Bool {
+        libevdev_get_event_value(dev, UInt32(EV_KEY), UInt32(code)) != 0
+    }
+
+    /// Reads every pending event, to EAGAIN. After a SYN_DROPPED, libevdev resynchronises
+    /// the state and the events that bring it up to date are delivered with `resync` set.
+    /// Throws ENODEV when the device is gone.
+    public func drain(_ body: (RawEvent) -> Void) throws(SystemError) {
+        var flags = LIBEVDEV_READ_FLAG_NORMAL.rawValue
+        var ev = input_event()
+        while true {
+            let rc = libevdev_next_event(dev, flags, &ev)
+            let event = RawEvent(
+                type: ev.type, code: ev.code, value: ev.value,
+                time: Int64(ev.time.tv_sec) * 1_000_000 + Int64(ev.time.tv_usec),
+                resync: flags == LIBEVDEV_READ_FLAG_SYNC.rawValue)
+            if rc == LIBEVDEV_READ_STATUS_SUCCESS.rawValue {
+                body(event)
+            } else if rc == LIBEVDEV_READ_STATUS_SYNC.rawValue {
+                if flags == LIBEVDEV_READ_FLAG_NORMAL.rawValue {
+                    // This is the SYN_DROPPED itself; the next reads are the resync.
+                    Log.info("\(nodeName) - \(name): events dropped (SYN_DROPPED), resynchronising")
+                    body(event)
+                    flags = LIBEVDEV_READ_FLAG_SYNC.rawValue
+                } else {
+                    body(event)
+                }
+            } else if rc == -EAGAIN {
+                if flags == LIBEVDEV_READ_FLAG_SYNC.rawValue {
+                    flags = LIBEVDEV_READ_FLAG_NORMAL.rawValue  // Resync done; read on.
+                    continue
+                }
+                return
+            } else if rc == -EINTR {
+                continue
+            } else {
+                throw SystemError("libevdev_next_event", errno: -rc, subject: node)
+            }
+        }
+    }
+
+    /// Grabs (EVIOCGRAB) or releases the device: while grabbed, no other reader gets its events.
+    public func grab(_ on: Bool) throws(SystemError) {
+        guard on != grabbed else { return }
+        try negErrno("libevdev_grab", node, libevdev_grab(dev, on ? LIBEVDEV_GRAB : LIBEVDEV_UNGRAB))
+        grabbed = on
+    }
+
+    /// "event5" for log lines.
+    public var nodeName: String {
+        node.split(separator: "/").last.map(String.init) ?? node
+    }
+}

@@ -1,0 +1,60 @@
+import CLinux
+import Glibc
+
+/// A single-threaded epoll loop: file descriptors and what to do when they are ready.
+/// It sleeps in `epoll_wait` with no timeout, so an idle daemon never wakes up.
+public final class EventLoop {
+    public typealias Handler = (UInt32) -> Void
+
+    let epoll: FileDescriptor
+    var handlers: [Int32: Handler] = [:]
+    var running = false
+
+    public static let readable = EPOLLIN.rawValue
+    public static let writable = EPOLLOUT.rawValue
+    public static let hangup = EPOLLHUP.rawValue | EPOLLERR.rawValue
+
+    public init() throws(SystemError) {
+        epoll = FileDescriptor(try sys("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) })
+    }
+
+    public func add(_ fd: Int32, events: UInt32, _ handler: @escaping Handler) throws(SystemError) {
+        var ev = epoll_event(events: events, data: epoll_data_t(fd: fd))
+        try sys("epoll_ctl(ADD)") { epoll_ctl(epoll.raw, EPOLL_CTL_ADD, fd, &ev) }
+        handlers[fd] = handler
+    }
+
+    public func modify(_ fd: Int32, events: UInt32) {
+        var ev = epoll_event(events: events, data: epoll_data_t(fd: fd))
+        _ = epoll_ctl(epoll.raw, EPOLL_CTL_MOD, fd, &ev)
+    }
+
+    /// Stops watching `fd`; call before closing it.
+    public func remove(_ fd: Int32) {
+        guard handlers.removeValue(forKey: fd) != nil else { return }
+        var ev = epoll_event()
+        _ = epoll_ctl(epoll.raw, EPOLL_CTL_DEL, fd, &ev)
+    }
+
+    public func stop() { running = false }
+
+    /// Runs until `stop()`.
+    public func run() throws(SystemError) {
+        running = true
+        var events = [epoll_event](repeating: epoll_event(), count: 64)
+        while running {
+            let n = epoll_wait(epoll.raw, &events, Int32(events.count), -1)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw SystemError("epoll_wait", errno: errno)
+            }
+            for i in 0..<Int(n) {
+                let fd = events[i].data.fd
+                // A handler earlier in this batch may have removed this fd.
+                guard let handler = handlers[fd] else { continue }
+                handler(events[i].events)
+                if !running { break }
+            }
+        }
+    }
+}

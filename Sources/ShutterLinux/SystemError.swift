@@ -1,0 +1,78 @@
+import Glibc
+
+/// A failed system or library call: which call, on what, and the errno.
+public struct SystemError: Error, CustomStringConvertible, Equatable {
+    public var call: String
+    public var errno: Int32
+    public var subject: String?
+
+    public init(_ call: String, errno: Int32, subject: String? = nil) {
+        self.call = call
+        self.errno = errno
+        self.subject = subject
+    }
+
+    public var description: String {
+        let what = subject.map { "\(call) \($0)" } ?? call
+        return "\(what): \(String(cString: strerror(errno))) (errno \(errno))"
+    }
+}
+
+/// Runs a libc call that returns -1 and sets errno on failure, retrying on EINTR.
+/// EBADF and EFAULT are programming errors, not conditions to handle: they trap.
+@discardableResult
+func sys<T: BinaryInteger>(_ call: String, _ subject: String? = nil, _ body: () -> T) throws(SystemError) -> T {
+    while true {
+        let r = body()
+        if r != -1 { return r }
+        let e = Glibc.errno
+        if e == EINTR { continue }
+        precondition(e != EBADF && e != EFAULT, "\(call): \(String(cString: strerror(e)))")
+        throw SystemError(call, errno: e, subject: subject)
+    }
+}
+
+/// Checks a libevdev/libudev/libsystemd result: negative errno on failure.
+@discardableResult
+func negErrno(_ call: String, _ subject: String? = nil, _ rc: Int32) throws(SystemError) -> Int32 {
+    if rc < 0 { throw SystemError(call, errno: -rc, subject: subject) }
+    return rc
+}
+
+/// CLOCK_MONOTONIC now, in microseconds.
+public func monotonicMicros() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
+}
+
+/// Owns a file descriptor and closes it once.
+public final class FileDescriptor {
+    public private(set) var raw: Int32
+
+    public init(_ raw: Int32) { self.raw = raw }
+
+    public func close() {
+        if raw >= 0 {
+            _ = Glibc.close(raw)
+            raw = -1
+        }
+    }
+
+    deinit { close() }
+}
+
+/// Writes to stderr, one line per message; systemd's journal takes stderr.
+public enum Log {
+    nonisolated(unsafe) public static var verbose = false
+
+    public static func info(_ message: String) { write(message) }
+    public static func debug(_ message: String) { if verbose { write(message) } }
+    public static func error(_ message: String) { write(message) }
+
+    static func write(_ message: String) {
+        var line = Array(message.utf8)
+        line.append(0x0A)
+        _ = line.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+    }
+}

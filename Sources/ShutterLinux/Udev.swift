@@ -1,0 +1,92 @@
+import CUdev
+import Glibc
+
+/// One udev device as shutterd needs it.
+public struct UdevRecord: Sendable {
+    public var syspath: String
+    public var sysname: String
+    public var devnode: String?
+    public var action: String?
+    public var initialized: Bool
+    public var properties: [String: String]
+
+    init(_ d: OpaquePointer) {
+        syspath = String(cString: udev_device_get_syspath(d))
+        sysname = udev_device_get_sysname(d).map { String(cString: $0) } ?? ""
+        devnode = udev_device_get_devnode(d).map { String(cString: $0) }
+        action = udev_device_get_action(d).map { String(cString: $0) }
+        initialized = udev_device_get_is_initialized(d) > 0
+        var props: [String: String] = [:]
+        var entry = udev_device_get_properties_list_entry(d)
+        while let e = entry {
+            if let n = udev_list_entry_get_name(e), let v = udev_list_entry_get_value(e) {
+                props[String(cString: n)] = String(cString: v)
+            }
+            entry = udev_list_entry_get_next(e)
+        }
+        properties = props
+    }
+
+    /// An evdev node (`eventN`), the only nodes shutterd reads.
+    public var isEventNode: Bool { sysname.hasPrefix("event") && devnode != nil }
+}
+
+/// The libudev context.
+public final class Udev {
+    let handle: OpaquePointer
+
+    public init() throws(SystemError) {
+        guard let h = udev_new() else { throw SystemError("udev_new", errno: errno == 0 ? ENOMEM : errno) }
+        handle = h
+    }
+
+    deinit { udev_unref(handle) }
+
+    /// Every device of subsystem `input` udev knows now.
+    public func enumerateInput() throws(SystemError) -> [UdevRecord] {
+        guard let e = udev_enumerate_new(handle) else { throw SystemError("udev_enumerate_new", errno: ENOMEM) }
+        defer { udev_enumerate_unref(e) }
+        try negErrno("udev_enumerate_add_match_subsystem", nil, udev_enumerate_add_match_subsystem(e, "input"))
+        try negErrno("udev_enumerate_scan_devices", nil, udev_enumerate_scan_devices(e))
+        var out: [UdevRecord] = []
+        var entry = udev_enumerate_get_list_entry(e)
+        while let item = entry {
+            if let path = udev_list_entry_get_name(item), let d = udev_device_new_from_syspath(handle, path) {
+                out.append(UdevRecord(d))
+                udev_device_unref(d)
+            }
+            entry = udev_list_entry_get_next(item)
+        }
+        return out
+    }
+}
+
+/// A udev monitor on the `udev` source (events after udev's rules ran), subsystem `input`.
+public final class UdevMonitor {
+    let udev: Udev
+    let handle: OpaquePointer
+    public let fd: Int32
+
+    public init(_ udev: Udev) throws(SystemError) {
+        self.udev = udev
+        guard let m = udev_monitor_new_from_netlink(udev.handle, "udev") else {
+            throw SystemError("udev_monitor_new_from_netlink", errno: errno == 0 ? EPROTONOSUPPORT : errno)
+        }
+        handle = m
+        try negErrno("udev_monitor_filter_add_match_subsystem_devtype", nil, udev_monitor_filter_add_match_subsystem_devtype(m, "input", nil))
+        try negErrno("udev_monitor_enable_receiving", nil, udev_monitor_enable_receiving(m))
+        fd = udev_monitor_get_fd(m)
+        // libudev's socket is non-blocking already; make sure, since the loop relies on it.
+        let flags = fcntl(fd, F_GETFL)
+        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+    }
+
+    deinit { udev_monitor_unref(handle) }
+
+    /// The next pending device event, or nil when none is pending.
+    public func receive() -> UdevRecord? {
+        guard let d = udev_monitor_receive_device(handle) else { return nil }
+        defer { udev_device_unref(d) }
+        return UdevRecord(d)
+    }
+}

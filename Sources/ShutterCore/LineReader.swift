@@ -81,13 +81,13 @@ public struct OutboundQueue {
 
     /// Hands the unwritten bytes of up to `max` messages to `write`, which returns how many
     /// bytes it wrote (0 when the peer cannot take more now); returns the total written.
-    public mutating func drain(max: Int = 64, _ write: ([ArraySlice<UInt8>]) -> Int) -> Int {
+    public mutating func drain<E: Error>(max: Int = 64, _ write: ([ArraySlice<UInt8>]) throws(E) -> Int) throws(E) -> Int {
         var total = 0
         while !isEmpty {
             let end = Swift.min(chunks.count, head + max)
             var slices: [ArraySlice<UInt8>] = [chunks[head][offset...]]
             for i in (head + 1)..<end { slices.append(chunks[i][...]) }
-            var n = write(slices)
+            var n = try write(slices)
             if n <= 0 { break }
             total += n
             while n > 0 {

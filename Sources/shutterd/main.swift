@@ -1,0 +1,76 @@
+import Glibc
+import ShutterCore
+import ShutterLinux
+
+let usage = """
+    Usage: shutterd [--socket PATH] [--config FILE] [--verbose]
+
+    Publishes every press of camera remotes, headsets, media keys and dials as an
+    attributed capture event on a Unix socket (newline-delimited JSON).
+
+    Options:
+      --socket PATH   listen on PATH (default: $RUNTIME_DIRECTORY/shutterd.sock when
+                      RUNTIME_DIRECTORY is set, else /run/shutterd/shutterd.sock)
+      --config FILE   read FILE (default: /etc/shutterd/shutterd.conf, optional)
+      --verbose       log every decision about every device
+      --version       print the version and exit
+      --help          print this help and exit
+
+    See shutterd(8) and docs/PROTOCOL.md.
+    """
+
+func fail(_ message: String, code: Int32) -> Never {
+    Log.error("shutterd: \(message)")
+    exit(code)
+}
+
+var socketPath: String?
+var configPath: String?
+var configRequired = false
+var args = CommandLine.arguments.dropFirst()
+while let arg = args.popFirst() {
+    switch arg {
+    case "--socket":
+        guard let v = args.popFirst() else { fail("--socket needs a path", code: 64) }
+        socketPath = v
+    case "--config":
+        guard let v = args.popFirst() else { fail("--config needs a file", code: 64) }
+        configPath = v
+        configRequired = true
+    case "--verbose", "-v":
+        Log.verbose = true
+    case "--version":
+        print("shutterd \(shutterdVersion)")
+        exit(0)
+    case "--help", "-h":
+        print(usage)
+        exit(0)
+    default:
+        fail("unknown argument '\(arg)'\n\(usage)", code: 64)
+    }
+}
+
+let env = { (name: String) -> String? in getenv(name).map { String(cString: $0) } }
+let path = socketPath ?? env("RUNTIME_DIRECTORY").map { dir in
+    // systemd may list several directories separated by ':'; the first is ours.
+    String(dir.split(separator: ":").first ?? "/run/shutterd") + "/shutterd.sock"
+} ?? "/run/shutterd/shutterd.sock"
+
+var config = Config()
+let file = configPath ?? "/etc/shutterd/shutterd.conf"
+if let text = try? readTextFile(file) {
+    do {
+        config = try Config(text: text, keyCode: KeyNames.keyCode)
+    } catch {
+        fail("\(file): \(error)", code: 78)
+    }
+} else if configRequired {
+    fail("cannot read config file \(file): \(String(cString: strerror(errno)))", code: 78)
+}
+
+do {
+    let daemon = try Daemon(options: DaemonOptions(socketPath: path, config: config))
+    try daemon.run()
+} catch {
+    fail(error.description, code: 1)
+}

@@ -1,0 +1,127 @@
+#!/bin/sh
+# Check shutterd's systemd files offline, without installing anything:
+#
+#   1. `systemd-analyze verify` on shutterd.service (made from the template)
+#      and shutterd.socket must succeed and print nothing. When man(1) is
+#      available, the units' Documentation=man: links are checked too, against
+#      the pages in man/.
+#   2. `systemd-analyze security --offline=yes` must rate shutterd.service at
+#      an exposure of 2.0 or lower.
+#   3. `systemd-sysusers --dry-run` must accept shutterd.sysusers (against an
+#      empty root, so the host's users do not matter).
+#
+# verify insists that ExecStart= names an executable file. The unit is made
+# with @BINDIR@ pointing at the built binary (.build/release/shutterd, or
+# $SHUTTERD_BIN), or at a stand-in script when nothing is built yet.
+#
+# Needs systemd-analyze and systemd-sysusers (Debian: systemd >= 252); man-db
+# for the man page check. Exit status: 0 all checks passed, 1 a check failed,
+# 77 the tools are missing.
+#
+# Usage: systemd/check-units.sh            (from anywhere in the tree)
+# Environment: SHUTTERD_BIN   the shutterd binary to point ExecStart= at
+#              MAX_EXPOSURE   the highest acceptable score (default 2.0)
+
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+max_exposure=${MAX_EXPOSURE:-2.0}
+
+for tool in systemd-analyze systemd-sysusers; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        echo "check-units: $tool not found (Debian: apt-get install systemd); skipped" >&2
+        exit 77
+    fi
+done
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+bin=${SHUTTERD_BIN:-$top/.build/release/shutterd}
+if [ -x "$bin" ]; then
+    bindir=$(cd "$(dirname "$bin")" && pwd)
+    if [ "$(basename "$bin")" != shutterd ]; then
+        mkdir -p "$tmp/bin"
+        ln -s "$bindir/$(basename "$bin")" "$tmp/bin/shutterd"
+        bindir=$tmp/bin
+    fi
+else
+    echo "check-units: no built shutterd at $bin; ExecStart= points at a stand-in"
+    mkdir -p "$tmp/bin"
+    printf '#!/bin/sh\nexit 0\n' > "$tmp/bin/shutterd"
+    chmod +x "$tmp/bin/shutterd"
+    bindir=$tmp/bin
+fi
+
+mkdir -p "$tmp/units"
+sed "s|@BINDIR@|$bindir|g" "$here/shutterd.service.in" > "$tmp/units/shutterd.service"
+cp "$here/shutterd.socket" "$tmp/units/shutterd.socket"
+if grep -n '@[A-Z_]*@' "$tmp/units/shutterd.service"; then
+    echo "check-units: FAIL: unsubstituted placeholder in shutterd.service" >&2
+    exit 1
+fi
+
+failed=0
+
+# 1. verify
+man_opt=--man=no
+if command -v man >/dev/null 2>&1; then
+    mkdir -p "$tmp/man/man1" "$tmp/man/man8"
+    cp "$top/man/shutterd.8" "$tmp/man/man8/"
+    cp "$top/man/shutterctl.1" "$tmp/man/man1/"
+    MANPATH=$tmp/man
+    export MANPATH
+    man_opt=--man=yes
+fi
+echo "== systemd-analyze verify $man_opt shutterd.service shutterd.socket"
+set +e
+(cd "$tmp/units" && systemd-analyze verify "$man_opt" ./shutterd.service ./shutterd.socket) > "$tmp/verify.out" 2>&1
+status=$?
+set -e
+cat "$tmp/verify.out"
+if [ "$status" -ne 0 ] || [ -s "$tmp/verify.out" ]; then
+    echo "check-units: FAIL: systemd-analyze verify (exit $status) is not clean"
+    failed=1
+else
+    echo "ok: verify is clean"
+fi
+
+# 2. security exposure
+echo "== systemd-analyze security --offline=yes shutterd.service"
+set +e
+systemd-analyze security --offline=yes --no-pager "$tmp/units/shutterd.service" > "$tmp/security.out" 2>&1
+status=$?
+set -e
+# The table is long; the failed checks and the verdict are what matter.
+grep -E '^✗|Overall exposure' "$tmp/security.out" || cat "$tmp/security.out"
+score=$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9][0-9]*\.[0-9]\).*/\1/p' "$tmp/security.out")
+if [ "$status" -ne 0 ] || [ -z "$score" ]; then
+    echo "check-units: FAIL: systemd-analyze security (exit $status) gave no score"
+    failed=1
+elif awk -v s="$score" -v m="$max_exposure" 'BEGIN { exit !(s + 0 <= m + 0) }'; then
+    echo "ok: exposure $score <= $max_exposure"
+else
+    echo "check-units: FAIL: exposure $score > $max_exposure"
+    failed=1
+fi
+
+# 3. sysusers
+echo "== systemd-sysusers --dry-run shutterd.sysusers"
+mkdir -p "$tmp/root"
+set +e
+systemd-sysusers --dry-run --root="$tmp/root" "$here/shutterd.sysusers" > "$tmp/sysusers.out" 2>&1
+status=$?
+set -e
+cat "$tmp/sysusers.out"
+if [ "$status" -ne 0 ] || grep -qiE 'fail|invalid|unknown|ignoring' "$tmp/sysusers.out"; then
+    echo "check-units: FAIL: systemd-sysusers rejects shutterd.sysusers"
+    failed=1
+else
+    echo "ok: sysusers file accepted"
+fi
+
+if [ "$failed" -ne 0 ]; then
+    exit 1
+fi
+echo "check-units: all checks passed"

@@ -1,1 +1,311 @@
-print("todo")
+import Glibc
+import ShutterCore
+import ShutterLinux
+
+let mainUsage = """
+    Usage: shutterctl [--socket PATH] COMMAND [OPTIONS]
+
+    Commands:
+      devices   list the devices shutterd reads (--json for JSON)
+      watch     print every attributed event as it happens (--json for JSON lines)
+      verify    check that one key on one device produces a press (began and ended)
+
+    Run 'shutterctl COMMAND --help' for a command's options. The socket defaults to
+    $SHUTTERD_SOCKET, else /run/shutterd/shutterd.sock.
+    """
+
+let devicesUsage = """
+    Usage: shutterctl devices [--json] [--socket PATH]
+
+    Lists the input devices shutterd has open: id, kind, bus, vendor:product, node, name.
+    """
+
+let watchUsage = """
+    Usage: shutterctl watch [--json] [--no-secondary] [--socket PATH]
+
+    Prints every capture and control event with the device and key that produced it, and
+    device arrivals and removals. Reconnects when shutterd restarts. With --no-secondary the
+    interaction has no secondary handler, so volume up falls through to primary, as on iOS.
+    """
+
+let verifyUsage = """
+    Usage: shutterctl verify --key NAME [--device PATTERN] [--handler primary|secondary]
+                             [--timeout SECONDS] [--junit FILE] [--socket PATH]
+
+    Waits for a press of key NAME (a libevdev name such as KEY_VOLUMEUP) on a device whose
+    name matches PATTERN (a shell pattern, or an exact device id), driving the given
+    handler. With --handler primary the interaction has no secondary handler, so volume up
+    falls through to primary. Stops at the first complete press.
+
+    Exit status: 0 the press arrived (began and ended); 1 something else arrived (named on
+    stderr), or the press was cancelled or drove the other handler; 2 nothing arrived
+    before the timeout (default 30 s); 3 shutterd could not be reached; 64 usage error.
+    --junit FILE writes the result as JUnit XML.
+    """
+
+enum Exit {
+    static let passed: Int32 = 0
+    static let wrong: Int32 = 1
+    static let timeout: Int32 = 2
+    static let unreachable: Int32 = 3
+    static let usage: Int32 = 64
+}
+
+@MainActor func say(_ s: String) {
+    var line = Array(s.utf8)
+    line.append(0x0A)
+    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+}
+
+@MainActor func out(_ s: String) {
+    print(s)
+    fflush(nil)
+}
+
+@MainActor func usageError(_ message: String, _ usage: String) -> Never {
+    say("shutterctl: \(message)\n\n\(usage)")
+    exit(Exit.usage)
+}
+
+var socketPath = getenv("SHUTTERD_SOCKET").map { String(cString: $0) } ?? "/run/shutterd/shutterd.sock"
+var args = Array(CommandLine.arguments.dropFirst())
+
+/// Takes `--socket PATH` wherever it stands.
+if let i = args.firstIndex(of: "--socket") {
+    guard i + 1 < args.count else { usageError("--socket needs a path", mainUsage) }
+    socketPath = args[i + 1]
+    args.removeSubrange(i...(i + 1))
+}
+
+@MainActor func connect() -> LineClient {
+    do {
+        return try LineClient(path: socketPath)
+    } catch {
+        say("shutterctl: cannot connect to shutterd at \(socketPath): \(error). Is shutterd running (systemctl status shutterd), and are you in its group?")
+        exit(Exit.unreachable)
+    }
+}
+
+/// Reads the hello; exits when the daemon does not answer like shutterd.
+@MainActor func hello(_ client: LineClient) -> JSON {
+    guard let h = try? client.next(type: "hello", timeout: 5000) else {
+        say("shutterctl: \(socketPath) did not greet like shutterd (no hello within 5 s)")
+        exit(Exit.unreachable)
+    }
+    if let major = h["protocol"]?["major"]?.intValue, major != Int64(ProtocolVersion.major) {
+        say("shutterctl: shutterd speaks protocol \(major).x, this shutterctl \(ProtocolVersion.major).x; going on, but expect surprises")
+    }
+    return h
+}
+
+@MainActor func setInteraction(_ client: LineClient, _ interaction: [(String, JSON)]) {
+    do {
+        try client.send(.object([("type", .string("setInteraction")), ("id", .int(1)), ("interaction", .object(interaction))]))
+    } catch {
+        say("shutterctl: sending to shutterd: \(error)")
+        exit(Exit.unreachable)
+    }
+}
+
+@MainActor func flagSet(_ name: String) -> Bool {
+    if let i = args.firstIndex(of: name) {
+        args.remove(at: i)
+        return true
+    }
+    return false
+}
+
+@MainActor func option(_ name: String, _ usage: String) -> String? {
+    guard let i = args.firstIndex(of: name) else { return nil }
+    guard i + 1 < args.count else { usageError("\(name) needs a value", usage) }
+    let v = args[i + 1]
+    args.removeSubrange(i...(i + 1))
+    return v
+}
+
+@MainActor func rejectLeftovers(_ usage: String) {
+    if let extra = args.first { usageError("unknown argument '\(extra)'", usage) }
+}
+
+// MARK: devices
+
+@MainActor func devicesCommand() -> Int32 {
+    if flagSet("--help") { out(devicesUsage); return 0 }
+    let json = flagSet("--json")
+    rejectLeftovers(devicesUsage)
+    let client = connect()
+    let h = hello(client)
+    let list = h["devices"]?.arrayValue ?? []
+    if json {
+        out(JSON.array(list).serialized)
+        return 0
+    }
+    if list.isEmpty {
+        out("no devices (shutterd opens devices with volume, media, camera keys or dials)")
+        return 0
+    }
+    var rows = [["KIND", "BUS", "ID", "NODE", "NAME", "DEVICE ID"]]
+    for d in list {
+        func f(_ k: String) -> String { d[k]?.stringValue ?? "" }
+        rows.append([f("kind"), f("bus"), "\(f("vendor")):\(f("product"))", f("node"), f("name"), f("id")])
+    }
+    let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max() ?? 0 }
+    for r in rows {
+        out(r.enumerated().map { i, s in i == r.count - 1 ? s : s + String(repeating: " ", count: widths[i] - s.count) }.joined(separator: "  "))
+    }
+    return 0
+}
+
+// MARK: watch
+
+@MainActor func watchCommand() -> Int32 {
+    if flagSet("--help") { out(watchUsage); return 0 }
+    let json = flagSet("--json")
+    let noSecondary = flagSet("--no-secondary")
+    rejectLeftovers(watchUsage)
+    var first = true
+    while true {
+        let client: LineClient
+        do {
+            client = try LineClient(path: socketPath)
+        } catch {
+            if first {
+                say("shutterctl: cannot connect to shutterd at \(socketPath): \(error); retrying every second")
+                first = false
+            }
+            sleep(1)
+            continue
+        }
+        first = false
+        if noSecondary { setInteraction(client, [("secondary", .bool(false))]) }
+        while true {
+            let r: LineClient.Received
+            do {
+                r = try client.next(timeout: -1)
+            } catch {
+                r = .closed
+            }
+            guard case .message(let m) = r else { break }
+            let type = m["type"]?.stringValue
+            if json {
+                if type != "reply" { out(m.serialized) }
+            } else if type == "hello" {
+                out("connected to shutterd \(m["daemon"]?["version"]?.stringValue ?? "?"): \(m["devices"]?.arrayValue?.count ?? 0) devices")
+            } else if let line = EventText.line(m) {
+                out(line)
+            }
+        }
+        say("shutterctl: shutterd closed the connection; reconnecting")
+        sleep(1)
+    }
+}
+
+// MARK: verify
+
+@MainActor func xmlEscape(_ s: String) -> String {
+    var r = ""
+    for c in s {
+        switch c {
+        case "&": r += "&amp;"
+        case "<": r += "&lt;"
+        case ">": r += "&gt;"
+        case "\"": r += "&quot;"
+        case "'": r += "&apos;"
+        default: r.append(c)
+        }
+    }
+    return r
+}
+
+@MainActor func writeJUnit(_ path: String, name: String, seconds: Double, failure: String?) {
+    let failures = failure == nil ? 0 : 1
+    var xml = """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <testsuites tests="1" failures="\(failures)">
+          <testsuite name="shutterctl verify" tests="1" failures="\(failures)" errors="0" time="\(seconds)">
+            <testcase classname="shutterctl.verify" name="\(xmlEscape(name))" time="\(seconds)">
+
+        """
+    if let failure { xml += "      <failure message=\"\(xmlEscape(failure))\"/>\n" }
+    xml += "    </testcase>\n  </testsuite>\n</testsuites>\n"
+    guard let f = fopen(path, "w") else {
+        say("shutterctl: cannot write \(path): \(String(cString: strerror(errno)))")
+        return
+    }
+    fputs(xml, f)
+    fclose(f)
+}
+
+@MainActor func verifyCommand() -> Int32 {
+    if flagSet("--help") { out(verifyUsage); return 0 }
+    guard let key = option("--key", verifyUsage) else { usageError("verify needs --key NAME", verifyUsage) }
+    let device = option("--device", verifyUsage)
+    let handlerText = option("--handler", verifyUsage)
+    let timeoutText = option("--timeout", verifyUsage) ?? "30"
+    let junit = option("--junit", verifyUsage)
+    rejectLeftovers(verifyUsage)
+    var handler: Handler?
+    if let handlerText {
+        guard let h = Handler(rawValue: handlerText) else { usageError("--handler must be primary or secondary", verifyUsage) }
+        handler = h
+    }
+    guard let timeout = Double(timeoutText), timeout > 0 else { usageError("--timeout must be a number of seconds above 0", verifyUsage) }
+    guard key.hasPrefix("KEY_") || key.hasPrefix("BTN_") else {
+        usageError("--key must be a libevdev key name such as KEY_VOLUMEUP", verifyUsage)
+    }
+    var judge = VerifyJudge(key: key, device: device, handler: handler)
+    let start = monotonicMicros()
+    let client = connect()
+    _ = hello(client)
+    // Both handlers unless primary is asked for: then volume up falls through, as on iOS.
+    setInteraction(client, [("primary", .bool(true)), ("secondary", .bool(handler != .primary))])
+    say("waiting for \(judge.expectation) (timeout \(timeoutText) s)")
+    let deadline = start + Int64(timeout * 1_000_000)
+    var result: (Int32, String)?
+    while result == nil {
+        let left = Int32(max(0, (deadline - monotonicMicros()) / 1000))
+        let r: LineClient.Received
+        do {
+            r = try client.next(timeout: left)
+        } catch {
+            r = .closed
+        }
+        switch r {
+        case .message(let m):
+            if m["type"]?.stringValue == "error" {
+                result = (Exit.unreachable, "shutterd refused: \(m["message"]?.stringValue ?? "?")")
+            }
+            switch judge.observe(m) {
+            case .pending: break
+            case .passed(let s): result = (Exit.passed, s)
+            case .failed(let s): result = (Exit.wrong, s)
+            }
+        case .closed:
+            result = (Exit.unreachable, "shutterd closed the connection before \(judge.expectation) arrived")
+        case .timedOut:
+            if judge.others.isEmpty {
+                result = (Exit.timeout, "nothing arrived within \(timeoutText) s: no \(judge.expectation)")
+            } else {
+                result = (Exit.wrong, "expected \(judge.expectation), got \(judge.others.joined(separator: ", "))")
+            }
+        }
+    }
+    let (code, message) = result!
+    if code == Exit.passed { out("PASS \(message)") } else { say("FAIL \(message)") }
+    if let junit {
+        let seconds = Double(monotonicMicros() - start) / 1_000_000
+        writeJUnit(junit, name: judge.expectation, seconds: seconds, failure: code == Exit.passed ? nil : message)
+    }
+    return code
+}
+
+guard let command = args.first else { usageError("no command given", mainUsage) }
+args.removeFirst()
+switch command {
+case "devices": exit(devicesCommand())
+case "watch": exit(watchCommand())
+case "verify": exit(verifyCommand())
+case "--help", "-h", "help": out(mainUsage); exit(0)
+case "--version": out("shutterctl \(shutterdVersion)"); exit(0)
+default: usageError("unknown command '\(command)'", mainUsage)
+}

@@ -41,20 +41,25 @@ public final class EventLoop {
     /// Runs until `stop()`.
     public func run() throws(SystemError) {
         running = true
+        while running { _ = try runOnce(timeout: -1) }
+    }
+
+    /// Waits up to `timeout` milliseconds (-1: forever) for ready descriptors and runs their
+    /// handlers; returns how many were ready. Tests step the loop with it.
+    @discardableResult
+    public func runOnce(timeout: Int32) throws(SystemError) -> Int {
         var events = [epoll_event](repeating: epoll_event(), count: 64)
-        while running {
-            let n = epoll_wait(epoll.raw, &events, Int32(events.count), -1)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw SystemError("epoll_wait", errno: errno)
-            }
-            for i in 0..<Int(n) {
-                let fd = events[i].data.fd
-                // A handler earlier in this batch may have removed this fd.
-                guard let handler = handlers[fd] else { continue }
-                handler(events[i].events)
-                if !running { break }
-            }
+        let n = epoll_wait(epoll.raw, &events, Int32(events.count), timeout)
+        if n < 0 {
+            if errno == EINTR { return 0 }
+            throw SystemError("epoll_wait", errno: errno)
         }
+        for i in 0..<Int(n) {
+            let fd = events[i].data.fd
+            // A handler earlier in this batch may have removed this fd.
+            guard let handler = handlers[fd] else { continue }
+            handler(events[i].events)
+        }
+        return Int(n)
     }
 }

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Checks each device data file against the guest kernel, without shutterd.
+
+For every Tests/devices/*.json (or the files named on the command line): make the device,
+wait for its evdev nodes and for udev, compare udev's properties with the file's 'udev',
+press and release every button with a plain evdev reader attached and compare the events
+with the button's 'expect' (key and MSC_SCAN, or relative axis and value), then destroy the
+device and wait for its nodes to go. Prints one PASS/FAIL line per device.
+
+This proves that the data files describe what the kernel really makes of the devices, so a
+failing shutterd scenario is the daemon's, not the rig's.
+"""
+import glob
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rigdev  # noqa: E402
+from rigdev import EV_KEY, EV_MSC, EV_REL, MSC_SCAN  # noqa: E402
+
+
+def check_button(dev, button, spec):
+    """Returns None when the button behaved as its 'expect' says, or the reason it did not."""
+    expect = spec["expect"]
+    node = dev.node_for(button)
+    reader = rigdev.EvdevReader(node.devnode)
+    try:
+        time.sleep(0.05)
+        dev.press(button)
+        if "key" in expect:
+            k = rigdev.code(expect["key"])
+            ok = reader.wait_for(lambda evs: any(t == EV_KEY and c == k and v == 1 for t, c, v, _ in evs), 5)
+            dev.release(button)
+            ok = ok and reader.wait_for(
+                lambda evs: any(t == EV_KEY and c == k and v == 0 for t, c, v, _ in evs), 5)
+            evs = reader.snapshot()
+            if not ok:
+                return "%s: expected %s press and release on %s, saw %s" % (
+                    button, expect["key"], node, describe(evs))
+            if "scancode" in expect:
+                want = int(expect["scancode"], 16)
+                scans = [v & 0xffffffff for t, c, v, _ in evs if t == EV_MSC and c == MSC_SCAN]
+                if want not in scans:
+                    return "%s: expected MSC_SCAN %#x before %s, saw %s" % (
+                        button, want, expect["key"], [hex(s) for s in scans])
+            return None
+        if "rel" in expect:
+            r = rigdev.code(expect["rel"])
+            ok = reader.wait_for(lambda evs: any(t == EV_REL and c == r for t, c, v, _ in evs), 5)
+            dev.release(button)
+            evs = reader.snapshot()
+            got = sum(v for t, c, v, _ in evs if t == EV_REL and c == r)
+            if not ok or got != expect["value"]:
+                return "%s: expected %s %+d on %s, saw %s" % (
+                    button, expect["rel"], expect["value"], node, describe(evs))
+            return None
+        return "%s: data file has no expectation" % button
+    finally:
+        reader.close()
+
+
+def describe(evs):
+    out = []
+    for t, c, v, _ in evs:
+        if t == 0:
+            continue
+        out.append("%s=%d" % (rigdev.code_name(t, c), v))
+    return "[" + ", ".join(out[:12]) + (" ..." if len(out) > 12 else "") + "]"
+
+
+def check_device(path):
+    data = rigdev.load(path)
+    t0 = time.monotonic()
+    dev = None
+    try:
+        dev = rigdev.make(data)
+        nodes = dev.wait_nodes()
+        detail = ", ".join("%s '%s' %s:%s v%s bus %#x" % (n.event, n.name, n.vendor, n.product,
+                                                         n.version, n.bustype) for n in nodes)
+        problems = []
+        for n in nodes:
+            props = n.udev()
+            for k, v in data.get("udev", {}).items():
+                if props.get(k) != v:
+                    problems.append("%s: udev %s=%r, expected %r" % (n.event, k, props.get(k), v))
+        for button, spec in data["buttons"].items():
+            why = check_button(dev, button, spec)
+            if why:
+                problems.append(why)
+    except Exception as e:  # noqa: BLE001 - every failure becomes a FAIL line
+        problems = ["%s: %s" % (type(e).__name__, e)]
+        detail = ""
+    finally:
+        events = [n.event for n in dev.nodes] if dev else []
+        if dev:
+            dev.destroy()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(os.path.exists("/sys/class/input/" + e) for e in events):
+        time.sleep(0.05)
+    left = [e for e in events if os.path.exists("/sys/class/input/" + e)]
+    if left:
+        problems.append("nodes still present after destroy: %s" % left)
+    took = time.monotonic() - t0
+    name = "device:" + os.path.basename(path)[:-5]
+    if problems:
+        print("FAIL %s (%.1fs): %s" % (name, took, "; ".join(problems)), flush=True)
+        return False
+    print("PASS %s (%.1fs): %s" % (name, took, detail), flush=True)
+    return True
+
+
+def main(argv):
+    files = argv or sorted(glob.glob(os.path.join(rigdev.DEVICES_DIR, "*.json")))
+    results = [check_device(f) for f in files]
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

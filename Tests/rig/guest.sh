@@ -1,0 +1,77 @@
+#!/bin/sh
+# Runs inside the rig's guest (started by run.sh through virtme-ng), as root.
+#
+# Usage: guest.sh RESULTS_DIR SHUTTERD|- SHUTTERCTL|-
+#
+# Loads the input modules, installs the project's udev rules, settles udev, checks every
+# device data file against the kernel, then starts shutterd and runs the scenarios against
+# it. Every check prints one PASS/FAIL line; they are collected in RESULTS_DIR/results.txt,
+# with shutterd's log and a short environment record beside it.
+set -u
+
+RESULTS=$1
+SHUTTERD=${2:--}
+SHUTTERCTL=${3:--}
+RIG=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$RIG/../.." && pwd)
+PY=/usr/bin/python3
+OUT=$RESULTS/results.txt
+: >"$OUT"
+
+say() { echo "rig: $*"; }
+elapsed() { awk -v s="$1" 'BEGIN{}{ printf "%.1f", $1 - s }' /proc/uptime; }
+
+T0=$(cut -d' ' -f1 /proc/uptime)
+say "guest up at ${T0}s (kernel $(uname -r))"
+
+# dummy_hcd with two UDCs: a gadget can be re-plugged on one while another stays bound.
+modprobe dummy_hcd num=2 2>/dev/null || modprobe dummy_hcd
+if ! modprobe -a uinput uhid hid hid-generic evdev libcomposite usb_f_hid usbhid; then
+    echo "FAIL setup: modprobe failed" | tee -a "$OUT"
+    exit 1
+fi
+mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
+
+# The project's rules decide device kinds (SHUTTERD_KIND); the guest's /etc is a writable
+# overlay, gone at shutdown.
+RULES=$REPO/udev-rules/60-shutterd.rules
+if [ -f "$RULES" ]; then
+    mkdir -p /etc/udev/rules.d
+    cp "$RULES" /etc/udev/rules.d/
+    say "installed $(basename "$RULES")"
+else
+    say "no udev-rules/60-shutterd.rules in the repository; devices get no SHUTTERD_KIND"
+fi
+if ! pgrep -x systemd-udevd >/dev/null; then
+    /lib/systemd/systemd-udevd --daemon
+fi
+udevadm control --reload
+udevadm trigger --action=add --subsystem-match=input --subsystem-match=misc \
+    --subsystem-match=hid --subsystem-match=usb
+udevadm settle --timeout=20
+say "udev settled at $(cut -d' ' -f1 /proc/uptime)s; UDCs: $(ls /sys/class/udc | tr '\n' ' ')"
+
+{
+    uname -a
+    echo "udc: $(ls /sys/class/udc | tr '\n' ' ')"
+    lsmod
+} >"$RESULTS/guest-env.txt" 2>&1
+
+T1=$(cut -d' ' -f1 /proc/uptime)
+"$PY" -u "$RIG/devicecheck.py" 2>&1 | tee -a "$OUT"
+say "device checks took $(elapsed "$T1")s"
+
+if [ "$SHUTTERD" = - ]; then
+    say "no shutterd given: device checks only"
+    exit 0
+fi
+
+SOCKDIR=/tmp/x
+mkdir -p "$SOCKDIR"
+SOCK=$SOCKDIR/shutterd.sock
+rm -f "$SOCK"
+T2=$(cut -d' ' -f1 /proc/uptime)
+"$PY" -u "$RIG/scenarios.py" --shutterd "$SHUTTERD" --shutterctl "$SHUTTERCTL" \
+    --socket "$SOCK" --log "$RESULTS/shutterd.log" 2>&1 | tee -a "$OUT"
+say "scenarios took $(elapsed "$T2")s"
+exit 0

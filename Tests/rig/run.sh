@@ -1,0 +1,133 @@
+#!/bin/sh
+# The kernel test rig: boots Debian's kernel once under qemu (virtme-ng, TCG) with this
+# machine's filesystem as the guest's root, and runs the device checks and the shutterd
+# scenarios inside it against real uhid, uinput and USB gadget devices.
+#
+# Usage: Tests/rig/run.sh [--devices-only] [SHUTTERD [SHUTTERCTL]]
+#   SHUTTERD, SHUTTERCTL  default to .build/debug/shutterd and .build/debug/shutterctl
+#   --devices-only        only check the device data files against the kernel (no daemon)
+#
+# Prints one PASS/FAIL line per check and last 'N passed, N failed'. Exit 0 when all passed,
+# 1 when any failed, 77 when the rig cannot run here (it says why); under CI=true a skip
+# is a failure (exit 1). Needs root. Runs Tests/rig/setup.sh first unless
+# SHUTTERD_RIG_NO_SETUP=1. SHUTTERD_RIG_KEEP=1 keeps the results directory.
+set -u
+
+RIG=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$RIG/../.." && pwd)
+CACHE=${SHUTTERD_RIG_CACHE:-/var/cache/shutterd-rig}
+VENV=$CACHE/venv
+TIMEOUT=${SHUTTERD_RIG_TIMEOUT:-420}
+
+skip() {
+    echo "rig: skipped: $*"
+    if [ "${CI:-}" = true ]; then
+        echo "rig: CI=true, so a skip is a failure"
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+    exit 77
+}
+
+DEVICES_ONLY=0
+if [ "${1:-}" = --devices-only ]; then
+    DEVICES_ONLY=1
+    shift
+fi
+SHUTTERD=${1:-$REPO/.build/debug/shutterd}
+SHUTTERCTL=${2:-$(dirname "$SHUTTERD")/shutterctl}
+
+[ "$(uname -s)" = Linux ] || skip "needs Linux, this is $(uname -s)"
+[ "$(uname -m)" = x86_64 ] || skip "needs an x86_64 host, this is $(uname -m)"
+[ "$(id -u)" = 0 ] || skip "needs root (reads /boot/vmlinuz-*, installs packages); run as root"
+
+if [ "${SHUTTERD_RIG_NO_SETUP:-0}" != 1 ]; then
+    sh "$RIG/setup.sh" || skip "Tests/rig/setup.sh failed (see above)"
+fi
+command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
+[ -x "$VENV/bin/vng" ] || skip "virtme-ng not found in $VENV (run Tests/rig/setup.sh)"
+[ -x /usr/bin/python3 ] || skip "/usr/bin/python3 not found (apt-get install python3)"
+
+if [ "$DEVICES_ONLY" = 0 ]; then
+    [ -x "$SHUTTERD" ] || skip "shutterd binary not found at $SHUTTERD (build it with 'swift build', or pass its path; --devices-only checks the devices alone)"
+    [ -x "$SHUTTERCTL" ] || skip "shutterctl binary not found at $SHUTTERCTL (build it with 'swift build', or pass its path)"
+    SHUTTERD=$(cd "$(dirname "$SHUTTERD")" && pwd)/$(basename "$SHUTTERD")
+    SHUTTERCTL=$(cd "$(dirname "$SHUTTERCTL")" && pwd)/$(basename "$SHUTTERCTL")
+    case $SHUTTERD$SHUTTERCTL in
+    /var/cache/* | /var/tmp/* | /var/log/*)
+        skip "the guest mounts an empty tmpfs over /var/cache, /var/tmp and /var/log: put the binaries elsewhere" ;;
+    esac
+else
+    SHUTTERD=-
+    SHUTTERCTL=-
+fi
+
+# The newest Debian kernel that has its modules installed.
+KVER=
+for k in $(ls /boot/vmlinuz-* 2>/dev/null | sed 's|/boot/vmlinuz-||' | sort -V); do
+    [ -d "/lib/modules/$k" ] && KVER=$k
+done
+[ -n "$KVER" ] || skip "no /boot/vmlinuz-* with modules in /lib/modules (apt-get install linux-image-amd64)"
+[ -r "/boot/vmlinuz-$KVER" ] || skip "/boot/vmlinuz-$KVER is not readable"
+for m in uinput uhid dummy_hcd usb_f_hid; do
+    modinfo -k "$KVER" "$m" >/dev/null 2>&1 || skip "kernel $KVER has no $m module"
+done
+
+# The uncompressed ELF kernel boots about 5 s faster under TCG (no decompressor run in
+# emulation); it is extracted once per kernel version. The bzImage is the fallback.
+KERNEL=/boot/vmlinuz-$KVER
+VMLINUX=$CACHE/vmlinux-$KVER
+if [ ! -s "$VMLINUX" ]; then
+    mkdir -p "$CACHE"
+    /usr/bin/python3 "$RIG/extract_vmlinux.py" "$KERNEL" "$VMLINUX" || rm -f "$VMLINUX"
+fi
+[ -s "$VMLINUX" ] && KERNEL=$VMLINUX
+
+# TCG: on the machines this was built on /dev/kvm is kvm-pvm, which stock kernels hang in.
+# SHUTTERD_RIG_KVM=1 opts into KVM where it is real hardware virtualization.
+ACCEL=--disable-kvm
+if [ "${SHUTTERD_RIG_KVM:-0}" = 1 ] && [ -w /dev/kvm ] && [ ! -d /sys/module/kvm_pvm ]; then
+    ACCEL=
+fi
+
+# Modules that udev's coldplug would load and no check uses: each costs boot time under TCG.
+BLACKLIST=kvm,kvm_amd,kvm_intel,ahci,libahci,libata,sr_mod,cdrom,sg,iTCO_wdt,iTCO_vendor_support,lpc_ich,i2c_i801,i2c_smbus,psmouse,pcspkr,serio_raw,joydev,floppy,parport_pc,ppdev,button,evbug,crc32_pclmul,crc32c_intel,ghash_clmulni_intel,aesni_intel,sha512_ssse3,sha256_ssse3,sha1_ssse3,polyval_clmulni,polyval_generic,crct10dif_pclmul,rapl,intel_rapl_msr,intel_rapl_common,intel_pmc_core,bochs,drm_vram_helper,drm_ttm_helper,ttm,drm_kms_helper,drm,virtio_balloon,virtio_rng,rng_core,qemu_fw_cfg,snd_pcsp,mac_hid
+
+RESULTS=$(mktemp -d /tmp/shutterd-rig.XXXXXX)
+chmod 755 "$RESULTS"
+cleanup() { [ "${SHUTTERD_RIG_KEEP:-0}" = 1 ] || rm -rf "$RESULTS"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "rig: kernel $KERNEL ($KVER), qemu $([ -n "$ACCEL" ] && echo TCG || echo KVM), results in $RESULTS"
+START=$(date +%s)
+# stdout is piped, never a plain file: qemu reopens /proc/self/fd/1 per serial port and
+# the writes to a file overwrite each other.
+PATH=$VENV/bin:$PATH timeout --kill-after=10 "$TIMEOUT" \
+    vng --run "$KERNEL" $ACCEL --cpus 2 --memory 1G --name shutterd-rig \
+    --rwdir "$RESULTS" \
+    --append "mitigations=off module_blacklist=$BLACKLIST" \
+    --exec "sh $RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL" 2>&1 </dev/null | cat
+END=$(date +%s)
+echo "rig: guest finished in $((END - START))s"
+
+for f in shutterd.log; do
+    if [ -s "$RESULTS/$f" ] && grep -q '^FAIL' "$RESULTS/results.txt" 2>/dev/null; then
+        echo "rig: last lines of $f:"
+        tail -n 40 "$RESULTS/$f" | sed 's/^/  | /'
+    fi
+done
+
+passed=$(grep -c '^PASS' "$RESULTS/results.txt" 2>/dev/null)
+failed=$(grep -c '^FAIL' "$RESULTS/results.txt" 2>/dev/null)
+passed=${passed:-0}
+failed=${failed:-0}
+if [ "$passed" = 0 ] && [ "$failed" = 0 ]; then
+    echo "rig: the guest reported no results (boot failure or timeout after ${TIMEOUT}s?)"
+    failed=1
+fi
+if [ -n "${SHUTTERD_RIG_RESULTS:-}" ]; then
+    mkdir -p "$SHUTTERD_RIG_RESULTS" && cp -r "$RESULTS"/. "$SHUTTERD_RIG_RESULTS"/
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

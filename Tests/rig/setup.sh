@@ -1,0 +1,48 @@
+#!/bin/sh
+# Installs what the kernel test rig needs on Debian 12, as root. Idempotent: a second run
+# only checks. The venv lives outside the repository, in $SHUTTERD_RIG_CACHE
+# (default /var/cache/shutterd-rig).
+set -eu
+
+CACHE=${SHUTTERD_RIG_CACHE:-/var/cache/shutterd-rig}
+VENV=$CACHE/venv
+# Tested together: virtme-ng 1.42 with Debian 12's qemu 7.2 and kernel 6.1.
+VIRTME_NG_VERSION=1.42
+
+APT_PACKAGES="qemu-system-x86 linux-image-amd64 busybox-static udev kmod procps python3 python3-venv linux-libc-dev"
+
+if [ "$(id -u)" != 0 ]; then
+    echo "setup.sh: must run as root (installs Debian packages); skipping" >&2
+    exit 77
+fi
+
+missing=""
+for p in $APT_PACKAGES; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+if [ -n "$missing" ]; then
+    echo "setup.sh: installing:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    # shellcheck disable=SC2086
+    apt-get install -y -q --no-install-recommends $missing
+fi
+
+# Debian's own interpreter, not whatever python3 comes first on PATH: the venv must work
+# for a plain root shell and inside the guest.
+PY=/usr/bin/python3
+REQ=$(dirname "$0")/requirements.txt
+grep -qx "virtme-ng==$VIRTME_NG_VERSION" "$REQ" || { echo "setup.sh: $REQ does not pin virtme-ng==$VIRTME_NG_VERSION" >&2; exit 1; }
+if [ -x "$VENV/bin/vng" ] && [ "$("$VENV/bin/pip" freeze 2>/dev/null | sort)" = "$(grep -v '^#' "$REQ" | sort)" ]; then
+    :
+else
+    echo "setup.sh: creating $VENV from $REQ"
+    rm -rf "$VENV"
+    mkdir -p "$CACHE"
+    "$PY" -m venv "$VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r "$REQ"
+fi
+
+echo "setup.sh: ready (venv $VENV, $("$VENV/bin/vng" --version 2>/dev/null || echo vng))"

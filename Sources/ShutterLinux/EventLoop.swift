@@ -9,6 +9,7 @@ public final class EventLoop {
     let epoll: FileDescriptor
     var handlers: [Int32: Handler] = [:]
     var running = false
+    var ready = [epoll_event](repeating: epoll_event(), count: 64)
 
     public static let readable = EPOLLIN.rawValue
     public static let writable = EPOLLOUT.rawValue
@@ -48,17 +49,16 @@ public final class EventLoop {
     /// handlers; returns how many were ready. Tests step the loop with it.
     @discardableResult
     public func runOnce(timeout: Int32) throws(SystemError) -> Int {
-        var events = [epoll_event](repeating: epoll_event(), count: 64)
-        let n = epoll_wait(epoll.raw, &events, Int32(events.count), timeout)
+        let n = epoll_wait(epoll.raw, &ready, Int32(ready.count), timeout)
         if n < 0 {
             if errno == EINTR { return 0 }
             throw SystemError("epoll_wait", errno: errno)
         }
         for i in 0..<Int(n) {
-            let fd = events[i].data.fd
+            let fd = ready[i].data.fd
             // A handler earlier in this batch may have removed this fd.
             guard let handler = handlers[fd] else { continue }
-            handler(events[i].events)
+            handler(ready[i].events)
         }
         return Int(n)
     }

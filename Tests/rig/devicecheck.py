@@ -110,9 +110,49 @@ def check_device(path):
     return True
 
 
+def check_disconnect_release():
+    """What a reader sees when a device goes away with a key held.
+
+    The input core releases held keys itself on unregister (input_disconnect_device), and
+    ends that frame with SYN_REPORT value 1, where a device's own frames end with value 0:
+    the one way a reader can tell "unplugged while held" from a real release. This check
+    pins that fact for the kernel under test.
+    """
+    name = "kernel:release-on-unplug"
+    dev = rigdev.make(rigdev.load("ab-shutter3"))
+    try:
+        node = dev.wait_nodes()[0]
+        reader = rigdev.EvdevReader(node.devnode)
+        time.sleep(0.05)
+        dev.press("ios")
+        k = rigdev.code("KEY_VOLUMEUP")
+        if not reader.wait_for(lambda evs: any(t == EV_KEY and c == k and v == 1 for t, c, v, _ in evs), 5):
+            print("FAIL %s: no key press seen: %s" % (name, describe(reader.snapshot())), flush=True)
+            return False
+    finally:
+        dev.destroy()
+    time.sleep(0.5)
+    evs = reader.snapshot()
+    reader.close()
+    after = [(t, c, v) for t, c, v, _ in evs]
+    try:
+        i = after.index((EV_KEY, k, 0))
+    except ValueError:
+        print("PASS %s: no release reached the reader before ENODEV" % name, flush=True)
+        return True
+    syn = next(((t, c, v) for t, c, v in after[i:] if t == 0), None)
+    if syn == (0, 0, 1):
+        print("PASS %s: KEY_VOLUMEUP 0 then SYN_REPORT value 1 (synthesised by the input core)" % name, flush=True)
+        return True
+    print("FAIL %s: release frame ended with %s, not SYN_REPORT 1" % (name, syn), flush=True)
+    return False
+
+
 def main(argv):
     files = argv or sorted(glob.glob(os.path.join(rigdev.DEVICES_DIR, "*.json")))
     results = [check_device(f) for f in files]
+    if not argv:
+        results.append(check_disconnect_release())
     return 0 if all(results) else 1
 
 

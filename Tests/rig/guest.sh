@@ -30,6 +30,7 @@ if ! modprobe -a uinput uhid hid hid-generic evdev libcomposite usb_f_hid usbhid
     echo "FAIL setup: modprobe failed" | tee -a "$OUT"
     exit 1
 fi
+say "modules loaded at $(cut -d' ' -f1 /proc/uptime)s"
 mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
 
 # The project's rules decide device kinds (SHUTTERD_KIND); the guest's /etc is a writable
@@ -46,6 +47,7 @@ if ! pgrep -x systemd-udevd >/dev/null; then
     /lib/systemd/systemd-udevd --daemon
 fi
 udevadm control --reload
+say "udev reloaded at $(cut -d' ' -f1 /proc/uptime)s"
 udevadm trigger --action=add --subsystem-match=input --subsystem-match=misc \
     --subsystem-match=hid --subsystem-match=usb
 udevadm settle --timeout=20

@@ -419,48 +419,81 @@ def sc_dial(rig):
     return "BTN_0 primary press %s; slider delta -1 value 49" % began["press"]
 
 
-def sc_burst(rig):
-    """10,000 dial steps arrive with the summed delta intact and clientSeq without gaps."""
-    c = rig.client("burst")
-    c.set_interaction(slider={"min": -1000000, "max": 1000000, "value": 0})
-    dial = rig.devs["griffin-powermate"]
-    steps = 10000
-    frame = [(rigdev.EV_REL, rigdev.code("REL_DIAL"), 1), (rigdev.EV_SYN, rigdev.SYN_REPORT, 0)]
-    # The kernel keeps a small per-reader buffer (evdev: 8 packets per reader at least
-    # 64 events); frames are written in chunks that fit, so a drop would be shutterd's.
-    chunk = 8
-    t0 = time.monotonic()
-    sent = 0
-    while sent < steps:
-        n = min(chunk, steps - sent)
-        dial.emit(frame * n)
-        sent += n
-        time.sleep(0.001)
-    t_sent = time.monotonic() - t0
-    total, value, last_seq, gaps, count = 0, None, None, 0, 0
-    deadline = time.monotonic() + 60
-    while total < steps and time.monotonic() < deadline:
+def _slider_sum(c, want, deadline):
+    """Reads slider events until their deltas sum to want or the deadline passes."""
+    total, value, count = 0, None, 0
+    while total < want and time.monotonic() < deadline:
         try:
-            m = c.expect(lambda m: m.get("type") in ("control", "capture", "overflow"), timeout=5, what="slider")
+            m = c.expect(lambda m: m.get("type") in ("control", "overflow"),
+                         timeout=max(0.1, min(5, deadline - time.monotonic())), what="slider")
         except Failure:
             break
         if m["type"] == "overflow":
             raise Failure("overflow after %d steps: %s" % (total, short(m)))
-        if m.get("event") != "slider":
-            continue
-        count += 1
-        total += m.get("delta", 0)
-        value = m.get("value")
-        cs = m.get("clientSeq")
-        if last_seq is not None and cs != last_seq + 1:
-            gaps += 1
-        last_seq = cs
+        if m.get("event") == "slider":
+            count += 1
+            total += m.get("delta", 0)
+            value = m.get("value")
+    return total, value, count
+
+
+def sc_burst(rig):
+    """10,000 dial steps arrive with the summed delta intact and clientSeq without gaps.
+
+    The kernel keeps a small buffer per evdev reader (for this device 64 events, 32 frames):
+    what a reader does not fetch in time is dropped (SYN_DROPPED), and relative steps lost
+    there cannot be recovered by anyone. So the steps go out as fast as that buffer allows:
+    never more than WINDOW frames ahead of what the client has received. A loss is then
+    shutterd's (its queue, its resync or its encoding), not the kernel's.
+    """
+    c = rig.client("burst")
+    c.set_interaction(slider={"min": -1000000, "max": 1000000, "value": 0})
+    dial = rig.devs["griffin-powermate"]
+    steps, window, chunk = 10000, 16, 8
+    frame = [(rigdev.EV_REL, rigdev.code("REL_DIAL"), 1), (rigdev.EV_SYN, rigdev.SYN_REPORT, 0)]
+    t0 = time.monotonic()
+    sent, received, value, count = 0, 0, None, 0
+    deadline = t0 + 120
+    while received < steps and time.monotonic() < deadline:
+        while sent < steps and sent - received + chunk <= window:
+            n = min(chunk, steps - sent)
+            dial.emit(frame * n)
+            sent += n
+        try:
+            m = c.expect(lambda m: m.get("type") in ("control", "overflow"), timeout=5, what="slider")
+        except Failure:
+            break
+        if m["type"] == "overflow":
+            raise Failure("overflow after %d steps: %s" % (received, short(m)))
+        if m.get("event") == "slider":
+            count += 1
+            received += m.get("delta", 0)
+            value = m.get("value")
     took = time.monotonic() - t0
+    seqs = [m.get("clientSeq") for m in c.events()]
+    gaps = sum(1 for a, b in zip(seqs, seqs[1:]) if b != a + 1)
     check(gaps == 0, "clientSeq had %d gaps" % gaps)
-    check(total == steps, "summed delta %d of %d in %d slider events (%.1f s)" % (total, steps, count, took))
+    check(received == steps, "summed delta %d of %d sent (%d written) in %d slider events after %.1f s" % (
+        received, steps, sent, count, took))
     check(value == steps, "final slider value %r, expected %d" % (value, steps))
-    return "%d steps sent in %.1f s, summed delta %d in %d slider events, %.1f s in all" % (
-        steps, t_sent, total, count, took)
+    return "summed delta %d in %d slider events, %.1f s (%.0f steps/s)" % (received, count, took, steps / took)
+
+
+def info_burst_unpaced(rig):
+    """Not a pass/fail check: how many of 10,000 steps written at full speed shutterd gets."""
+    c = rig.client("burst-unpaced")
+    c.set_interaction(slider={"min": -1000000, "max": 1000000, "value": 0})
+    dial = rig.devs["griffin-powermate"]
+    steps = 10000
+    frame = [(rigdev.EV_REL, rigdev.code("REL_DIAL"), 1), (rigdev.EV_SYN, rigdev.SYN_REPORT, 0)]
+    t0 = time.monotonic()
+    for _ in range(steps // 8):
+        dial.emit(frame * 8)
+        time.sleep(0.001)
+    t_sent = time.monotonic() - t0
+    total, _value, count = _slider_sum(c, steps, time.monotonic() + 10)
+    return "%d steps written in %.1f s (%.0f/s); shutterd delivered %d in %d slider events" % (
+        steps, t_sent, steps / t_sent, total, count)
 
 
 def sc_two_clients(rig):
@@ -580,7 +613,12 @@ def sc_verify_wrong(rig):
 
 
 def sc_remove_mid_press(rig):
-    """Destroyed mid-press: the client gets cancelled (reason removed), then deviceRemoved."""
+    """Destroyed mid-press: the client gets cancelled (reason removed), then deviceRemoved.
+
+    The input core itself releases held keys when a device is unregistered, in a frame that
+    ends with SYN_REPORT value 1 (devicecheck's kernel:release-on-unplug pins this); a
+    daemon that takes that release for a real one reports 'ended' here.
+    """
     c = rig.client("unplug")
     shutter = rig.devs["ab-shutter3"]
     shutter.press("ios")
@@ -589,19 +627,32 @@ def sc_remove_mid_press(rig):
     del rig.devs["ab-shutter3"]
     removed = c.expect(lambda m: m.get("type") == "deviceRemoved", what="deviceRemoved")
     msgs = [m for m in c.all if m.get("type") in ("capture", "deviceRemoved")]
-    idx_removed = msgs.index(removed)
-    cancelled = [m for m in msgs[:idx_removed] if m.get("press") == began["press"] and m.get("phase") != "began"]
-    check(cancelled, "no cancelled capture before deviceRemoved: %s" % [short(m, 120) for m in msgs])
-    check(cancelled[0].get("phase") == "cancelled", "phase %r, expected cancelled" % cancelled[0].get("phase"))
-    check(cancelled[0].get("reason") == "removed", "reason %r, expected removed" % cancelled[0].get("reason"))
-    check(removed["device"].get("id") == rig.ids["ab-shutter3"],
-          "deviceRemoved id %r, expected %r" % (removed["device"].get("id"), rig.ids["ab-shutter3"]))
+    before = msgs[:msgs.index(removed)]
+    after = msgs[msgs.index(removed) + 1:]
+    problems = []
+    ends = [m for m in before if m.get("press") == began["press"] and m.get("phase") != "began"]
+    if not ends:
+        late = [m for m in after if m.get("press") == began["press"]]
+        problems.append("no end of press %s before deviceRemoved%s" % (
+            began["press"], " (it came after)" if late else ""))
+    else:
+        end = ends[0]
+        if end.get("phase") != "cancelled" or end.get("reason") != "removed":
+            problems.append("press %s ended with phase %r reason %r, expected cancelled/removed" % (
+                began["press"], end.get("phase"), end.get("reason")))
+    if removed["device"].get("id") != rig.ids["ab-shutter3"]:
+        problems.append("deviceRemoved id %r, expected %r" % (removed["device"].get("id"), rig.ids["ab-shutter3"]))
+    check(not problems, "; ".join(problems))
     return "cancelled (removed) press %s, then deviceRemoved %s" % (began["press"], removed["device"]["id"])
 
 
 def sc_recreate(rig):
     """Re-created, the remote gets the same id and works."""
     c = rig.client("replug")
+    if "ab-shutter3" in rig.devs:  # the unplug scenario failed before destroying it
+        gone = rig.devs.pop("ab-shutter3")
+        gone.destroy()
+        c.expect(lambda m: m.get("type") == "deviceRemoved", what="deviceRemoved")
     dev = rig.make("ab-shutter3")
     node = dev.node()
     added = c.expect(lambda m: m.get("type") == "deviceAdded" and m["device"].get("node") == node.devnode,
@@ -641,13 +692,16 @@ SCENARIOS = [
     ("daemon-alive", sc_alive),
 ]
 
+# Measurements printed as INFO lines, never counted as a pass or a failure.
+INFO = [("dial-burst-unpaced", info_burst_unpaced)]
+
 # Scenarios that need an earlier one's device: when that failed, they are not run blind.
 NEEDS = {
     "attribution-ios-secondary": "hotplug-add", "ios-primary-without-secondary": "hotplug-add",
     "android-primary-by-udev-rule": "hotplug-add", "two-clients-filters": "hotplug-add",
     "grab": "hotplug-add", "shutterctl-verify-pass": "hotplug-add",
     "shutterctl-verify-wrong-key": "hotplug-add", "hotplug-remove-mid-press": "hotplug-add",
-    "hotplug-recreate-same-id": "hotplug-remove-mid-press",
+    "hotplug-recreate-same-id": "hotplug-add",
     "mouse-wheel-no-slider": "enumerate", "dial": "enumerate", "dial-burst-10000": "enumerate",
 }
 
@@ -710,6 +764,14 @@ def main():
                 name, rig.daemon.proc.returncode), flush=True)
             failed += 1
             break
+    if rig.daemon.alive() and "griffin-powermate" in rig.devs and not only:
+        try:
+            for name, fn in INFO:
+                print("INFO %s: %s" % (name, fn(rig)), flush=True)
+        except Exception as e:  # noqa: BLE001
+            print("INFO %s: could not measure: %s" % (name, e), flush=True)
+        finally:
+            rig.close_clients()
     for dev in list(rig.devs.values()):
         try:
             dev.destroy()

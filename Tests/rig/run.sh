@@ -99,6 +99,16 @@ cleanup() { [ "${SHUTTERD_RIG_KEEP:-0}" = 1 ] || rm -rf "$RESULTS"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# The guest runs copies: a rebuild on the host during the run must not swap the binaries
+# under it.
+if [ "$SHUTTERD" != - ]; then
+    mkdir -p "$RESULTS/bin"
+    cp "$SHUTTERD" "$RESULTS/bin/shutterd" && cp "$SHUTTERCTL" "$RESULTS/bin/shutterctl" ||
+        skip "cannot copy the binaries to $RESULTS/bin"
+    SHUTTERD=$RESULTS/bin/shutterd
+    SHUTTERCTL=$RESULTS/bin/shutterctl
+fi
+
 echo "rig: kernel $KERNEL ($KVER), qemu $([ -n "$ACCEL" ] && echo TCG || echo KVM), results in $RESULTS"
 START=$(date +%s)
 # stdout is piped, never a plain file: qemu reopens /proc/self/fd/1 per serial port and
@@ -127,7 +137,7 @@ if [ "$passed" = 0 ] && [ "$failed" = 0 ]; then
     failed=1
 fi
 if [ -n "${SHUTTERD_RIG_RESULTS:-}" ]; then
-    mkdir -p "$SHUTTERD_RIG_RESULTS" && cp -r "$RESULTS"/. "$SHUTTERD_RIG_RESULTS"/
+    mkdir -p "$SHUTTERD_RIG_RESULTS" && rm -rf "$RESULTS/bin" && cp -r "$RESULTS"/. "$SHUTTERD_RIG_RESULTS"/
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

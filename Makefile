@@ -7,7 +7,8 @@
 #                             DESTDIR empty)
 #   make uninstall            remove what install put there
 #   make check                check-units, check-rules, check-man
-#   make test                 swift test
+#   make run                  set up, build and run shutterd in the foreground (root)
+#   make test                 set up and run every test tier (Tests/run-tests.sh; root)
 #
 # Where things go. systemd, systemd-sysusers and udev all search
 # /usr/local/lib/... as well as /usr/lib/... (see `systemd-analyze unit-paths`,
@@ -42,7 +43,7 @@ SED          ?= sed
 DOCS = $(wildcard README.md docs/*.md)
 
 .PHONY: all build units install post-install uninstall check check-units \
-	check-rules check-man test clean
+	check-rules check-man test run clean
 
 all: build units
 
@@ -127,7 +128,15 @@ check-man:
 	done
 
 test:
-	$(SWIFT) test $(SWIFTFLAGS)
+	sh Tests/run-tests.sh
+
+# One command from a fresh Debian 12 machine to a running daemon: the packages, a
+# release build, and shutterd in the foreground with its log on the terminal.
+run:
+	sh Tests/setup.sh
+	$(SWIFT) build -c release $(SWIFTFLAGS) --product shutterd
+	$(SWIFT) build -c release $(SWIFTFLAGS) --product shutterctl
+	$(SWIFT_BIN)/shutterd --verbose $(RUNFLAGS)
 
 clean:
 	rm -rf $(GENDIR)

@@ -35,7 +35,8 @@ public struct ClientSession {
         case .slider(let delta):
             guard interaction.enabled, interaction.filter.matches(o.device, key: o.key.name) else { return nil }
             let s = interaction.slider
-            interaction.slider.value = Swift.min(s.max, Swift.max(s.min, s.value &+ delta))
+            let (sum, overflow) = s.value.addingReportingOverflow(delta)
+            interaction.slider.value = overflow ? (delta > 0 ? s.max : s.min) : Swift.min(s.max, Swift.max(s.min, sum))
             return line(o, handler: nil)
         }
     }

@@ -60,7 +60,9 @@ public struct Config: Equatable, Sendable {
     public init(text: String, keyCode: (String) -> UInt16?) throws(ConfigError) {
         self.init()
         var section: String?
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // "\r\n" is one Character in Swift: split on both so CRLF files read like LF ones.
+        let lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
+        for (index, raw) in lines.enumerated() {
             let n = index + 1
             var line = Substring(raw)
             if let hash = line.firstIndex(of: "#") { line = line[..<hash] }

@@ -131,6 +131,11 @@ extension JSON {
 
 /// Why a text is not JSON, with the byte offset where reading stopped.
 public struct JSONParseError: Error, Equatable, CustomStringConvertible {
+    public init(reason: String, offset: Int) {
+        self.reason = reason
+        self.offset = offset
+    }
+
     public var reason: String
     public var offset: Int
     public var description: String { "\(reason) at offset \(offset)" }
@@ -174,7 +179,6 @@ struct JSONParser {
     }
 
     mutating func value(depth: Int) throws(JSONParseError) -> JSON {
-        guard depth < Self.maxDepth else { throw error("nesting deeper than \(Self.maxDepth) levels") }
         guard index < bytes.count else { throw error("unexpected end of input") }
         switch bytes[index] {
         case UInt8(ascii: "{"): return try object(depth: depth)
@@ -196,7 +200,13 @@ struct JSONParser {
         index += w.count
     }
 
+    /// `depth` counts the containers around this one: 64 nested containers are read, 65 are not.
+    func checkDepth(_ depth: Int) throws(JSONParseError) {
+        guard depth < Self.maxDepth else { throw error("nesting deeper than \(Self.maxDepth) levels") }
+    }
+
     mutating func object(depth: Int) throws(JSONParseError) -> JSON {
+        try checkDepth(depth)
         index += 1
         var members: [(String, JSON)] = []
         skipSpace()
@@ -228,6 +238,7 @@ struct JSONParser {
     }
 
     mutating func array(depth: Int) throws(JSONParseError) -> JSON {
+        try checkDepth(depth)
         index += 1
         var items: [JSON] = []
         skipSpace()
@@ -311,6 +322,12 @@ struct JSONParser {
         let start = index
         var isInteger = true
         if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        // JSON allows no leading zero: "0" and "0.5", never "01".
+        if index + 1 < bytes.count, bytes[index] == UInt8(ascii: "0"),
+            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index + 1])
+        {
+            throw error("leading zero in a number")
+        }
         func digits(_ p: inout JSONParser) -> Int {
             let s = p.index
             while p.index < p.bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(p.bytes[p.index]) {

@@ -33,7 +33,9 @@ public struct LineReader {
             return .line(ArraySlice(Array(line)))
         }
         scanned = buffer.count
-        return buffer.count > limit ? .tooLong : nil
+        // A line of exactly `limit` bytes may still be waiting for the LF after its CR.
+        let longest = buffer.last == 0x0D ? limit + 1 : limit
+        return buffer.count > longest ? .tooLong : nil
     }
 
     /// Bytes held without a newline yet.

@@ -183,7 +183,8 @@ extension SliderRange {
             }
         }
         guard min <= max else { throw FieldError(message: "\"interaction.slider\": min \(min) is above max \(max)") }
-        if !valueSet { value = min + (max - min) / 2 }
+        // The midpoint without overflow, for any range Int64 can hold.
+        if !valueSet { value = min + Int64((Int128(max) - Int128(min)) / 2) }
         guard value >= min && value <= max else {
             throw FieldError(message: "\"interaction.slider.value\" \(value) is outside \(min)...\(max)")
         }

@@ -252,7 +252,9 @@ public final class ClientHub {
                     any = true
                 }
             }
-            if any { flush(client) }
+            // A client whose socket was full is written when epoll says it is writable,
+            // not retried on every event.
+            if any && !client.watchingWritable { flush(client) }
         }
     }
 

@@ -57,7 +57,9 @@ public enum UnixSocket {
     /// 0 when the socket buffer is full; throws when the peer is gone. The slices are
     /// copied into one buffer: a copy costs less than the system call it saves.
     public static func send(_ fd: Int32, _ slices: [ArraySlice<UInt8>]) throws(SystemError) -> Int {
-        let bytes: [UInt8] = slices.count == 1 ? Array(slices[0]) : Array(slices.joined())
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(slices.reduce(0) { $0 + $1.count })
+        for slice in slices { bytes.append(contentsOf: slice) }
         while true {
             let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
             if n >= 0 { return n }

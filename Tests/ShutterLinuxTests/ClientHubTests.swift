@@ -1,0 +1,290 @@
+import Glibc
+import ShutterCore
+import Testing
+
+@testable import ShutterLinux
+
+/// The socket server in-process, over a real Unix socket and the real event loop, fed by
+/// the real engine. The loop is stepped by the test, so every client runs in one thread.
+final class HubHarness: ClientHubDelegate {
+    let dir = temporaryDirectory()
+    let path: String
+    let loop: EventLoop
+    let listener: UnixListener
+    let hub: ClientHub
+    var engine = Engine(name: { KeyNames.name(type: $0, code: $1) })
+    var grabChanges = 0
+    let remote = DeviceInfo(
+        name: "AB Shutter3 Keyboard", bus: 5, vendor: 0x2717, product: 0x0040, version: 0x23, uniq: "c2:1a:55:0e:b3:05",
+        phys: nil, syspath: "/sys/devices/virtual/misc/uhid/input1/event1", node: "/dev/input/event1", kind: .remote)
+    let headset = DeviceInfo(
+        name: "USB Headset", bus: 3, vendor: 0x0b0e, product: 0x0348, version: 0x101, uniq: nil,
+        phys: "usb-0000:00:14.0-2/input3", syspath: "/sys/devices/pci/usb/input2/event2", node: "/dev/input/event2",
+        kind: .headset)
+    var time: Int64 = 1_000_000
+
+    init(queueLimit: Int = 1024) throws {
+        path = dir + "/shutterd.sock"
+        loop = try EventLoop()
+        listener = try UnixListener(path: path)
+        hub = try ClientHub(loop: loop, listener: listener, access: AccessPolicy(Config()), queueLimit: queueLimit)
+        hub.delegate = self
+        engine.addDevice(handle: 1, info: remote, mapping: .standard(for: .remote))
+        engine.addDevice(handle: 2, info: headset, mapping: .standard(for: .headset))
+    }
+
+    deinit {
+        hub.closeAll()
+        listener.shutdown()
+        removeTree(dir)
+    }
+
+    var deviceList: [JSON] { [remote.json, headset.json] }
+    func nextSeq() -> UInt64 { engine.nextSeq() }
+    func grabWishesChanged() { grabChanges += 1 }
+    func clientCountChanged() {}
+
+    /// Runs the loop until nothing is ready.
+    func pump() {
+        var idle = 0
+        while idle < 2 {
+            idle = (try? loop.runOnce(timeout: 5)) == 0 ? idle + 1 : 0
+        }
+    }
+
+    /// Pumps the loop and reads the clients until no more arrives.
+    func settle(_ clients: [RawClient]) {
+        var rounds = 0
+        repeat {
+            pump()
+            rounds += 1
+        } while clients.map({ $0.drain().count }).reduce(0, +) > 0 && rounds < 10_000
+    }
+
+    func connect() throws -> RawClient {
+        let c = try RawClient(path: path)
+        pump()
+        c.drain()
+        return c
+    }
+
+    /// A press and release of `code` on device `handle`, fanned out as the daemon does.
+    func press(_ handle: Int, _ code: UInt16) {
+        for value: Int32 in [1, 0] {
+            time += 1000
+            for e in [RawEvent(type: 1, code: code, value: value, time: time), RawEvent(type: 0, code: 0, value: 0, time: time)] {
+                hub.fanOut(engine.handle(handle, e, now: time))
+            }
+        }
+    }
+
+    func dial(_ handle: Int, _ delta: Int32) {
+        time += 1000
+        for e in [RawEvent(type: 2, code: 7, value: delta, time: time), RawEvent(type: 0, code: 0, value: 0, time: time)] {
+            hub.fanOut(engine.handle(handle, e, now: time))
+        }
+    }
+}
+
+@Suite("Socket server", .serialized)
+struct ClientHubTests {
+    @Test("hello first, with protocol version and devices; ping and listDevices answer with the id")
+    func hello() throws {
+        let h = try HubHarness()
+        let c = try h.connect()
+        let hello = try #require(c.messages.first)
+        #expect(hello["type"]?.stringValue == "hello")
+        #expect(hello["protocol"]?["major"]?.intValue == 1)
+        #expect(hello["daemon"]?["version"]?.stringValue == shutterdVersion)
+        #expect(hello["devices"]?.arrayValue?.count == 2)
+        c.send("{\"type\":\"ping\",\"id\":[1,\"x\"]}\n{\"type\":\"listDevices\",\"id\":7}\n")
+        h.pump()
+        let replies = c.drain()
+        #expect(replies.count == 2)
+        #expect(replies[0]["request"]?.stringValue == "ping")
+        #expect(replies[0]["id"] == .array([.int(1), .string("x")]))
+        #expect(replies[1]["request"]?.stringValue == "listDevices")
+        #expect(replies[1]["id"]?.intValue == 7)
+        #expect(replies[1]["devices"]?.arrayValue?.first?["id"]?.stringValue == h.remote.id)
+    }
+
+    @Test("several clients with different filters each get exactly their events, in order")
+    func filters() throws {
+        let h = try HubHarness()
+        let all = try h.connect()
+        let remoteOnly = try h.connect()
+        let enterOnly = try h.connect()
+        let noSecondary = try h.connect()
+        remoteOnly.send(#"{"type":"setInteraction","interaction":{"filter":{"names":["AB Shutter3*"]}}}"# + "\n")
+        enterOnly.send(#"{"type":"setInteraction","interaction":{"filter":{"keys":["KEY_ENTER"],"buses":["bluetooth"]}}}"# + "\n")
+        noSecondary.send(#"{"type":"setInteraction","interaction":{"secondary":false,"filter":{"kinds":["headset"]}}}"# + "\n")
+        h.pump()
+        for c in [remoteOnly, enterOnly, noSecondary] {
+            #expect(c.drain().map { $0["type"]?.stringValue } == ["reply"])
+        }
+        h.press(1, KeyCode.volumeUp)
+        h.press(1, KeyCode.enter)
+        h.press(2, KeyCode.volumeUp)
+        h.press(2, KeyCode.playPause)
+        h.pump()
+        func seen(_ c: RawClient) -> [String] {
+            c.drain().map { "\($0["key"]!["name"]!.stringValue!) \($0["handler"]!.stringValue!) \($0["phase"]!.stringValue!)" }
+        }
+        #expect(seen(all) == [
+            "KEY_VOLUMEUP secondary began", "KEY_VOLUMEUP secondary ended", "KEY_ENTER primary began", "KEY_ENTER primary ended",
+            "KEY_VOLUMEUP secondary began", "KEY_VOLUMEUP secondary ended", "KEY_PLAYPAUSE primary began", "KEY_PLAYPAUSE primary ended",
+        ])
+        #expect(seen(remoteOnly) == [
+            "KEY_VOLUMEUP secondary began", "KEY_VOLUMEUP secondary ended", "KEY_ENTER primary began", "KEY_ENTER primary ended",
+        ])
+        #expect(seen(enterOnly) == ["KEY_ENTER primary began", "KEY_ENTER primary ended"])
+        #expect(seen(noSecondary) == [
+            "KEY_VOLUMEUP primary began", "KEY_VOLUMEUP primary ended", "KEY_PLAYPAUSE primary began", "KEY_PLAYPAUSE primary ended",
+        ])
+        for c in [all, remoteOnly, enterOnly, noSecondary] {
+            let seqs = c.of(type: "capture").map { $0["clientSeq"]!.intValue! }
+            #expect(seqs == Array(1...Int64(seqs.count)), "clientSeq without gaps")
+        }
+    }
+
+    @Test("invalid JSON gets an error naming the problem, then the connection closes; others go on")
+    func invalidJSON() throws {
+        let h = try HubHarness()
+        let bad = try h.connect()
+        let good = try h.connect()
+        bad.send("{\"type\": ping}\n")
+        h.pump()
+        bad.drain()
+        let e = try #require(bad.of(type: "error").first)
+        #expect(e["code"]?.stringValue == "invalidJSON")
+        #expect(e["message"]?.stringValue?.contains("offset 9") == true)
+        #expect(bad.closedByPeer)
+        h.press(1, KeyCode.enter)
+        h.pump()
+        #expect(good.drain().count == 2)
+    }
+
+    @Test("a line over 64 KiB gets lineTooLong and is closed; a line of exactly 64 KiB is read")
+    func oversized() throws {
+        let h = try HubHarness()
+        let big = try h.connect()
+        let exact = try h.connect()
+        // 65536 bytes of valid JSON: a ping with padding.
+        let head = "{\"type\":\"ping\",\"pad\":\""
+        let tail = "\"}"
+        exact.send(head + String(repeating: "x", count: 65536 - head.count - tail.count) + tail + "\n")
+        big.send(String(repeating: "y", count: 70000))
+        for _ in 0..<5 { h.pump(); exact.drain(); big.drain() }
+        #expect(exact.of(type: "reply").count == 1)
+        #expect(!exact.closedByPeer)
+        #expect(big.of(type: "error").first?["code"]?.stringValue == "lineTooLong")
+        #expect(big.closedByPeer)
+    }
+
+    @Test("unknown requests and bad fields get errors; the connection stays")
+    func unknownRequest() throws {
+        let h = try HubHarness()
+        let c = try h.connect()
+        c.send(#"{"type":"subscribe","id":3}"# + "\n")
+        c.send(#"{"type":"setInteraction","interaction":{"primery":true}}"# + "\n")
+        c.send(#"{"type":"ping"}"# + "\n")
+        h.pump()
+        let got = c.drain()
+        #expect(got.count == 3)
+        #expect(got[0]["code"]?.stringValue == "unknownRequest")
+        #expect(got[0]["id"]?.intValue == 3)
+        #expect(got[1]["code"]?.stringValue == "invalidRequest")
+        #expect(got[1]["message"]?.stringValue?.contains("interaction.primery") == true)
+        #expect(got[2]["request"]?.stringValue == "ping")
+        #expect(!c.closedByPeer)
+    }
+
+    @Test("a client that never reads is sent overflow and dropped; another keeps receiving everything")
+    func overflow() throws {
+        let h = try HubHarness(queueLimit: 64)
+        let stalled = try h.connect()
+        let reader = try h.connect()
+        var steps: Int64 = 0
+        // Enough to fill the kernel's socket buffer and then the queue of 64.
+        for i in 0..<4000 {
+            h.dial(1, 1)
+            steps += 1
+            if i % 50 == 0 { h.pump(); reader.drain() }
+        }
+        h.pump()
+        reader.drain()
+        let sliders = reader.of(type: "control")
+        #expect(sliders.count == Int(steps))
+        #expect(sliders.map { $0["delta"]!.intValue! }.reduce(0, +) == steps)
+        #expect(sliders.map { $0["clientSeq"]!.intValue! } == Array(1...steps))
+        #expect(!reader.closedByPeer)
+        // The stalled client now reads: what the kernel held, then the overflow notice, then end.
+        for _ in 0..<50 where !stalled.closedByPeer {
+            stalled.drain()
+            h.pump()
+        }
+        let last = try #require(stalled.messages.last)
+        #expect(last["type"]?.stringValue == "overflow")
+        #expect(last["message"]?.stringValue?.contains("64") == true)
+        #expect(stalled.closedByPeer)
+        #expect(h.hub.count == 1)
+    }
+
+    @Test("a client that vanishes mid-write harms no one")
+    func vanishing() throws {
+        let h = try HubHarness()
+        var doomed: RawClient? = try h.connect()
+        let reader = try h.connect()
+        for _ in 0..<300 { h.dial(1, 2) }
+        doomed = nil  // closes its socket with the daemon's writes pending
+        for _ in 0..<300 { h.dial(1, 2) }
+        h.pump()
+        for _ in 0..<300 { h.dial(1, 2) }
+        h.settle([reader])
+        #expect(doomed == nil)
+        #expect(reader.of(type: "control").count == 900, "\(reader.messages.filter { $0["type"]?.stringValue != "control" }) closed=\(reader.closedByPeer)")
+        #expect(h.hub.count == 1)
+    }
+
+    @Test("disabling mid-press cancels for that client only; grab wishes are reported")
+    func disableMidPress() throws {
+        let h = try HubHarness()
+        let a = try h.connect()
+        let b = try h.connect()
+        h.time += 1000
+        h.hub.fanOut(h.engine.handle(2, RawEvent(type: 1, code: KeyCode.playPause, value: 1, time: h.time), now: h.time))
+        h.pump()
+        a.send(#"{"type":"setInteraction","interaction":{"enabled":false,"grab":true}}"# + "\n")
+        h.pump()
+        h.hub.fanOut(h.engine.handle(2, RawEvent(type: 1, code: KeyCode.playPause, value: 0, time: h.time + 10), now: h.time + 10))
+        h.pump()
+        let phasesA = a.drain().compactMap { $0["phase"]?.stringValue }
+        let phasesB = b.drain().compactMap { $0["phase"]?.stringValue }
+        #expect(phasesA == ["began", "cancelled"])
+        #expect(phasesB == ["began", "ended"])
+        #expect(a.of(type: "capture").last?["reason"]?.stringValue == "disabled")
+        #expect(h.grabChanges == 1)
+        #expect(!h.hub.wantsGrab(h.remote), "a disabled interaction asks for no grab")
+        a.send(#"{"type":"setInteraction","interaction":{"grab":true,"filter":{"kinds":["remote"]}}}"# + "\n")
+        h.pump()
+        #expect(h.hub.wantsGrab(h.remote))
+        #expect(!h.hub.wantsGrab(h.headset))
+    }
+
+    @Test("access policy: allow-lists refuse others; grab needs root or a listed user")
+    func access() throws {
+        var config = Config()
+        config.allowUsers = ["54321"]
+        config.grabUsers = ["54322"]
+        let policy = AccessPolicy(config)
+        #expect(policy.mayConnect(PeerCredentials(pid: 1, uid: 54321, gid: 54321)))
+        #expect(!policy.mayConnect(PeerCredentials(pid: 1, uid: 54323, gid: 54323)))
+        #expect(policy.mayConnect(PeerCredentials(pid: 1, uid: 0, gid: 0)), "root may always connect")
+        #expect(policy.mayGrab(PeerCredentials(pid: 1, uid: 0, gid: 0)))
+        #expect(policy.mayGrab(PeerCredentials(pid: 1, uid: 54322, gid: 54322)))
+        #expect(!policy.mayGrab(PeerCredentials(pid: 1, uid: 54321, gid: 54321)))
+        let open = AccessPolicy(Config())
+        #expect(open.mayConnect(PeerCredentials(pid: 1, uid: 54323, gid: 54323)))
+        #expect(!open.mayGrab(PeerCredentials(pid: 1, uid: 54323, gid: 54323)))
+    }
+}

@@ -1,0 +1,198 @@
+import Glibc
+import ShutterCore
+import Testing
+
+@testable import ShutterLinux
+
+/// The built programs, run as a user runs them: shutterd on a socket of its own, and
+/// shutterctl against it. Decoded JSON is compared, not text.
+@Suite("Programs end to end", .serialized)
+struct ProgramTests {
+    let shutterd = builtProgram("shutterd")
+    let shutterctl = builtProgram("shutterctl")
+
+    /// Connects, retrying while the daemon is still starting.
+    func connect(_ path: String) throws -> LineClient {
+        let deadline = monotonicMicros() + 10_000_000
+        while true {
+            do {
+                return try LineClient(path: path)
+            } catch {
+                if monotonicMicros() > deadline { throw error }
+                usleep(20_000)
+            }
+        }
+    }
+
+    @Test("shutterd serves hello, answers requests, and refuses a second daemon on its socket")
+    func daemon() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/run/shutterd.sock"
+        let d = Child([shutterd, "--socket", path], directory: dir)
+        let client = try connect(path)
+        let hello = try #require(try client.next(type: "hello", timeout: 5000))
+        #expect(hello["protocol"]?["major"]?.intValue == Int64(ProtocolVersion.major))
+        #expect(hello["daemon"]?["name"]?.stringValue == "shutterd")
+        #expect(hello["devices"]?.arrayValue != nil)
+        try client.send(.object([("type", .string("ping")), ("id", .string("p1"))]))
+        let pong = try #require(try client.next(type: "reply", timeout: 5000))
+        #expect(pong["id"]?.stringValue == "p1")
+
+        var st = stat()
+        #expect(stat(path, &st) == 0 && st.st_mode & 0o777 == 0o660, "socket mode 0660")
+
+        let second = Child([shutterd, "--socket", path], directory: dir)
+        #expect(second.wait() == 1)
+        #expect(second.stderr.contains("another shutterd is running on \(path)"))
+
+        kill(d.pid, SIGTERM)
+        #expect(d.wait() == 0)
+        #expect(try client.next(timeout: 5000) == .closed, "clients see the daemon go")
+        #expect(stat(path, &st) != 0, "the socket is removed at exit")
+        #expect(d.stderr.contains("stopped"))
+    }
+
+    @Test("a bad config stops shutterd with the file, the line and the problem")
+    func badConfig() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let conf = dir + "/shutterd.conf"
+        let f = fopen(conf, "w")
+        fputs("[daemon]\nqueue-limit = 1024\n\n[device]\nmatch-vendor = 2717\nprimary-keys = KEY_ENTER KEY_NOPE\n", f)
+        fclose(f)
+        let d = Child([shutterd, "--socket", dir + "/s.sock", "--config", conf], directory: dir)
+        #expect(d.wait() == 78)
+        #expect(d.stderr.contains("\(conf): line 6: 'KEY_NOPE' is not a libevdev key name"))
+        let missing = Child([shutterd, "--socket", dir + "/s.sock", "--config", dir + "/none.conf"], directory: dir)
+        #expect(missing.wait() == 78)
+        #expect(missing.stderr.contains("none.conf"))
+        let usage = Child([shutterd, "--sockett"], directory: dir)
+        #expect(usage.wait() == 64)
+        #expect(usage.stderr.contains("unknown argument '--sockett'"))
+    }
+
+    @Test("socket activation: shutterd serves on the socket systemd passes")
+    func socketActivation() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/activated.sock"
+        // Bind the socket as systemd would, then pass it as fd 3 with LISTEN_FDS=1.
+        let listener = try UnixListener(path: path)
+        let fd = listener.raw
+        let wrapper = dir + "/activate.sh"
+        let f = fopen(wrapper, "w")
+        // LISTEN_PID must be the daemon's own pid: set it in the shell that execs it.
+        fputs("#!/bin/sh\nLISTEN_PID=$$ LISTEN_FDS=1 exec \"$@\"\n", f)
+        fclose(f)
+        chmod(wrapper, 0o755)
+        // The listening socket becomes the child's fd 3 (SD_LISTEN_FDS_START).
+        let d = Child([wrapper, shutterd, "--socket", dir + "/not-bound.sock"], directory: dir, dup2: [(fd, 3)])
+        let client = try connect(path)
+        #expect(try client.next(type: "hello", timeout: 5000) != nil)
+        var st = stat()
+        #expect(stat(dir + "/not-bound.sock", &st) != 0, "with a passed socket, shutterd binds none")
+        kill(d.pid, SIGTERM)
+        #expect(d.wait() == 0)
+        #expect(d.stderr.contains("listening on the socket passed by systemd"))
+        listener.shutdown()
+    }
+
+    @Test("shutterctl: devices as JSON, verify's exit codes and JUnit file, usage errors")
+    func shutterctlCommands() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/s.sock"
+        let d = Child([shutterd, "--socket", path], directory: dir)
+        _ = try connect(path)
+
+        let devices = Child([shutterctl, "--socket", path, "devices", "--json"], directory: dir)
+        #expect(devices.wait() == 0)
+        let list = try JSON.parse(devices.stdout)
+        #expect(list.arrayValue != nil, "devices --json prints a JSON array")
+
+        let junit = dir + "/verify.xml"
+        let verify = Child(
+            [shutterctl, "--socket", path, "verify", "--key", "KEY_VOLUMEUP", "--device", "AB Shutter3*", "--timeout", "0.5", "--junit", junit],
+            directory: dir)
+        #expect(verify.wait() == 2, "nothing pressed: timeout")
+        #expect(verify.stderr.contains("nothing arrived within 0.5 s: no KEY_VOLUMEUP from 'AB Shutter3*'"))
+        let xml = readFile(junit)
+        #expect(xml.contains("<testsuite name=\"shutterctl verify\" tests=\"1\" failures=\"1\""))
+        #expect(xml.contains("<failure message=\"nothing arrived"))
+
+        let unreachable = Child([shutterctl, "--socket", dir + "/none.sock", "verify", "--key", "KEY_ENTER"], directory: dir)
+        #expect(unreachable.wait() == 3)
+        #expect(unreachable.stderr.contains("cannot connect to shutterd at \(dir)/none.sock"))
+
+        let usage = Child([shutterctl, "--socket", path, "verify"], directory: dir)
+        #expect(usage.wait() == 64)
+        #expect(usage.stderr.contains("verify needs --key NAME"))
+
+        for command in ["devices", "watch", "verify"] {
+            let help = Child([shutterctl, command, "--help"], directory: dir)
+            #expect(help.wait() == 0)
+            #expect(help.stdout.contains("Usage: shutterctl \(command)"))
+        }
+        kill(d.pid, SIGTERM)
+        #expect(d.wait() == 0)
+    }
+
+    @Test("under systemd, shutterd says READY=1 with a STATUS, then STOPPING=1")
+    func notifySocket() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let notify = dir + "/notify"
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(fd) }
+        var (addr, len) = try UnixSocket.address(notify)
+        #expect(withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } } == 0)
+        func next() -> String? {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&p, 1, 10_000) == 1 else { return nil }
+            var buf = [UInt8](repeating: 0, count: 4096)
+            let n = recv(fd, &buf, buf.count, 0)
+            return n > 0 ? String(decoding: buf[0..<n], as: UTF8.self) : nil
+        }
+        let path = dir + "/s.sock"
+        let d = Child([shutterd, "--socket", path], directory: dir, env: ["NOTIFY_SOCKET=\(notify)"])
+        let ready = try #require(next())
+        #expect(ready.hasPrefix("READY=1\n"))
+        #expect(ready.contains("STATUS=0 devices, 0 clients") || ready.contains("STATUS="))
+        // The socket listens by the time READY=1 is sent.
+        let client = try LineClient(path: path)
+        #expect(try client.next(type: "hello", timeout: 5000) != nil)
+        #expect(next()?.contains("clients") == true, "a STATUS update when a client connects")
+        kill(d.pid, SIGTERM)
+        var messages: [String] = []
+        while let m = next() {
+            messages.append(m)
+            if m.contains("STOPPING=1") { break }
+        }
+        #expect(messages.contains { $0.contains("STOPPING=1") })
+        #expect(d.wait() == 0)
+    }
+
+    @Test("an idle shutterd makes no periodic wake-ups")
+    func idle() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/s.sock"
+        let d = Child([shutterd, "--socket", path], directory: dir)
+        let client = try connect(path)
+        _ = try client.next(type: "hello", timeout: 5000)
+        usleep(200_000)
+        func switches() -> Int {
+            let status = readFile("/proc/\(d.pid)/status")
+            let line = status.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches") }
+            return Int(line?.split(separator: "\t").last ?? "") ?? -1
+        }
+        let before = switches()
+        usleep(1_500_000)
+        let after = switches()
+        #expect(before >= 0)
+        #expect(after == before, "voluntary context switches while idle: \(before) -> \(after)")
+        kill(d.pid, SIGTERM)
+        #expect(d.wait() == 0)
+    }
+}

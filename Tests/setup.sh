@@ -1,0 +1,23 @@
+#!/bin/sh
+# Installs what building and testing shutterd needs on Debian 12: the C libraries' -dev
+# packages, and the tools the unit, rule and man page checks use. The kernel rig installs
+# its own (Tests/rig/setup.sh). Idempotent; needs root only when something is missing.
+set -eu
+
+PACKAGES="pkg-config libevdev-dev libudev-dev libsystemd-dev make systemd udev util-linux groff-base man-db"
+
+missing=""
+for p in $PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+    exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+    echo "setup: missing Debian packages:$missing; run as root, or: apt-get install$missing" >&2
+    exit 1
+fi
+echo "setup: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -138,6 +138,64 @@ struct ProgramTests {
         #expect(d.wait() == 0)
     }
 
+    @Test("socket activation through systemd's own systemd-socket-activate")
+    func systemdSocketActivate() throws {
+        let tool = "/usr/bin/systemd-socket-activate"
+        try #require(access(tool, X_OK) == 0, "systemd-socket-activate (package systemd) is installed by Tests/setup.sh")
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/activated.sock"
+        let activator = Child([tool, "-l", path, shutterd, "--socket", dir + "/unused.sock"], directory: dir)
+        defer {
+            kill(activator.pid, SIGTERM)
+            _ = activator.wait()
+        }
+        // The tool listens first; shutterd starts on the first connection, with the socket.
+        let client = try connect(path)
+        let hello = try #require(try client.next(type: "hello", timeout: 10_000))
+        #expect(hello["daemon"]?["name"]?.stringValue == "shutterd")
+        try client.send(.object([("type", .string("ping")), ("id", .int(9))]))
+        #expect(try client.next(type: "reply", timeout: 5000)?["id"]?.intValue == 9)
+        var st = stat()
+        #expect(stat(dir + "/unused.sock", &st) != 0, "with a passed socket, shutterd binds none")
+    }
+
+    @Test("run as an unprivileged user, shutterd serves, and refuses a grab to an unlisted client")
+    func unprivileged() throws {
+        try #require(getuid() == 0, "the test switches users, which needs root")
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        chmod(dir, 0o777)
+        let path = dir + "/s.sock"
+        let nobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        let d = Child(nobody + [shutterd, "--socket", path], directory: dir)
+        defer {
+            kill(d.pid, SIGTERM)
+            _ = d.wait()
+        }
+        let root = try connect(path)
+        #expect(try root.next(type: "hello", timeout: 10_000) != nil)
+        // A client that is not root asks for a grab: refused, saying why; the connection stays.
+        let script = """
+            import json, socket, sys
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile("rwb")
+            f.readline()
+            for req in ({"type": "setInteraction", "id": 1, "interaction": {"grab": True}}, {"type": "ping", "id": 2}):
+                f.write((json.dumps(req) + "\\n").encode()); f.flush(); print(f.readline().decode(), end="")
+            """
+        let client = Child(nobody + ["/usr/bin/python3", "-c", script, path], directory: dir)
+        #expect(client.wait() == 0, "\(client.stderr)")
+        let lines = client.stdout.split(separator: "\n").map { try? JSON.parse(String($0)) }
+        #expect(lines.count == 2)
+        #expect(lines.first??["code"]?.stringValue == "notPermitted")
+        #expect(lines.first??["message"]?.stringValue?.contains("grab is not allowed for uid 65534") == true)
+        #expect(lines.last??["request"]?.stringValue == "ping")
+        // Root may grab.
+        try root.send(.object([("type", .string("setInteraction")), ("interaction", .object([("grab", .bool(true))]))]))
+        #expect(try root.next(type: "reply", timeout: 5000)?["interaction"]?["grab"]?.boolValue == true)
+        #expect(d.stderr.contains("uid=65534"), "the peer's uid is logged")
+    }
+
     @Test("under systemd, shutterd says READY=1 with a STATUS, then STOPPING=1")
     func notifySocket() throws {
         let dir = temporaryDirectory()

@@ -109,11 +109,19 @@ public final class ClientHub {
     func clientReady(_ client: Client, _ events: UInt32) {
         if events & EventLoop.writable != 0 { flush(client) }
         guard clients[client.fd] != nil else { return }
+        if client.closing && events & EventLoop.hangup != 0 {
+            closeClient(client, why: "disconnected before reading its last messages")
+            return
+        }
         if events & (EventLoop.readable | EventLoop.hangup) != 0 { readRequests(client) }
     }
 
+    /// Reads and answers what the client sent. At most a few reads per wake-up: the loop is
+    /// level-triggered, so a client that keeps sending is served again after the others.
     func readRequests(_ client: Client) {
-        while !client.closing {
+        var reads = 0
+        while !client.closing && reads < 8 {
+            reads += 1
             let n: Int?
             do {
                 n = try UnixSocket.receive(client.fd, into: &readBuffer)

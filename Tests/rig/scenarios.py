@@ -612,6 +612,60 @@ def sc_verify_wrong(rig):
     return "exit 1: %s" % err.splitlines()[-1]
 
 
+def sc_headset_sound(rig):
+    """The AirPods rule: shouldPlaySound only for a headset's press, only for a client that
+    set defaultCaptureSoundDisabled. The headset is BlueZ's '<name> (AVRCP)' uinput node."""
+    quiet = rig.client("sound-disabled")
+    plain = rig.client("sound-default")
+    quiet.set_interaction(defaultCaptureSoundDisabled=True)
+    dev = rig.make("airpods-pro-avrcp")
+    node = dev.node()
+    added = quiet.expect(lambda m: m.get("type") == "deviceAdded" and m["device"].get("node") == node.devnode,
+                         what="deviceAdded for the AVRCP node")
+    check(added["device"].get("kind") == "headset", "AVRCP node kind %r, expected headset" % added["device"].get("kind"))
+    problems = device_matches(added["device"], dev.data, node)
+    check(not problems, "AVRCP node: " + "; ".join(problems))
+    began, ended = press_of(quiet, dev, "play", "KEY_PLAYCD")
+    other = plain.expect(lambda m: is_capture(m, "began", "KEY_PLAYCD"), what="KEY_PLAYCD on the default client")
+    shutter_began, _ = press_of(quiet, rig.devs["ab-shutter3"], "ios", "KEY_VOLUMEUP")
+    problems = []
+    if began.get("handler") != "primary":
+        problems.append("KEY_PLAYCD handler %r, expected primary" % began.get("handler"))
+    if began.get("shouldPlaySound") is not True:
+        problems.append("headset press with defaultCaptureSoundDisabled: shouldPlaySound %r" % began.get("shouldPlaySound"))
+    if other.get("shouldPlaySound") is not False:
+        problems.append("headset press, default client: shouldPlaySound %r" % other.get("shouldPlaySound"))
+    if shutter_began.get("shouldPlaySound") is not False:
+        problems.append("remote press with defaultCaptureSoundDisabled: shouldPlaySound %r" % shutter_began.get("shouldPlaySound"))
+    check(not problems, "; ".join(problems))
+    return "AVRCP kind headset; KEY_PLAYCD primary, shouldPlaySound true only for the client that disabled the default sound; remote false"
+
+
+def sc_camera_keys(rig):
+    """A camera key: half press (KEY_CAMERA_FOCUS) makes controls active, then inactive;
+    full press (KEY_CAMERA) is a primary capture."""
+    c = rig.client("camera")
+    dev = rig.make("gpio-camera-keys")
+    node = dev.node()
+    added = c.expect(lambda m: m.get("type") == "deviceAdded" and m["device"].get("node") == node.devnode,
+                     what="deviceAdded for gpio-keys")
+    dev.press("focus")
+    active = c.expect(lambda m: m.get("type") == "control" and m.get("event") in ("active", "inactive"), what="control active")
+    began, ended = press_of(c, dev, "shutter", "KEY_CAMERA")
+    dev.release("focus")
+    inactive = c.expect(lambda m: m.get("type") == "control" and m.get("event") in ("active", "inactive"), what="control inactive")
+    problems = []
+    if active.get("event") != "active" or active.get("key", {}).get("name") != "KEY_CAMERA_FOCUS":
+        problems.append("first control %s" % short(active, 160))
+    if inactive.get("event") != "inactive":
+        problems.append("second control %r, expected inactive" % inactive.get("event"))
+    if began.get("handler") != "primary" or ended.get("phase") != "ended":
+        problems.append("KEY_CAMERA %s/%s" % (began.get("handler"), ended.get("phase")))
+    check(not problems, "; ".join(problems))
+    return "kind %s: focus active/inactive around a primary KEY_CAMERA press %s" % (
+        added["device"].get("kind"), began["press"])
+
+
 def sc_remove_mid_press(rig):
     """Destroyed mid-press: the client gets cancelled (reason removed), then deviceRemoved.
 
@@ -684,6 +738,8 @@ SCENARIOS = [
     ("dial", sc_dial),
     ("dial-burst-10000", sc_burst),
     ("two-clients-filters", sc_two_clients),
+    ("headset-sound-rule", sc_headset_sound),
+    ("camera-focus-and-shutter", sc_camera_keys),
     ("grab", sc_grab),
     ("shutterctl-verify-pass", sc_verify_pass),
     ("shutterctl-verify-wrong-key", sc_verify_wrong),
@@ -699,7 +755,7 @@ INFO = [("dial-burst-unpaced", info_burst_unpaced)]
 NEEDS = {
     "attribution-ios-secondary": "hotplug-add", "ios-primary-without-secondary": "hotplug-add",
     "android-primary-by-udev-rule": "hotplug-add", "two-clients-filters": "hotplug-add",
-    "grab": "hotplug-add", "shutterctl-verify-pass": "hotplug-add",
+    "grab": "hotplug-add", "headset-sound-rule": "hotplug-add", "shutterctl-verify-pass": "hotplug-add",
     "shutterctl-verify-wrong-key": "hotplug-add", "hotplug-remove-mid-press": "hotplug-add",
     "hotplug-recreate-same-id": "hotplug-add",
     "mouse-wheel-no-slider": "enumerate", "dial": "enumerate", "dial-burst-10000": "enumerate",

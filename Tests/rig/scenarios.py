@@ -440,14 +440,17 @@ def _slider_sum(c, want, deadline):
 def sc_burst(rig):
     """10,000 dial steps arrive with the summed delta intact and clientSeq without gaps.
 
-    The kernel keeps a small buffer per evdev reader (for this device 64 events, 32 frames):
-    what a reader does not fetch in time is dropped (SYN_DROPPED), and relative steps lost
-    there cannot be recovered by anyone. So the steps go out as fast as that buffer allows:
+    The kernel keeps a small buffer per evdev reader (at least 64 events, a few dozen
+    frames): what a reader does not fetch in time is dropped (SYN_DROPPED), and relative
+    steps lost there cannot be recovered by anyone. So the steps go out as fast as that buffer allows:
     never more than WINDOW frames ahead of what the client has received. A loss is then
     shutterd's (its queue, its resync or its encoding), not the kernel's.
     """
     c = rig.client("burst")
     c.set_interaction(slider={"min": -1000000, "max": 1000000, "value": 0})
+    # A client that never reads during the burst: slow-client-overflow looks at it after.
+    rig.stalled = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    rig.stalled.connect(rig.args.socket)
     dial = rig.devs["griffin-powermate"]
     steps, window, chunk = 10000, 16, 8
     frame = [(rigdev.EV_REL, rigdev.code("REL_DIAL"), 1), (rigdev.EV_SYN, rigdev.SYN_REPORT, 0)]
@@ -479,19 +482,52 @@ def sc_burst(rig):
     return "summed delta %d in %d slider events, %.1f s (%.0f steps/s)" % (received, count, took, steps / took)
 
 
+def sc_slow_client(rig):
+    """A client that read nothing during the burst got 'overflow' last, then was closed;
+    the reading client beside it lost nothing (checked by dial-burst-10000)."""
+    sock = getattr(rig, "stalled", None)
+    check(sock is not None, "no stalled client (dial-burst-10000 did not run)")
+    rig.stalled = None
+    sock.settimeout(10)
+    data = b""
+    closed = False
+    deadline = time.monotonic() + 20
+    try:
+        while time.monotonic() < deadline:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                closed = True
+                break
+            data += chunk
+    except socket.timeout:
+        pass
+    finally:
+        sock.close()
+    lines = [json.loads(x) for x in data.split(b"\n") if x.strip()]
+    types = [m.get("type") for m in lines]
+    check(types and types[0] == "hello", "first message %r" % (types[:1],))
+    check("overflow" in types, "no overflow message in %d messages (closed: %s; last %s)" % (
+        len(lines), closed, types[-3:]))
+    check(types[-1] == "overflow", "overflow was not last: followed by %s" % types[types.index("overflow") + 1:][:5])
+    check(closed, "connection not closed within 20 s after overflow")
+    seqs = [m.get("clientSeq") for m in lines if m.get("type") in ("capture", "control")]
+    check(seqs == list(range(1, len(seqs) + 1)), "clientSeq before the overflow has gaps")
+    return "%d events then overflow %s, then closed" % (len(seqs), short(lines[-1], 140))
+
+
 def info_burst_unpaced(rig):
-    """Not a pass/fail check: how many of 10,000 steps written at full speed shutterd gets."""
+    """Not a pass/fail check: how many of 5,000 steps written at full speed shutterd gets."""
     c = rig.client("burst-unpaced")
     c.set_interaction(slider={"min": -1000000, "max": 1000000, "value": 0})
     dial = rig.devs["griffin-powermate"]
-    steps = 10000
+    steps = 5000
     frame = [(rigdev.EV_REL, rigdev.code("REL_DIAL"), 1), (rigdev.EV_SYN, rigdev.SYN_REPORT, 0)]
     t0 = time.monotonic()
     for _ in range(steps // 8):
         dial.emit(frame * 8)
         time.sleep(0.001)
     t_sent = time.monotonic() - t0
-    total, _value, count = _slider_sum(c, steps, time.monotonic() + 10)
+    total, _value, count = _slider_sum(c, steps, time.monotonic() + 5)
     return "%d steps written in %.1f s (%.0f/s); shutterd delivered %d in %d slider events" % (
         steps, t_sent, steps / t_sent, total, count)
 
@@ -737,6 +773,7 @@ SCENARIOS = [
     ("mouse-wheel-no-slider", sc_mouse_wheel),
     ("dial", sc_dial),
     ("dial-burst-10000", sc_burst),
+    ("slow-client-overflow", sc_slow_client),
     ("two-clients-filters", sc_two_clients),
     ("headset-sound-rule", sc_headset_sound),
     ("camera-focus-and-shutter", sc_camera_keys),
@@ -758,6 +795,7 @@ NEEDS = {
     "grab": "hotplug-add", "headset-sound-rule": "hotplug-add", "shutterctl-verify-pass": "hotplug-add",
     "shutterctl-verify-wrong-key": "hotplug-add", "hotplug-remove-mid-press": "hotplug-add",
     "hotplug-recreate-same-id": "hotplug-add",
+    "slow-client-overflow": "enumerate",
     "mouse-wheel-no-slider": "enumerate", "dial": "enumerate", "dial-burst-10000": "enumerate",
 }
 

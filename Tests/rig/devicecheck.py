@@ -148,11 +148,61 @@ def check_disconnect_release():
     return False
 
 
+def check_uhid_requests():
+    """The uhid injector answers the kernel's GET_REPORT and SET_REPORT requests.
+
+    Drivers that ask at probe (the resolution multiplier of hi-res wheels and dials) stall
+    until a timeout when nobody answers. hidraw's feature-report ioctls make the kernel ask.
+    """
+    import fcntl
+    name = "uhid:get-set-report"
+    data = rigdev.load("ab-shutter3")
+    data["featureReports"] = {"05": "05 2a 00"}
+    dev = rigdev.make(data)
+    try:
+        node = dev.wait_nodes()[0]
+        hid_dir = os.path.realpath(os.path.join(node.sysdir, "device"))
+        raws = glob.glob(os.path.join(hid_dir, "hidraw", "hidraw*"))
+        if not raws:
+            print("FAIL %s: no hidraw node under %s" % (name, hid_dir), flush=True)
+            return False
+        fd = os.open("/dev/" + os.path.basename(raws[0]), os.O_RDWR)
+        try:
+            t0 = time.monotonic()
+            buf = bytearray(b"\x05\x00\x00")
+            # HIDIOCGFEATURE(len) = _IOWR('H', 0x07, len); HIDIOCSFEATURE(len) = _IOWR('H', 0x06, len)
+            n = fcntl.ioctl(fd, rigdev._ioc(3, "H", 0x07, len(buf)), buf, True)
+            got = bytes(buf[:n])
+            fcntl.ioctl(fd, rigdev._ioc(3, "H", 0x06, 2), bytearray(b"\x05\x11"), True)
+            took = time.monotonic() - t0
+        finally:
+            os.close(fd)
+    except Exception as e:  # noqa: BLE001
+        print("FAIL %s: %s: %s" % (name, type(e).__name__, e), flush=True)
+        return False
+    finally:
+        dev.destroy()
+    problems = []
+    if got != b"\x05\x2a\x00":
+        problems.append("GET_REPORT gave %s" % got.hex(" "))
+    if b"\x05\x11" not in dev.output_reports:
+        problems.append("SET_REPORT not seen (saw %s)" % [r.hex(" ") for r in dev.output_reports])
+    if took > 2:
+        problems.append("answers took %.1f s (a timeout, not an answer?)" % took)
+    if problems:
+        print("FAIL %s: %s" % (name, "; ".join(problems)), flush=True)
+        return False
+    print("PASS %s: GET_REPORT answered %s, SET_REPORT acknowledged, in %.2f s" % (
+        name, got.hex(" "), took), flush=True)
+    return True
+
+
 def main(argv):
     files = argv or sorted(glob.glob(os.path.join(rigdev.DEVICES_DIR, "*.json")))
     results = [check_device(f) for f in files]
     if not argv:
         results.append(check_disconnect_release())
+        results.append(check_uhid_requests())
     return 0 if all(results) else 1
 
 

@@ -69,12 +69,21 @@ public struct ClientSession {
         out.reserveCapacity(160 + o.sharedTail.count)
         switch o.kind {
         case .capture(_, let phase):
-            out.append(contentsOf: "{\"type\":\"capture\",\"seq\":\(o.seq),\"clientSeq\":\(clientSeq),\"handler\":\"\((handler ?? .primary).rawValue)\",\"phase\":\"\(phase.rawValue)\",\"press\":\(o.press),\"shouldPlaySound\":\(shouldPlaySound(o)),".utf8)
+            out.append(
+                contentsOf:
+                    "{\"type\":\"capture\",\"seq\":\(o.seq),\"clientSeq\":\(clientSeq),\"handler\":\"\((handler ?? .primary).rawValue)\",\"phase\":\"\(phase.rawValue)\",\"press\":\(o.press),\"shouldPlaySound\":\(shouldPlaySound(o)),"
+                    .utf8)
         case .focus(let phase):
             let event = phase == .began ? "active" : "inactive"
-            out.append(contentsOf: "{\"type\":\"control\",\"seq\":\(o.seq),\"clientSeq\":\(clientSeq),\"event\":\"\(event)\",\"press\":\(o.press),".utf8)
+            out.append(
+                contentsOf:
+                    "{\"type\":\"control\",\"seq\":\(o.seq),\"clientSeq\":\(clientSeq),\"event\":\"\(event)\",\"press\":\(o.press),"
+                    .utf8)
         case .slider(let delta):
-            out.append(contentsOf: "{\"type\":\"control\",\"seq\":\(o.seq),\"clientSeq\":\(clientSeq),\"event\":\"slider\",\"delta\":\(delta),\"value\":\(interaction.slider.value),".utf8)
+            out.append(
+                contentsOf:
+                    "{\"type\":\"control\",\"seq\":\(o.seq),\"clientSeq\":\(clientSeq),\"event\":\"slider\",\"delta\":\(delta),\"value\":\(interaction.slider.value),"
+                    .utf8)
         }
         if let reason = o.reason {
             out.append(contentsOf: "\"reason\":\"\(reason.rawValue)\",".utf8)

@@ -51,7 +51,9 @@ public struct Config: Equatable, Sendable {
     public init() {}
 
     /// The changes the config makes for a device, rules applied in file order.
-    public func override(name: String, bus: UInt16, vendor: UInt16, product: UInt16, id: String, group: String) -> MappingOverride {
+    public func override(name: String, bus: UInt16, vendor: UInt16, product: UInt16, id: String, group: String)
+        -> MappingOverride
+    {
         devices.filter { $0.matches(name: name, bus: bus, vendor: vendor, product: product, id: id, group: group) }
             .reduce(MappingOverride()) { $0.overlaid(by: $1.change) }
     }
@@ -69,7 +71,9 @@ public struct Config: Equatable, Sendable {
             let text = line.trimmingSpaces
             if text.isEmpty { continue }
             if text.hasPrefix("[") {
-                guard text.hasSuffix("]") else { throw ConfigError(line: n, message: "section header must end with ']'") }
+                guard text.hasSuffix("]") else {
+                    throw ConfigError(line: n, message: "section header must end with ']'")
+                }
                 let name = String(text.dropFirst().dropLast()).trimmingSpaces
                 guard name == "daemon" || name == "device" else {
                     throw ConfigError(line: n, message: "unknown section [\(name)] (known: [daemon], [device])")
@@ -93,7 +97,8 @@ public struct Config: Equatable, Sendable {
         where rule.matchName == nil && rule.matchBus == nil && rule.matchVendor == nil && rule.matchProduct == nil
             && rule.matchID == nil
         {
-            throw ConfigError(line: rule.line, message: "[device] section has no match-* line; it would change every device")
+            throw ConfigError(
+                line: rule.line, message: "[device] section has no match-* line; it would change every device")
         }
     }
 
@@ -102,7 +107,8 @@ public struct Config: Equatable, Sendable {
         switch key {
         case "queue-limit":
             guard let n = Int(value), n >= 16, n <= 1_000_000 else {
-                throw ConfigError(line: line, message: "queue-limit must be a whole number from 16 to 1000000, not '\(value)'")
+                throw ConfigError(
+                    line: line, message: "queue-limit must be a whole number from 16 to 1000000, not '\(value)'")
             }
             queueLimit = n
         case "allow-users": allowUsers = words
@@ -110,11 +116,16 @@ public struct Config: Equatable, Sendable {
         case "grab-users": grabUsers = words
         case "grab-groups": grabGroups = words
         default:
-            throw ConfigError(line: line, message: "unknown [daemon] setting '\(key)' (known: queue-limit, allow-users, allow-groups, grab-users, grab-groups)")
+            throw ConfigError(
+                line: line,
+                message:
+                    "unknown [daemon] setting '\(key)' (known: queue-limit, allow-users, allow-groups, grab-users, grab-groups)"
+            )
         }
     }
 
-    mutating func setDevice(_ key: String, _ value: String, line: Int, keyCode: (String) -> UInt16?) throws(ConfigError) {
+    mutating func setDevice(_ key: String, _ value: String, line: Int, keyCode: (String) -> UInt16?) throws(ConfigError)
+    {
         var rule = devices[devices.count - 1]
         switch key {
         case "match-name": rule.matchName = value
@@ -145,7 +156,9 @@ extension MappingOverride {
     /// The changes a device's udev properties ask for (`SHUTTERD_KIND`, `SHUTTERD_IGNORE`,
     /// `SHUTTERD_DEVICE`, `SHUTTERD_PRIMARY_KEYS`, `SHUTTERD_SECONDARY_KEYS`). Each bad
     /// property is reported and left out; the good ones still apply.
-    public static func fromUdev(_ properties: [String: String], keyCode: (String) -> UInt16?) -> (MappingOverride, [String]) {
+    public static func fromUdev(_ properties: [String: String], keyCode: (String) -> UInt16?) -> (
+        MappingOverride, [String]
+    ) {
         var o = MappingOverride()
         var problems: [String] = []
         let table = [
@@ -168,7 +181,10 @@ extension MappingOverride {
         switch key {
         case "kind":
             guard let k = DeviceKind(rawValue: value.lowercased()) else {
-                throw FieldError(message: "unknown kind '\(value)' (known: \(DeviceKind.allCases.map(\.rawValue).joined(separator: ", ")))")
+                throw FieldError(
+                    message:
+                        "unknown kind '\(value)' (known: \(DeviceKind.allCases.map(\.rawValue).joined(separator: ", ")))"
+                )
             }
             kind = k
         case "primary-keys": primaryKeys = try Self.keys(value, keyCode)
@@ -176,7 +192,10 @@ extension MappingOverride {
         case "ignore": ignore = try Self.flag(value, key)
         case "open": force = try Self.flag(value, key)
         default:
-            throw FieldError(message: "unknown [device] setting '\(key)' (known: match-name, match-bus, match-vendor, match-product, match-id, kind, primary-keys, secondary-keys, ignore, open)")
+            throw FieldError(
+                message:
+                    "unknown [device] setting '\(key)' (known: match-name, match-bus, match-vendor, match-product, match-id, kind, primary-keys, secondary-keys, ignore, open)"
+            )
         }
     }
 

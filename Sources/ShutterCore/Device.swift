@@ -29,7 +29,9 @@ public struct Capabilities: Equatable, Sendable {
 
     /// Has letter keys: a keyboard (or a remote built on a keyboard descriptor).
     public var hasLetters: Bool { keys.contains(KeyCode.a) && keys.contains(KeyCode.z) && keys.contains(KeyCode.q) }
-    public var isPointer: Bool { keys.contains(KeyCode.btnLeft) && rels.contains(RelCode.x) && rels.contains(RelCode.y) }
+    public var isPointer: Bool {
+        keys.contains(KeyCode.btnLeft) && rels.contains(RelCode.x) && rels.contains(RelCode.y)
+    }
 }
 
 /// Everything a client is told about an input node.
@@ -61,7 +63,8 @@ public struct DeviceInfo: Equatable, Sendable {
         self.syspath = syspath
         self.node = node
         self.kind = kind
-        let identity = DeviceIdentity(bus: bus, vendor: vendor, product: product, uniq: self.uniq, phys: self.phys, name: name)
+        let identity = DeviceIdentity(
+            bus: bus, vendor: vendor, product: product, uniq: self.uniq, phys: self.phys, name: name)
         self.group = identity.group
         self.id = identity.id
     }

@@ -62,7 +62,10 @@ public struct Engine {
         guard let state = devices[handle] else { return [] }
         var out: [Occurrence] = []
         for held in state.held.values.sorted(by: { $0.press < $1.press }) {
-            out.append(occurrence(state, role: held.role, phase: .cancelled, press: held.press, key: held.key, reason: reason, time: now, now: now))
+            out.append(
+                occurrence(
+                    state, role: held.role, phase: .cancelled, press: held.press, key: held.key, reason: reason,
+                    time: now, now: now))
         }
         devices[handle]?.held = [:]
         return out
@@ -74,7 +77,8 @@ public struct Engine {
     ) -> Occurrence {
         let kind: Occurrence.Kind = role == .focus ? .focus(phase) : .capture(role, phase)
         return Occurrence(
-            seq: nextSeq(), kind: kind, press: press, reason: reason, device: state.info, deviceJSON: state.json, key: key,
+            seq: nextSeq(), kind: kind, press: press, reason: reason, device: state.info, deviceJSON: state.json,
+            key: key,
             kernelTime: time, receiveTime: now)
     }
 
@@ -94,7 +98,10 @@ public struct Engine {
                 lastPress += 1
                 let key = KeyInfo(code: event.code, name: name(EventType.key, event.code), scancode: scan)
                 state.held[event.code] = Held(press: lastPress, role: role, key: key)
-                produced.append(occurrence(state, role: role, phase: .began, press: lastPress, key: key, reason: nil, time: event.time, now: now))
+                produced.append(
+                    occurrence(
+                        state, role: role, phase: .began, press: lastPress, key: key, reason: nil, time: event.time,
+                        now: now))
             case 0:
                 guard let held = state.held.removeValue(forKey: event.code) else { break }
                 // A release that libevdev reports while resynchronising was never read: the
@@ -102,7 +109,10 @@ public struct Engine {
                 let phase: Phase = event.resync ? .cancelled : .ended
                 var key = held.key
                 if let scan { key.scancode = scan }
-                produced.append(occurrence(state, role: role, phase: phase, press: held.press, key: key, reason: event.resync ? .dropped : nil, time: event.time, now: now))
+                produced.append(
+                    occurrence(
+                        state, role: role, phase: phase, press: held.press, key: key,
+                        reason: event.resync ? .dropped : nil, time: event.time, now: now))
             default:
                 break  // Autorepeat (2), or a press of a key already held.
             }
@@ -116,7 +126,10 @@ public struct Engine {
         case EventType.syn where event.code == SynCode.report:
             for (axis, delta, time) in state.frameRel where delta != 0 {
                 let key = KeyInfo(code: axis, name: name(EventType.rel, axis))
-                produced.append(Occurrence(seq: nextSeq(), kind: .slider(delta: delta), press: 0, device: state.info, deviceJSON: state.json, key: key, kernelTime: time, receiveTime: now))
+                produced.append(
+                    Occurrence(
+                        seq: nextSeq(), kind: .slider(delta: delta), press: 0, device: state.info,
+                        deviceJSON: state.json, key: key, kernelTime: time, receiveTime: now))
             }
             state.frameRel.removeAll(keepingCapacity: true)
             state.scan = nil

@@ -91,8 +91,10 @@ public enum Glob {
     }
 
     static func match(_ p: [Character], _ pi: Int, _ t: [Character], _ ti: Int) -> Bool {
-        var pi = pi, ti = ti
-        var starP = -1, starT = -1
+        var pi = pi
+        var ti = ti
+        var starP = -1
+        var starT = -1
         while ti < t.count {
             if pi < p.count {
                 switch p[pi] {

@@ -184,9 +184,15 @@ struct JSONParser {
         case UInt8(ascii: "{"): return try object(depth: depth)
         case UInt8(ascii: "["): return try array(depth: depth)
         case UInt8(ascii: "\""): return .string(try string())
-        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
-        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
-        case UInt8(ascii: "n"): try literal("null"); return .null
+        case UInt8(ascii: "t"):
+            try literal("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try literal("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try literal("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try number()
         default: throw error("unexpected \(describeHere())")
         }
@@ -210,7 +216,10 @@ struct JSONParser {
         index += 1
         var members: [(String, JSON)] = []
         skipSpace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return .object(members)
+        }
         while true {
             skipSpace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
@@ -231,8 +240,14 @@ struct JSONParser {
             }
             skipSpace()
             guard index < bytes.count else { throw error("unexpected end of input in an object") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                return .object(members)
+            }
             throw error("expected ',' or '}', found \(describeHere())")
         }
     }
@@ -242,14 +257,23 @@ struct JSONParser {
         index += 1
         var items: [JSON] = []
         skipSpace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; return .array(items) }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            return .array(items)
+        }
         while true {
             skipSpace()
             items.append(try value(depth: depth + 1))
             skipSpace()
             guard index < bytes.count else { throw error("unexpected end of input in an array") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "]") { index += 1; return .array(items) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                return .array(items)
+            }
             throw error("expected ',' or ']', found \(describeHere())")
         }
     }
@@ -278,9 +302,16 @@ struct JSONParser {
         while true {
             guard index < bytes.count else { throw error("unterminated string") }
             let b = bytes[index]
-            if b == UInt8(ascii: "\"") { index += 1; break }
+            if b == UInt8(ascii: "\"") {
+                index += 1
+                break
+            }
             if b < 0x20 { throw error("control character in a string") }
-            if b != UInt8(ascii: "\\") { out.append(b); index += 1; continue }
+            if b != UInt8(ascii: "\\") {
+                out.append(b)
+                index += 1
+                continue
+            }
             index += 1
             guard index < bytes.count else { throw error("unterminated escape") }
             let e = bytes[index]

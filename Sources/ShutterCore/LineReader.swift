@@ -83,7 +83,9 @@ public struct OutboundQueue {
 
     /// Hands the unwritten bytes of up to `max` messages to `write`, which returns how many
     /// bytes it wrote (0 when the peer cannot take more now); returns the total written.
-    public mutating func drain<E: Error>(max: Int = 64, _ write: ([ArraySlice<UInt8>]) throws(E) -> Int) throws(E) -> Int {
+    public mutating func drain<E: Error>(max: Int = 64, _ write: ([ArraySlice<UInt8>]) throws(E) -> Int) throws(E)
+        -> Int
+    {
         var total = 0
         while !isEmpty {
             let end = Swift.min(chunks.count, head + max)

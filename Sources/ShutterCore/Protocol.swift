@@ -111,13 +111,17 @@ extension Interaction {
             case "slider": slider = try SliderRange(request: value)
             default:
                 throw FieldError(
-                    message: "unknown field \"interaction.\(key)\" (known: enabled, primary, secondary, defaultCaptureSoundDisabled, grab, filter, slider)")
+                    message:
+                        "unknown field \"interaction.\(key)\" (known: enabled, primary, secondary, defaultCaptureSoundDisabled, grab, filter, slider)"
+                )
             }
         }
     }
 
     static func bool(_ v: JSON, _ key: String) throws(FieldError) -> Bool {
-        guard let b = v.boolValue else { throw FieldError(message: "\"interaction.\(key)\" must be true or false, not \(v.typeName)") }
+        guard let b = v.boolValue else {
+            throw FieldError(message: "\"interaction.\(key)\" must be true or false, not \(v.typeName)")
+        }
         return b
     }
 }
@@ -146,14 +150,18 @@ extension Filter {
             case "buses": buses = strings
             case "keys":
                 for s in strings where !(s.hasPrefix("KEY_") || s.hasPrefix("BTN_") || s.hasPrefix("REL_")) {
-                    throw FieldError(message: "\"\(path)\": \"\(s)\" is not a libevdev key or axis name (KEY_..., BTN_..., REL_...)")
+                    throw FieldError(
+                        message: "\"\(path)\": \"\(s)\" is not a libevdev key or axis name (KEY_..., BTN_..., REL_...)")
                 }
                 keys = strings
             case "kinds":
                 kinds = []
                 for s in strings {
                     guard let k = DeviceKind(rawValue: s) else {
-                        throw FieldError(message: "\"\(path)\": unknown kind \"\(s)\" (known: \(DeviceKind.allCases.map(\.rawValue).joined(separator: ", ")))")
+                        throw FieldError(
+                            message:
+                                "\"\(path)\": unknown kind \"\(s)\" (known: \(DeviceKind.allCases.map(\.rawValue).joined(separator: ", ")))"
+                        )
                     }
                     kinds.append(k)
                 }
@@ -178,7 +186,9 @@ extension SliderRange {
             switch key {
             case "min": min = n
             case "max": max = n
-            case "value": value = n; valueSet = true
+            case "value":
+                value = n
+                valueSet = true
             default: throw FieldError(message: "unknown field \"interaction.slider.\(key)\" (known: min, max, value)")
             }
         }
@@ -204,7 +214,12 @@ public enum Message {
         line(
             .object([
                 ("type", .string("hello")),
-                ("protocol", .object([("major", .int(Int64(ProtocolVersion.major))), ("minor", .int(Int64(ProtocolVersion.minor)))])),
+                (
+                    "protocol",
+                    .object([
+                        ("major", .int(Int64(ProtocolVersion.major))), ("minor", .int(Int64(ProtocolVersion.minor))),
+                    ])
+                ),
                 ("daemon", .object([("name", .string("shutterd")), ("version", .string(version))])),
                 ("devices", .array(devices)),
             ]))
@@ -218,7 +233,9 @@ public enum Message {
     }
 
     public static func error(_ e: RequestError) -> [UInt8] {
-        var m: [(String, JSON)] = [("type", .string("error")), ("code", .string(e.code.rawValue)), ("message", .string(e.message))]
+        var m: [(String, JSON)] = [
+            ("type", .string("error")), ("code", .string(e.code.rawValue)), ("message", .string(e.message)),
+        ]
         if let id = e.id { m.append(("id", id)) }
         return line(.object(m))
     }

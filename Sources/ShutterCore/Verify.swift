@@ -36,7 +36,8 @@ public struct VerifyJudge {
     func deviceMatches(_ d: JSON?) -> Bool {
         guard let device else { return true }
         let name = d?["name"]?.stringValue ?? ""
-        return Glob.matches(pattern: device, name) || d?["id"]?.stringValue == device || d?["group"]?.stringValue == device
+        return Glob.matches(pattern: device, name) || d?["id"]?.stringValue == device
+            || d?["group"]?.stringValue == device
     }
 
     /// "KEY_ENTER from 'AB Shutter3 Keyboard' (primary)".
@@ -62,7 +63,9 @@ public struct VerifyJudge {
             guard let expected = begun.removeValue(forKey: press) else { return .pending }
             if expected && rightHandler { return .passed("\(Self.describe(m)): began and ended") }
             if expected {
-                return .failed("\(Self.describe(m)) arrived, but on the \(m["handler"]?.stringValue ?? "?") handler, not \(handler!.rawValue)")
+                return .failed(
+                    "\(Self.describe(m)) arrived, but on the \(m["handler"]?.stringValue ?? "?") handler, not \(handler!.rawValue)"
+                )
             }
             others.append(Self.describe(m))
             return .failed("expected \(expectation), got \(Self.describe(m))")
@@ -82,27 +85,32 @@ public struct VerifyJudge {
 public enum EventText {
     public static func line(_ m: JSON) -> String? {
         let type = m["type"]?.stringValue ?? "?"
-        let seconds = m["kernelTime"]?.intValue.map { t in
-            "\(t / 1_000_000).\(pad6(t % 1_000_000))"
-        } ?? ""
+        let seconds =
+            m["kernelTime"]?.intValue.map { t in
+                "\(t / 1_000_000).\(pad6(t % 1_000_000))"
+            } ?? ""
         let dev = m["device"]
-        let from = "'\(dev?["name"]?.stringValue ?? "?")' [\(dev?["bus"]?.stringValue ?? "?") \(dev?["vendor"]?.stringValue ?? "?"):\(dev?["product"]?.stringValue ?? "?") \(dev?["kind"]?.stringValue ?? "?")]"
+        let from =
+            "'\(dev?["name"]?.stringValue ?? "?")' [\(dev?["bus"]?.stringValue ?? "?") \(dev?["vendor"]?.stringValue ?? "?"):\(dev?["product"]?.stringValue ?? "?") \(dev?["kind"]?.stringValue ?? "?")]"
         let key = m["key"]?["name"]?.stringValue ?? "?"
         let scan = m["key"]?["scancode"]?.intValue.map { " scan=0x" + String($0, radix: 16) } ?? ""
         switch type {
         case "capture":
             let reason = m["reason"]?.stringValue.map { " reason=\($0)" } ?? ""
             let sound = m["shouldPlaySound"]?.boolValue == true ? " sound" : ""
-            return "\(seconds) \(m["handler"]?.stringValue ?? "?") \(m["phase"]?.stringValue ?? "?") press=\(m["press"]?.intValue ?? 0) \(key)\(scan) from \(from)\(reason)\(sound)"
+            return
+                "\(seconds) \(m["handler"]?.stringValue ?? "?") \(m["phase"]?.stringValue ?? "?") press=\(m["press"]?.intValue ?? 0) \(key)\(scan) from \(from)\(reason)\(sound)"
         case "control":
             let event = m["event"]?.stringValue ?? "?"
             if event == "slider" {
-                return "\(seconds) slider delta=\(m["delta"]?.intValue ?? 0) value=\(m["value"]?.intValue ?? 0) \(key) from \(from)"
+                return
+                    "\(seconds) slider delta=\(m["delta"]?.intValue ?? 0) value=\(m["value"]?.intValue ?? 0) \(key) from \(from)"
             }
             return "\(seconds) controls \(event) \(key) from \(from)"
         case "deviceAdded", "deviceRemoved":
             let d = m["device"]
-            return "\(type == "deviceAdded" ? "added" : "removed") '\(d?["name"]?.stringValue ?? "?")' id=\(d?["id"]?.stringValue ?? "?") node=\(d?["node"]?.stringValue ?? "?")"
+            return
+                "\(type == "deviceAdded" ? "added" : "removed") '\(d?["name"]?.stringValue ?? "?")' id=\(d?["id"]?.stringValue ?? "?") node=\(d?["node"]?.stringValue ?? "?")"
         case "overflow", "error":
             return "\(type): \(m["message"]?.stringValue ?? "")"
         default:

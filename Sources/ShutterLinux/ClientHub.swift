@@ -84,7 +84,8 @@ public final class ClientHub {
                 Log.info("\(client.label): refused, not in allow-users or allow-groups")
                 let e = RequestError(
                     .notPermitted,
-                    "uid \(peer.uid) is not allowed to use shutterd (see allow-users and allow-groups in shutterd.conf)")
+                    "uid \(peer.uid) is not allowed to use shutterd (see allow-users and allow-groups in shutterd.conf)"
+                )
                 _ = try? UnixSocket.send(fd, [Message.error(e)[...]])
                 close(fd)
                 continue
@@ -138,7 +139,8 @@ public final class ClientHub {
             while !client.closing, let item = client.reader.next() {
                 switch item {
                 case .tooLong:
-                    refuse(client, RequestError(.lineTooLong, "request line longer than \(maxRequestLine) bytes; closing"))
+                    refuse(
+                        client, RequestError(.lineTooLong, "request line longer than \(maxRequestLine) bytes; closing"))
                 case .line(let line):
                     if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
                     switch RequestLine.parse(line) {
@@ -208,7 +210,8 @@ public final class ClientHub {
         do {
             _ = try client.queue.drain { (slices) throws(SystemError) -> Int in try UnixSocket.send(client.fd, slices) }
         } catch {
-            closeClient(client, why: error.errno == EPIPE || error.errno == ECONNRESET ? "disconnected" : error.description)
+            closeClient(
+                client, why: error.errno == EPIPE || error.errno == ECONNRESET ? "disconnected" : error.description)
             return
         }
         if client.queue.isEmpty {
@@ -222,7 +225,8 @@ public final class ClientHub {
             }
         } else if !client.watchingWritable || client.closing {
             client.watchingWritable = true
-            loop.modify(client.fd, events: client.closing ? EventLoop.writable : EventLoop.readable | EventLoop.writable)
+            loop.modify(
+                client.fd, events: client.closing ? EventLoop.writable : EventLoop.readable | EventLoop.writable)
         }
     }
 

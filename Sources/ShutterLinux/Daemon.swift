@@ -75,7 +75,8 @@ public final class Daemon {
             try loop.add(monitor.fd, events: EventLoop.readable) { [unowned self] _ in udevReady() }
             try loop.add(signals.raw, events: EventLoop.readable) { [unowned self] _ in signalReady() }
             hub = try ClientHub(
-                loop: loop, listener: listener, access: AccessPolicy(options.config), queueLimit: options.config.queueLimit)
+                loop: loop, listener: listener, access: AccessPolicy(options.config),
+                queueLimit: options.config.queueLimit)
             hub.delegate = self
             for record in present { addDevice(record) }
             if let usec = Systemd.watchdogMicros() {
@@ -154,9 +155,11 @@ public final class Daemon {
         }
         let name = evdev.name
         let identity = DeviceIdentity(
-            bus: evdev.bus, vendor: evdev.vendor, product: evdev.product, uniq: evdev.uniq, phys: evdev.phys, name: name)
+            bus: evdev.bus, vendor: evdev.vendor, product: evdev.product, uniq: evdev.uniq, phys: evdev.phys, name: name
+        )
         let configured = options.config.override(
-            name: name, bus: evdev.bus, vendor: evdev.vendor, product: evdev.product, id: identity.id, group: identity.group)
+            name: name, bus: evdev.bus, vendor: evdev.vendor, product: evdev.product, id: identity.id,
+            group: identity.group)
         let (fromUdev, problems) = MappingOverride.fromUdev(record.properties, keyCode: KeyNames.keyCode)
         for p in problems { Log.error("\(record.sysname) - \(name): udev property \(p)") }
         let plan = DevicePlan(name: name, capabilities: evdev.capabilities, override: configured.overlaid(by: fromUdev))
@@ -271,4 +274,3 @@ public struct DaemonError: Error, CustomStringConvertible {
     public var description: String
     public init(_ d: String) { description = d }
 }
-

@@ -1,5 +1,5 @@
-import CSystemd
 import CLinux
+import CSystemd
 import Glibc
 
 /// The systemd service protocol: readiness, status, watchdog, socket activation.
@@ -13,10 +13,14 @@ public enum Systemd {
     public static func listenSocket() throws(SystemError) -> Int32? {
         let n = try negErrno("sd_listen_fds", nil, sd_listen_fds(1))
         if n == 0 { return nil }
-        guard n == 1 else { throw SystemError("sd_listen_fds", errno: E2BIG, subject: "(\(n) sockets passed, expected 1)") }
+        guard n == 1 else {
+            throw SystemError("sd_listen_fds", errno: E2BIG, subject: "(\(n) sockets passed, expected 1)")
+        }
         let fd = SD_LISTEN_FDS_START
         guard sd_is_socket_unix(fd, Int32(SOCK_STREAM.rawValue), 1, nil, 0) > 0 else {
-            throw SystemError("sd_is_socket_unix", errno: ENOTSOCK, subject: "(passed fd \(fd) is not a listening Unix stream socket)")
+            throw SystemError(
+                "sd_is_socket_unix", errno: ENOTSOCK, subject: "(passed fd \(fd) is not a listening Unix stream socket)"
+            )
         }
         return fd
     }
@@ -34,7 +38,8 @@ public final class Timer {
     public var raw: Int32 { fd.raw }
 
     public init() throws(SystemError) {
-        fd = FileDescriptor(try sys("timerfd_create") { timerfd_create(CLOCK_MONOTONIC, Int32(TFD_NONBLOCK | TFD_CLOEXEC)) })
+        fd = FileDescriptor(
+            try sys("timerfd_create") { timerfd_create(CLOCK_MONOTONIC, Int32(TFD_NONBLOCK | TFD_CLOEXEC)) })
     }
 
     /// Arms the timer to fire after `micros`, then every `interval` micros (0 = once).

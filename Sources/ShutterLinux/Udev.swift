@@ -73,7 +73,9 @@ public final class UdevMonitor {
             throw SystemError("udev_monitor_new_from_netlink", errno: errno == 0 ? EPROTONOSUPPORT : errno)
         }
         handle = m
-        try negErrno("udev_monitor_filter_add_match_subsystem_devtype", nil, udev_monitor_filter_add_match_subsystem_devtype(m, "input", nil))
+        try negErrno(
+            "udev_monitor_filter_add_match_subsystem_devtype", nil,
+            udev_monitor_filter_add_match_subsystem_devtype(m, "input", nil))
         try negErrno("udev_monitor_enable_receiving", nil, udev_monitor_enable_receiving(m))
         fd = udev_monitor_get_fd(m)
         // libudev's socket is non-blocking already; make sure, since the loop relies on it.

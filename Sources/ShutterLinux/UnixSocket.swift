@@ -31,7 +31,9 @@ public enum UnixSocket {
         var (addr, len) = try address(path)
         do {
             try sys("connect", path) {
-                withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, len) } }
+                withUnsafePointer(to: &addr) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, len) }
+                }
             }
         } catch {
             close(fd)
@@ -61,7 +63,9 @@ public enum UnixSocket {
         bytes.reserveCapacity(slices.reduce(0) { $0 + $1.count })
         for slice in slices { bytes.append(contentsOf: slice) }
         while true {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
+            let n = bytes.withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+            }
             if n >= 0 { return n }
             let e = errno
             if e == EINTR { continue }
@@ -109,7 +113,8 @@ public final class UnixListener {
         let lock = FileDescriptor(lockFD)
         if flock(lockFD, LOCK_EX | LOCK_NB) != 0 {
             if errno == EWOULDBLOCK {
-                throw .inUse("another shutterd is running on \(path) (it holds \(lockPath)); stop it or choose another --socket")
+                throw .inUse(
+                    "another shutterd is running on \(path) (it holds \(lockPath)); stop it or choose another --socket")
             }
             throw .system(SystemError("flock", errno: errno, subject: lockPath))
         }
@@ -122,7 +127,9 @@ public final class UnixListener {
             fd = FileDescriptor(raw)
             var (addr, len) = try UnixSocket.address(path)
             try sys("bind", path) {
-                withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(raw, $0, len) } }
+                withUnsafePointer(to: &addr) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(raw, $0, len) }
+                }
             }
             // bind follows the umask; the mode is part of the access model, so set it.
             try sys("chmod", path) { chmod(path, mode) }

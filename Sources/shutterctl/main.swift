@@ -81,7 +81,9 @@ if let i = args.firstIndex(of: "--socket") {
     do {
         return try LineClient(path: socketPath)
     } catch {
-        say("shutterctl: cannot connect to shutterd at \(socketPath): \(error). Is shutterd running (systemctl status shutterd), and are you in its group?")
+        say(
+            "shutterctl: cannot connect to shutterd at \(socketPath): \(error). Is shutterd running (systemctl status shutterd), and are you in its group?"
+        )
         exit(Exit.unreachable)
     }
 }
@@ -93,14 +95,17 @@ if let i = args.firstIndex(of: "--socket") {
         exit(Exit.unreachable)
     }
     if let major = h["protocol"]?["major"]?.intValue, major != Int64(ProtocolVersion.major) {
-        say("shutterctl: shutterd speaks protocol \(major).x, this shutterctl \(ProtocolVersion.major).x; going on, but expect surprises")
+        say(
+            "shutterctl: shutterd speaks protocol \(major).x, this shutterctl \(ProtocolVersion.major).x; going on, but expect surprises"
+        )
     }
     return h
 }
 
 @MainActor func setInteraction(_ client: LineClient, _ interaction: [(String, JSON)]) {
     do {
-        try client.send(.object([("type", .string("setInteraction")), ("id", .int(1)), ("interaction", .object(interaction))]))
+        try client.send(
+            .object([("type", .string("setInteraction")), ("id", .int(1)), ("interaction", .object(interaction))]))
     } catch {
         say("shutterctl: sending to shutterd: \(error)")
         exit(Exit.unreachable)
@@ -130,7 +135,10 @@ if let i = args.firstIndex(of: "--socket") {
 // MARK: devices
 
 @MainActor func devicesCommand() -> Int32 {
-    if flagSet("--help") { out(devicesUsage); return 0 }
+    if flagSet("--help") {
+        out(devicesUsage)
+        return 0
+    }
     let json = flagSet("--json")
     rejectLeftovers(devicesUsage)
     let client = connect()
@@ -151,7 +159,9 @@ if let i = args.firstIndex(of: "--socket") {
     }
     let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max() ?? 0 }
     for r in rows {
-        out(r.enumerated().map { i, s in i == r.count - 1 ? s : s + String(repeating: " ", count: widths[i] - s.count) }.joined(separator: "  "))
+        out(
+            r.enumerated().map { i, s in i == r.count - 1 ? s : s + String(repeating: " ", count: widths[i] - s.count) }
+                .joined(separator: "  "))
     }
     return 0
 }
@@ -159,7 +169,10 @@ if let i = args.firstIndex(of: "--socket") {
 // MARK: watch
 
 @MainActor func watchCommand() -> Int32 {
-    if flagSet("--help") { out(watchUsage); return 0 }
+    if flagSet("--help") {
+        out(watchUsage)
+        return 0
+    }
     let json = flagSet("--json")
     let noSecondary = flagSet("--no-secondary")
     rejectLeftovers(watchUsage)
@@ -190,7 +203,9 @@ if let i = args.firstIndex(of: "--socket") {
             if json {
                 if type != "reply" { out(m.serialized) }
             } else if type == "hello" {
-                out("connected to shutterd \(m["daemon"]?["version"]?.stringValue ?? "?"): \(m["devices"]?.arrayValue?.count ?? 0) devices")
+                out(
+                    "connected to shutterd \(m["daemon"]?["version"]?.stringValue ?? "?"): \(m["devices"]?.arrayValue?.count ?? 0) devices"
+                )
             } else if let line = EventText.line(m) {
                 out(line)
             }
@@ -237,7 +252,10 @@ if let i = args.firstIndex(of: "--socket") {
 }
 
 @MainActor func verifyCommand() -> Int32 {
-    if flagSet("--help") { out(verifyUsage); return 0 }
+    if flagSet("--help") {
+        out(verifyUsage)
+        return 0
+    }
     guard let key = option("--key", verifyUsage) else { usageError("verify needs --key NAME", verifyUsage) }
     let device = option("--device", verifyUsage)
     let handlerText = option("--handler", verifyUsage)
@@ -246,10 +264,14 @@ if let i = args.firstIndex(of: "--socket") {
     rejectLeftovers(verifyUsage)
     var handler: Handler?
     if let handlerText {
-        guard let h = Handler(rawValue: handlerText) else { usageError("--handler must be primary or secondary", verifyUsage) }
+        guard let h = Handler(rawValue: handlerText) else {
+            usageError("--handler must be primary or secondary", verifyUsage)
+        }
         handler = h
     }
-    guard let timeout = Double(timeoutText), timeout > 0 else { usageError("--timeout must be a number of seconds above 0", verifyUsage) }
+    guard let timeout = Double(timeoutText), timeout > 0 else {
+        usageError("--timeout must be a number of seconds above 0", verifyUsage)
+    }
     guard key.hasPrefix("KEY_") || key.hasPrefix("BTN_") else {
         usageError("--key must be a libevdev key name such as KEY_VOLUMEUP", verifyUsage)
     }
@@ -305,7 +327,11 @@ switch command {
 case "devices": exit(devicesCommand())
 case "watch": exit(watchCommand())
 case "verify": exit(verifyCommand())
-case "--help", "-h", "help": out(mainUsage); exit(0)
-case "--version": out("shutterctl \(shutterdVersion)"); exit(0)
+case "--help", "-h", "help":
+    out(mainUsage)
+    exit(0)
+case "--version":
+    out("shutterctl \(shutterdVersion)")
+    exit(0)
 default: usageError("unknown command '\(command)'", mainUsage)
 }

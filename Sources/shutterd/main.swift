@@ -51,10 +51,11 @@ while let arg = args.popFirst() {
 }
 
 let env = { (name: String) -> String? in getenv(name).map { String(cString: $0) } }
-let path = socketPath ?? env("RUNTIME_DIRECTORY").map { dir in
-    // systemd may list several directories separated by ':'; the first is ours.
-    String(dir.split(separator: ":").first ?? "/run/shutterd") + "/shutterd.sock"
-} ?? "/run/shutterd/shutterd.sock"
+let path =
+    socketPath ?? env("RUNTIME_DIRECTORY").map { dir in
+        // systemd may list several directories separated by ':'; the first is ours.
+        String(dir.split(separator: ":").first ?? "/run/shutterd") + "/shutterd.sock"
+    } ?? "/run/shutterd/shutterd.sock"
 
 var config = Config()
 let file = configPath ?? "/etc/shutterd/shutterd.conf"

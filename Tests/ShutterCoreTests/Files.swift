@@ -20,7 +20,9 @@ enum Files {
         defer { closedir(d) }
         var names: [String] = []
         while let e = readdir(d) {
-            let name = withUnsafePointer(to: e.pointee.d_name) { $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) } }
+            let name = withUnsafePointer(to: e.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
             if !name.hasPrefix(".") { names.append(name) }
         }
         return names

@@ -63,7 +63,8 @@ struct Stream {
                 let info = DeviceInfo(
                     name: name, bus: UInt16(fields["bus"]!, radix: 16)!, vendor: UInt16(fields["vendor"]!, radix: 16)!,
                     product: UInt16(fields["product"]!, radix: 16)!, version: 1, uniq: fields["uniq"],
-                    phys: fields["phys"], syspath: "/sys/devices/test/input\(n)/event\(n)", node: "/dev/input/event\(n)",
+                    phys: fields["phys"], syspath: "/sys/devices/test/input\(n)/event\(n)",
+                    node: "/dev/input/event\(n)",
                     kind: kind)
                 devices[n] = info
                 steps.append(.device(n, info, kind))
@@ -143,7 +144,8 @@ func summary(_ m: JSON) -> String {
     let key = m["key"]?["name"]?.stringValue ?? "?"
     switch (m["type"]?.stringValue, m["event"]?.stringValue) {
     case ("capture", _):
-        var s = "capture \(m["handler"]!.stringValue!) \(m["phase"]!.stringValue!) \(key) press=\(m["press"]!.intValue!)"
+        var s =
+            "capture \(m["handler"]!.stringValue!) \(m["phase"]!.stringValue!) \(key) press=\(m["press"]!.intValue!)"
         if let r = m["reason"]?.stringValue { s += " reason=\(r)" }
         if m["shouldPlaySound"]?.boolValue == true { s += " sound" }
         return s

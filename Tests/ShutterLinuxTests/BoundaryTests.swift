@@ -94,7 +94,9 @@ struct BoundaryTests {
         // A socket file left by a daemon that died: bound, never unlinked, no lock held.
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         var (addr, len) = try UnixSocket.address(path)
-        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
+        }
         #expect(bound == 0)
         close(fd)
         let listener = try UnixListener(path: path)

@@ -72,7 +72,10 @@ final class HubHarness: ClientHubDelegate {
     func press(_ handle: Int, _ code: UInt16) {
         for value: Int32 in [1, 0] {
             time += 1000
-            for e in [RawEvent(type: 1, code: code, value: value, time: time), RawEvent(type: 0, code: 0, value: 0, time: time)] {
+            for e in [
+                RawEvent(type: 1, code: code, value: value, time: time),
+                RawEvent(type: 0, code: 0, value: 0, time: time),
+            ] {
                 hub.fanOut(engine.handle(handle, e, now: time))
             }
         }
@@ -80,7 +83,9 @@ final class HubHarness: ClientHubDelegate {
 
     func dial(_ handle: Int, _ delta: Int32) {
         time += 1000
-        for e in [RawEvent(type: 2, code: 7, value: delta, time: time), RawEvent(type: 0, code: 0, value: 0, time: time)] {
+        for e in [
+            RawEvent(type: 2, code: 7, value: delta, time: time), RawEvent(type: 0, code: 0, value: 0, time: time),
+        ] {
             hub.fanOut(engine.handle(handle, e, now: time))
         }
     }
@@ -116,8 +121,10 @@ struct ClientHubTests {
         let enterOnly = try h.connect()
         let noSecondary = try h.connect()
         remoteOnly.send(#"{"type":"setInteraction","interaction":{"filter":{"names":["AB Shutter3*"]}}}"# + "\n")
-        enterOnly.send(#"{"type":"setInteraction","interaction":{"filter":{"keys":["KEY_ENTER"],"buses":["bluetooth"]}}}"# + "\n")
-        noSecondary.send(#"{"type":"setInteraction","interaction":{"secondary":false,"filter":{"kinds":["headset"]}}}"# + "\n")
+        enterOnly.send(
+            #"{"type":"setInteraction","interaction":{"filter":{"keys":["KEY_ENTER"],"buses":["bluetooth"]}}}"# + "\n")
+        noSecondary.send(
+            #"{"type":"setInteraction","interaction":{"secondary":false,"filter":{"kinds":["headset"]}}}"# + "\n")
         h.pump()
         for c in [remoteOnly, enterOnly, noSecondary] {
             #expect(c.drain().map { $0["type"]?.stringValue } == ["reply"])
@@ -128,19 +135,28 @@ struct ClientHubTests {
         h.press(2, KeyCode.playPause)
         h.pump()
         func seen(_ c: RawClient) -> [String] {
-            c.drain().map { "\($0["key"]!["name"]!.stringValue!) \($0["handler"]!.stringValue!) \($0["phase"]!.stringValue!)" }
+            c.drain().map {
+                "\($0["key"]!["name"]!.stringValue!) \($0["handler"]!.stringValue!) \($0["phase"]!.stringValue!)"
+            }
         }
-        #expect(seen(all) == [
-            "KEY_VOLUMEUP secondary began", "KEY_VOLUMEUP secondary ended", "KEY_ENTER primary began", "KEY_ENTER primary ended",
-            "KEY_VOLUMEUP secondary began", "KEY_VOLUMEUP secondary ended", "KEY_PLAYPAUSE primary began", "KEY_PLAYPAUSE primary ended",
-        ])
-        #expect(seen(remoteOnly) == [
-            "KEY_VOLUMEUP secondary began", "KEY_VOLUMEUP secondary ended", "KEY_ENTER primary began", "KEY_ENTER primary ended",
-        ])
+        #expect(
+            seen(all) == [
+                "KEY_VOLUMEUP secondary began", "KEY_VOLUMEUP secondary ended", "KEY_ENTER primary began",
+                "KEY_ENTER primary ended",
+                "KEY_VOLUMEUP secondary began", "KEY_VOLUMEUP secondary ended", "KEY_PLAYPAUSE primary began",
+                "KEY_PLAYPAUSE primary ended",
+            ])
+        #expect(
+            seen(remoteOnly) == [
+                "KEY_VOLUMEUP secondary began", "KEY_VOLUMEUP secondary ended", "KEY_ENTER primary began",
+                "KEY_ENTER primary ended",
+            ])
         #expect(seen(enterOnly) == ["KEY_ENTER primary began", "KEY_ENTER primary ended"])
-        #expect(seen(noSecondary) == [
-            "KEY_VOLUMEUP primary began", "KEY_VOLUMEUP primary ended", "KEY_PLAYPAUSE primary began", "KEY_PLAYPAUSE primary ended",
-        ])
+        #expect(
+            seen(noSecondary) == [
+                "KEY_VOLUMEUP primary began", "KEY_VOLUMEUP primary ended", "KEY_PLAYPAUSE primary began",
+                "KEY_PLAYPAUSE primary ended",
+            ])
         for c in [all, remoteOnly, enterOnly, noSecondary] {
             let seqs = c.of(type: "capture").map { $0["clientSeq"]!.intValue! }
             #expect(seqs == Array(1...Int64(seqs.count)), "clientSeq without gaps")
@@ -174,7 +190,11 @@ struct ClientHubTests {
         let tail = "\"}"
         exact.send(head + String(repeating: "x", count: 65536 - head.count - tail.count) + tail + "\n")
         big.send(String(repeating: "y", count: 70000))
-        for _ in 0..<5 { h.pump(); exact.drain(); big.drain() }
+        for _ in 0..<5 {
+            h.pump()
+            exact.drain()
+            big.drain()
+        }
         #expect(exact.of(type: "reply").count == 1)
         #expect(!exact.closedByPeer)
         #expect(big.of(type: "error").first?["code"]?.stringValue == "lineTooLong")
@@ -209,7 +229,10 @@ struct ClientHubTests {
         for i in 0..<4000 {
             h.dial(1, 1)
             steps += 1
-            if i % 50 == 0 { h.pump(); reader.drain() }
+            if i % 50 == 0 {
+                h.pump()
+                reader.drain()
+            }
         }
         h.pump()
         reader.drain()
@@ -242,7 +265,9 @@ struct ClientHubTests {
         for _ in 0..<300 { h.dial(1, 2) }
         h.settle([reader])
         #expect(doomed == nil)
-        #expect(reader.of(type: "control").count == 900, "\(reader.messages.filter { $0["type"]?.stringValue != "control" }) closed=\(reader.closedByPeer)")
+        #expect(
+            reader.of(type: "control").count == 900,
+            "\(reader.messages.filter { $0["type"]?.stringValue != "control" }) closed=\(reader.closedByPeer)")
         #expect(h.hub.count == 1)
     }
 
@@ -252,11 +277,14 @@ struct ClientHubTests {
         let a = try h.connect()
         let b = try h.connect()
         h.time += 1000
-        h.hub.fanOut(h.engine.handle(2, RawEvent(type: 1, code: KeyCode.playPause, value: 1, time: h.time), now: h.time))
+        h.hub.fanOut(
+            h.engine.handle(2, RawEvent(type: 1, code: KeyCode.playPause, value: 1, time: h.time), now: h.time))
         h.pump()
         a.send(#"{"type":"setInteraction","interaction":{"enabled":false,"grab":true}}"# + "\n")
         h.pump()
-        h.hub.fanOut(h.engine.handle(2, RawEvent(type: 1, code: KeyCode.playPause, value: 0, time: h.time + 10), now: h.time + 10))
+        h.hub.fanOut(
+            h.engine.handle(
+                2, RawEvent(type: 1, code: KeyCode.playPause, value: 0, time: h.time + 10), now: h.time + 10))
         h.pump()
         let phasesA = a.drain().compactMap { $0["phase"]?.stringValue }
         let phasesB = b.drain().compactMap { $0["phase"]?.stringValue }

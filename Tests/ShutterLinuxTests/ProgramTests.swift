@@ -113,7 +113,10 @@ struct ProgramTests {
 
         let junit = dir + "/verify.xml"
         let verify = Child(
-            [shutterctl, "--socket", path, "verify", "--key", "KEY_VOLUMEUP", "--device", "AB Shutter3*", "--timeout", "0.5", "--junit", junit],
+            [
+                shutterctl, "--socket", path, "verify", "--key", "KEY_VOLUMEUP", "--device", "AB Shutter3*",
+                "--timeout", "0.5", "--junit", junit,
+            ],
             directory: dir)
         #expect(verify.wait() == 2, "nothing pressed: timeout")
         #expect(verify.stderr.contains("nothing arrived within 0.5 s: no KEY_VOLUMEUP from 'AB Shutter3*'"))
@@ -121,7 +124,8 @@ struct ProgramTests {
         #expect(xml.contains("<testsuite name=\"shutterctl verify\" tests=\"1\" failures=\"1\""))
         #expect(xml.contains("<failure message=\"nothing arrived"))
 
-        let unreachable = Child([shutterctl, "--socket", dir + "/none.sock", "verify", "--key", "KEY_ENTER"], directory: dir)
+        let unreachable = Child(
+            [shutterctl, "--socket", dir + "/none.sock", "verify", "--key", "KEY_ENTER"], directory: dir)
         #expect(unreachable.wait() == 3)
         #expect(unreachable.stderr.contains("cannot connect to shutterd at \(dir)/none.sock"))
 
@@ -141,7 +145,8 @@ struct ProgramTests {
     @Test("socket activation through systemd's own systemd-socket-activate")
     func systemdSocketActivate() throws {
         let tool = "/usr/bin/systemd-socket-activate"
-        try #require(access(tool, X_OK) == 0, "systemd-socket-activate (package systemd) is installed by Tests/setup.sh")
+        try #require(
+            access(tool, X_OK) == 0, "systemd-socket-activate (package systemd) is installed by Tests/setup.sh")
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
         let path = dir + "/activated.sock"
@@ -191,7 +196,8 @@ struct ProgramTests {
         #expect(lines.first??["message"]?.stringValue?.contains("grab is not allowed for uid 65534") == true)
         #expect(lines.last??["request"]?.stringValue == "ping")
         // Root may grab.
-        try root.send(.object([("type", .string("setInteraction")), ("interaction", .object([("grab", .bool(true))]))]))
+        try root.send(
+            .object([("type", .string("setInteraction")), ("interaction", .object([("grab", .bool(true))]))]))
         #expect(try root.next(type: "reply", timeout: 5000)?["interaction"]?["grab"]?.boolValue == true)
         #expect(d.stderr.contains("uid=65534"), "the peer's uid is logged")
     }
@@ -204,7 +210,9 @@ struct ProgramTests {
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
         defer { close(fd) }
         var (addr, len) = try UnixSocket.address(notify)
-        #expect(withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } } == 0)
+        #expect(
+            withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+                == 0)
         func next() -> String? {
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             guard poll(&p, 1, 10_000) == 1 else { return nil }

@@ -20,6 +20,8 @@ public struct Engine {
         var scan: Int32?
         /// Summed slider movement of the current frame, by axis, in arrival order.
         var frameRel: [(UInt16, Int64, Int64)] = []
+        /// Releases of the current frame: how the frame ends says whether they are real.
+        var frameReleases: [(event: RawEvent, scan: Int32?)] = []
     }
 
     var devices: [Int: DeviceState] = [:]
@@ -71,6 +73,23 @@ public struct Engine {
         return out
     }
 
+    /// Ends the press of a released key: `ended`, or `cancelled` with `reason` when the
+    /// release was not the device's own (the kernel's, on unplug) or was lost (a release
+    /// libevdev reports while resynchronising was never read: the key went up while events
+    /// were being dropped).
+    mutating func release(
+        _ state: inout DeviceState, _ event: RawEvent, scan: Int32?, reason: CancelReason?, now: Int64
+    ) -> [Occurrence] {
+        guard let held = state.held.removeValue(forKey: event.code) else { return [] }
+        var key = held.key
+        if let scan { key.scancode = scan }
+        return [
+            occurrence(
+                state, role: held.role, phase: reason == nil ? .ended : .cancelled, press: held.press, key: key,
+                reason: reason, time: event.time, now: now)
+        ]
+    }
+
     mutating func occurrence(
         _ state: DeviceState, role: KeyRole, phase: Phase, press: UInt64, key: KeyInfo, reason: CancelReason?,
         time: Int64, now: Int64
@@ -102,17 +121,12 @@ public struct Engine {
                     occurrence(
                         state, role: role, phase: .began, press: lastPress, key: key, reason: nil, time: event.time,
                         now: now))
-            case 0:
-                guard let held = state.held.removeValue(forKey: event.code) else { break }
-                // A release that libevdev reports while resynchronising was never read: the
-                // key went up while events were being dropped, so the press is cancelled.
-                let phase: Phase = event.resync ? .cancelled : .ended
-                var key = held.key
-                if let scan { key.scancode = scan }
-                produced.append(
-                    occurrence(
-                        state, role: role, phase: phase, press: held.press, key: key,
-                        reason: event.resync ? .dropped : nil, time: event.time, now: now))
+            case 0 where event.resync:
+                produced.append(contentsOf: release(&state, event, scan: scan, reason: .dropped, now: now))
+            case 0 where state.held[event.code] != nil:
+                // Decided at the end of the frame: the kernel releases held keys itself when
+                // a device goes away (or resumes), in a frame ending with SYN_REPORT 1.
+                state.frameReleases.append((event, scan))
             default:
                 break  // Autorepeat (2), or a press of a key already held.
             }
@@ -124,6 +138,12 @@ public struct Engine {
                 state.frameRel.append((event.code, Int64(event.value), event.time))
             }
         case EventType.syn where event.code == SynCode.report:
+            // SYN_REPORT 1 ends a frame the kernel made up (input_dev_release_keys), not one the device sent.
+            let reason: CancelReason? = event.value == 1 ? .removed : nil
+            for (pending, scan) in state.frameReleases {
+                produced.append(contentsOf: release(&state, pending, scan: scan, reason: reason, now: now))
+            }
+            state.frameReleases.removeAll(keepingCapacity: true)
             for (axis, delta, time) in state.frameRel where delta != 0 {
                 let key = KeyInfo(code: axis, name: name(EventType.rel, axis))
                 produced.append(
@@ -134,7 +154,13 @@ public struct Engine {
             state.frameRel.removeAll(keepingCapacity: true)
             state.scan = nil
         case EventType.syn where event.code == SynCode.dropped:
-            // The frame in progress is incomplete; libevdev's resync brings the state.
+            // The frame in progress is incomplete; libevdev's resync brings the state. Its
+            // releases were taken into libevdev's state already, so the resync will not
+            // report them again: those presses end here, cancelled.
+            for (pending, scan) in state.frameReleases {
+                produced.append(contentsOf: release(&state, pending, scan: scan, reason: .dropped, now: now))
+            }
+            state.frameReleases.removeAll(keepingCapacity: true)
             state.frameRel.removeAll(keepingCapacity: true)
             state.scan = nil
         default:

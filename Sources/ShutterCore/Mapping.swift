@@ -71,9 +71,13 @@ extension DeviceKind {
     ///
     /// A remote shutter built on a keyboard descriptor looks like a keyboard; it becomes a
     /// `remote` only when udev or the config say so (the shipped rules know the common ids).
-    public static func guess(name: String, capabilities: Capabilities) -> DeviceKind {
+    ///
+    /// `audio` says the node belongs to a USB device with an audio interface (udev's
+    /// `ID_USB_INTERFACES` lists class 01): a USB headset's buttons, whatever its name.
+    public static func guess(name: String, capabilities: Capabilities, audio: Bool = false) -> DeviceKind {
         let lower = name.lowercased()
         if capabilities.rels.contains(RelCode.dial) { return .dial }
+        if audio && !capabilities.hasLetters && !capabilities.isPointer { return .headset }
         // BlueZ names the uinput node it makes for an AVRCP target "<device> (AVRCP)".
         if name.hasSuffix("(AVRCP)") { return .headset }
         for word in ["headset", "headphone", "earbud", "earphone", "airpods", "hands-free", "handsfree"]
@@ -131,8 +135,8 @@ public struct DevicePlan: Equatable, Sendable {
     public var reason: String
 
     /// Decides from what the device can send and the overrides (config first, then udev).
-    public init(name: String, capabilities: Capabilities, override: MappingOverride) {
-        kind = override.kind ?? DeviceKind.guess(name: name, capabilities: capabilities)
+    public init(name: String, capabilities: Capabilities, override: MappingOverride, audio: Bool = false) {
+        kind = override.kind ?? DeviceKind.guess(name: name, capabilities: capabilities, audio: audio)
         mapping = DeviceMapping.standard(for: kind)
         if let p = override.primaryKeys { mapping.primaryKeys = p }
         if let s = override.secondaryKeys { mapping.secondaryKeys = s }
@@ -150,4 +154,11 @@ public struct DevicePlan: Equatable, Sendable {
             reason = "has no key or axis shutterd maps"
         }
     }
+}
+
+/// Whether udev's `ID_USB_INTERFACES` (":030000:010100:010200:", class, subclass and protocol
+/// of each interface) lists an audio interface (class 01).
+public func hasAudioInterface(_ usbInterfaces: String?) -> Bool {
+    guard let usbInterfaces else { return false }
+    return usbInterfaces.split(separator: ":").contains { $0.count == 6 && $0.hasPrefix("01") }
 }

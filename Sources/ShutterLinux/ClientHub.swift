@@ -46,8 +46,9 @@ public final class ClientHub {
     public weak var delegate: ClientHubDelegate?
     var clients: [Int32: Client] = [:]
     var readBuffer = [UInt8](repeating: 0, count: 65536)
-    /// How long a client being closed may take to read its last messages.
-    public var closeGrace: Int64 = 5_000_000
+    /// How long a client being closed may take to read its last messages (the overflow
+    /// notice waits behind what the kernel already holds for a client that stopped reading).
+    public var closeGrace: Int64 = 120_000_000
 
     public init(loop: EventLoop, listener: UnixListener, access: AccessPolicy, queueLimit: Int) throws(SystemError) {
         self.loop = loop

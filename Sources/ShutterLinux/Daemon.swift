@@ -162,7 +162,9 @@ public final class Daemon {
             group: identity.group)
         let (fromUdev, problems) = MappingOverride.fromUdev(record.properties, keyCode: KeyNames.keyCode)
         for p in problems { Log.error("\(record.sysname) - \(name): udev property \(p)") }
-        let plan = DevicePlan(name: name, capabilities: evdev.capabilities, override: configured.overlaid(by: fromUdev))
+        let plan = DevicePlan(
+            name: name, capabilities: evdev.capabilities, override: configured.overlaid(by: fromUdev),
+            audio: hasAudioInterface(record.properties["ID_USB_INTERFACES"]))
         guard plan.open else {
             Log.debug("\(record.sysname) - \(name): not used: \(plan.reason)")
             return

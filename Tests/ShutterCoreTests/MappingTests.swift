@@ -226,3 +226,27 @@ struct UdevOverrideTests {
         #expect(problems == ["SHUTTERD_DEVICE=\"maybe\": open must be 1 or 0 (yes/no), not 'maybe', ignoring"])
     }
 }
+
+@Suite("USB audio interfaces")
+struct AudioInterfaceTests {
+    @Test("ID_USB_INTERFACES with an audio class interface is recognised")
+    func parse() {
+        // A USB headset: audio control, audio streaming, HID (as udev lists them).
+        #expect(hasAudioInterface(":010100:010200:030000:"))
+        #expect(!hasAudioInterface(":030101:030102:"), "a keyboard and mouse receiver")
+        #expect(!hasAudioInterface(":ff0100:"), "vendor class 0xff with subclass 01 is not audio")
+        #expect(!hasAudioInterface(nil))
+        #expect(!hasAudioInterface(""))
+    }
+
+    @Test("a USB headset's buttons are a headset whatever its name; letters or a pointer win")
+    func guess() {
+        let buttons = Capabilities(keys: [KeyCode.volumeUp, KeyCode.volumeDown, KeyCode.playPause])
+        #expect(DeviceKind.guess(name: "Jabra EVOLVE 65", capabilities: buttons) == .media)
+        #expect(DeviceKind.guess(name: "Jabra EVOLVE 65", capabilities: buttons, audio: true) == .headset)
+        let keyboard = Capabilities(keys: [KeyCode.a, KeyCode.q, KeyCode.z, KeyCode.enter, KeyCode.volumeUp])
+        #expect(DeviceKind.guess(name: "USB Keyboard", capabilities: keyboard, audio: true) == .keyboard)
+        let plan = DevicePlan(name: "Jabra EVOLVE 65", capabilities: buttons, override: MappingOverride(), audio: true)
+        #expect(plan.kind == .headset && plan.open)
+    }
+}

@@ -282,9 +282,12 @@ struct ClientHubTests {
         h.pump()
         a.send(#"{"type":"setInteraction","interaction":{"enabled":false,"grab":true}}"# + "\n")
         h.pump()
-        h.hub.fanOut(
-            h.engine.handle(
-                2, RawEvent(type: 1, code: KeyCode.playPause, value: 0, time: h.time + 10), now: h.time + 10))
+        for e in [
+            RawEvent(type: 1, code: KeyCode.playPause, value: 0, time: h.time + 10),
+            RawEvent(type: 0, code: 0, value: 0, time: h.time + 10),
+        ] {
+            h.hub.fanOut(h.engine.handle(2, e, now: h.time + 10))
+        }
         h.pump()
         let phasesA = a.drain().compactMap { $0["phase"]?.stringValue }
         let phasesB = b.drain().compactMap { $0["phase"]?.stringValue }

@@ -3,17 +3,19 @@
 ///
 /// Pure logic: the Linux side reads the devices and hands their events here, which is what
 /// lets the tests replay recorded streams.
-public struct Engine {
+public final class Engine {
     struct Held {
         var press: UInt64
         var role: KeyRole
         var key: KeyInfo
     }
 
-    struct DeviceState {
-        var info: DeviceInfo
-        var json: JSON
-        var mapping: DeviceMapping
+    /// A class, so the per-event path changes it in place rather than copying it out of
+    /// and back into the dictionary.
+    final class DeviceState {
+        let info: DeviceInfo
+        let json: JSON
+        let mapping: DeviceMapping
         /// Held keys with a role, by code.
         var held: [UInt16: Held] = [:]
         /// The scancode of the current frame's last MSC_SCAN, for the key that follows it.
@@ -22,6 +24,12 @@ public struct Engine {
         var frameRel: [(UInt16, Int64, Int64)] = []
         /// Releases of the current frame: how the frame ends says whether they are real.
         var frameReleases: [(event: RawEvent, scan: Int32?)] = []
+
+        init(info: DeviceInfo, mapping: DeviceMapping) {
+            self.info = info
+            self.json = info.json
+            self.mapping = mapping
+        }
     }
 
     var devices: [Int: DeviceState] = [:]
@@ -34,13 +42,13 @@ public struct Engine {
         self.name = name
     }
 
-    public mutating func nextSeq() -> UInt64 {
+    public func nextSeq() -> UInt64 {
         lastSeq += 1
         return lastSeq
     }
 
-    public mutating func addDevice(handle: Int, info: DeviceInfo, mapping: DeviceMapping) {
-        devices[handle] = DeviceState(info: info, json: info.json, mapping: mapping)
+    public func addDevice(handle: Int, info: DeviceInfo, mapping: DeviceMapping) {
+        devices[handle] = DeviceState(info: info, mapping: mapping)
     }
 
     public func device(_ handle: Int) -> DeviceInfo? { devices[handle]?.info }
@@ -49,18 +57,18 @@ public struct Engine {
     public func heldCount(_ handle: Int) -> Int { devices[handle]?.held.count ?? 0 }
 
     /// Forgets a device; its held keys are cancelled.
-    public mutating func removeDevice(handle: Int, now: Int64) -> [Occurrence] {
+    public func removeDevice(handle: Int, now: Int64) -> [Occurrence] {
         let out = cancelAll(handle: handle, reason: .removed, now: now)
         devices[handle] = nil
         return out
     }
 
     /// Cancels every held key of every device (the daemon is stopping).
-    public mutating func shutdown(now: Int64) -> [Occurrence] {
+    public func shutdown(now: Int64) -> [Occurrence] {
         devices.keys.sorted().flatMap { cancelAll(handle: $0, reason: .shutdown, now: now) }
     }
 
-    mutating func cancelAll(handle: Int, reason: CancelReason, now: Int64) -> [Occurrence] {
+    func cancelAll(handle: Int, reason: CancelReason, now: Int64) -> [Occurrence] {
         guard let state = devices[handle] else { return [] }
         var out: [Occurrence] = []
         for held in state.held.values.sorted(by: { $0.press < $1.press }) {
@@ -77,8 +85,8 @@ public struct Engine {
     /// release was not the device's own (the kernel's, on unplug) or was lost (a release
     /// libevdev reports while resynchronising was never read: the key went up while events
     /// were being dropped).
-    mutating func release(
-        _ state: inout DeviceState, _ event: RawEvent, scan: Int32?, reason: CancelReason?, now: Int64
+    func release(
+        _ state: DeviceState, _ event: RawEvent, scan: Int32?, reason: CancelReason?, now: Int64
     ) -> [Occurrence] {
         guard let held = state.held.removeValue(forKey: event.code) else { return [] }
         var key = held.key
@@ -90,7 +98,7 @@ public struct Engine {
         ]
     }
 
-    mutating func occurrence(
+    func occurrence(
         _ state: DeviceState, role: KeyRole, phase: Phase, press: UInt64, key: KeyInfo, reason: CancelReason?,
         time: Int64, now: Int64
     ) -> Occurrence {
@@ -102,8 +110,8 @@ public struct Engine {
     }
 
     /// Feeds one event of a device; returns what it produced, numbered.
-    public mutating func handle(_ handle: Int, _ event: RawEvent, now: Int64) -> [Occurrence] {
-        guard var state = devices[handle] else { return [] }
+    public func handle(_ handle: Int, _ event: RawEvent, now: Int64) -> [Occurrence] {
+        guard let state = devices[handle] else { return [] }
         var produced: [Occurrence] = []
         switch event.type {
         case EventType.msc where event.code == MscCode.scan:
@@ -122,7 +130,7 @@ public struct Engine {
                         state, role: role, phase: .began, press: lastPress, key: key, reason: nil, time: event.time,
                         now: now))
             case 0 where event.resync:
-                produced.append(contentsOf: release(&state, event, scan: scan, reason: .dropped, now: now))
+                produced.append(contentsOf: release(state, event, scan: scan, reason: .dropped, now: now))
             case 0 where state.held[event.code] != nil:
                 // Decided at the end of the frame: the kernel releases held keys itself when
                 // a device goes away (or resumes), in a frame ending with SYN_REPORT 1.
@@ -141,7 +149,7 @@ public struct Engine {
             // SYN_REPORT 1 ends a frame the kernel made up (input_dev_release_keys), not one the device sent.
             let reason: CancelReason? = event.value == 1 ? .removed : nil
             for (pending, scan) in state.frameReleases {
-                produced.append(contentsOf: release(&state, pending, scan: scan, reason: reason, now: now))
+                produced.append(contentsOf: release(state, pending, scan: scan, reason: reason, now: now))
             }
             state.frameReleases.removeAll(keepingCapacity: true)
             for (axis, delta, time) in state.frameRel where delta != 0 {
@@ -158,7 +166,7 @@ public struct Engine {
             // releases were taken into libevdev's state already, so the resync will not
             // report them again: those presses end here, cancelled.
             for (pending, scan) in state.frameReleases {
-                produced.append(contentsOf: release(&state, pending, scan: scan, reason: .dropped, now: now))
+                produced.append(contentsOf: release(state, pending, scan: scan, reason: .dropped, now: now))
             }
             state.frameReleases.removeAll(keepingCapacity: true)
             state.frameRel.removeAll(keepingCapacity: true)
@@ -166,7 +174,6 @@ public struct Engine {
         default:
             break
         }
-        devices[handle] = state
         return produced
     }
 }

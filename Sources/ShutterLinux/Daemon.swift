@@ -43,7 +43,7 @@ public final class Daemon {
     let signals: SignalSource
     var watchdog: Timer?
     var hub: ClientHub!
-    var engine = Engine(name: { KeyNames.name(type: $0, code: $1) })
+    let engine = Engine(name: { KeyNames.name(type: $0, code: $1) })
     var devices: [Int: OpenDevice] = [:]
     var bySyspath: [String: Int] = [:]
     var lastHandle = 0

@@ -14,7 +14,7 @@ private let headset = DeviceInfo(
 
 /// An engine with the three devices above as handles 1, 2 and 3.
 private struct Rig {
-    var engine = Engine(name: TestNames.name)
+    let engine = Engine(name: TestNames.name)
     var time: Int64 = 1_000_000
 
     init() {

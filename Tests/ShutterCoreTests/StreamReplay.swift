@@ -99,7 +99,7 @@ struct Stream {
 
     /// What each client received, as decoded messages.
     func replay() throws -> [String: [JSON]] {
-        var engine = Engine(name: TestNames.name)
+        let engine = Engine(name: TestNames.name)
         var sessions: [String: ClientSession] = [:]
         var received: [String: [JSON]] = [:]
         func deliver(_ list: [Occurrence]) throws {

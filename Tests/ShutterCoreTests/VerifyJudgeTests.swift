@@ -183,7 +183,7 @@ struct EventTextTests {
         let device = DeviceInfo(
             name: "AB Shutter3 Keyboard", bus: 0x05, vendor: 0x2717, product: 0x0040, version: 1, uniq: "u", phys: nil,
             syspath: "/s", node: "/dev/input/event1", kind: .remote)
-        var engine = Engine(name: TestNames.name)
+        let engine = Engine(name: TestNames.name)
         engine.addDevice(handle: 1, info: device, mapping: .standard(for: .remote))
         _ = engine.handle(1, RawEvent(type: EventType.msc, code: MscCode.scan, value: 0x70028, time: 5_250_000), now: 5_250_100)
         let o = engine.handle(1, RawEvent(type: EventType.key, code: KeyCode.enter, value: 1, time: 5_250_000), now: 5_250_100)

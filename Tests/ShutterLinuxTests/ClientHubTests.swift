@@ -12,7 +12,7 @@ final class HubHarness: ClientHubDelegate {
     let loop: EventLoop
     let listener: UnixListener
     let hub: ClientHub
-    var engine = Engine(name: { KeyNames.name(type: $0, code: $1) })
+    let engine = Engine(name: { KeyNames.name(type: $0, code: $1) })
     var grabChanges = 0
     let remote = DeviceInfo(
         name: "AB Shutter3 Keyboard", bus: 5, vendor: 0x2717, product: 0x0040, version: 0x23, uniq: "c2:1a:55:0e:b3:05",

@@ -754,6 +754,57 @@ def sc_recreate(rig):
     return "same id %s on %s; press %s works" % (added["device"]["id"], node.devnode, began["press"])
 
 
+def sc_unprivileged(rig):
+    """A second shutterd, unprivileged (uid 65534) but in group input, reads the devices and
+    refuses a grab to a client that is neither root nor listed."""
+    import grp
+    shutter = rig.devs["ab-shutter3"]
+    base = "/tmp/unprivileged"
+    os.makedirs(base, exist_ok=True)
+    os.chmod(base, 0o777)
+    sock = base + "/shutterd.sock"
+    groups = "--groups=%d" % grp.getgrnam("input").gr_gid
+    drop = ["setpriv", "--reuid=65534", "--regid=65534", groups]
+    log = open(base + "/shutterd.log", "wb")
+    proc = subprocess.Popen(drop + [rig.args.shutterd, "--socket", sock], stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        c = None
+        while c is None:
+            check(proc.poll() is None, "unprivileged shutterd exited with %s" % proc.returncode)
+            try:
+                c = Client(sock, "unprivileged-root-client")
+            except OSError:
+                check(time.monotonic() < deadline, "unprivileged shutterd did not listen within 30 s")
+                time.sleep(0.1)
+        names = [d.get("name") for d in c.hello.get("devices", [])]
+        check(any(n.startswith("AB Shutter3") for n in names), "unprivileged shutterd lists %s" % names)
+        began, ended = press_of(c, shutter, "ios", "KEY_VOLUMEUP")
+        check(ended.get("phase") == "ended", "press ended as %s" % ended.get("phase"))
+        c.close()
+        # A client that is not root asks for a grab.
+        script = ("import json, socket, sys\n"
+                  "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile('rwb')\n"
+                  "f.readline()\n"
+                  "f.write(json.dumps({'type': 'setInteraction', 'id': 1, 'interaction': {'grab': True}}).encode() + b'\\n')\n"
+                  "f.flush(); print(f.readline().decode(), end='')\n")
+        out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+                              script, sock], capture_output=True, timeout=30)
+        reply = json.loads(out.stdout.decode() or "{}")
+        check(reply.get("type") == "error" and reply.get("code") == "notPermitted",
+              "a grab by uid 65534 got %s (stderr %s)" % (short(reply), out.stderr.decode()[-200:]))
+        check("uid 65534" in reply.get("message", ""), "the refusal does not name the uid: %s" % short(reply))
+        return "uid 65534 in group input read the remote's press; its grab request was refused"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
 def sc_alive(rig):
     """shutterd is still running after all of the above, and answers ping."""
     check(rig.daemon.alive(), "shutterd exited with %s" % rig.daemon.proc.returncode)
@@ -778,6 +829,7 @@ SCENARIOS = [
     ("headset-sound-rule", sc_headset_sound),
     ("camera-focus-and-shutter", sc_camera_keys),
     ("grab", sc_grab),
+    ("unprivileged-input-group", sc_unprivileged),
     ("shutterctl-verify-pass", sc_verify_pass),
     ("shutterctl-verify-wrong-key", sc_verify_wrong),
     ("hotplug-remove-mid-press", sc_remove_mid_press),
@@ -792,7 +844,7 @@ INFO = [("dial-burst-unpaced", info_burst_unpaced)]
 NEEDS = {
     "attribution-ios-secondary": "hotplug-add", "ios-primary-without-secondary": "hotplug-add",
     "android-primary-by-udev-rule": "hotplug-add", "two-clients-filters": "hotplug-add",
-    "grab": "hotplug-add", "headset-sound-rule": "hotplug-add", "shutterctl-verify-pass": "hotplug-add",
+    "grab": "hotplug-add", "unprivileged-input-group": "hotplug-add", "headset-sound-rule": "hotplug-add", "shutterctl-verify-pass": "hotplug-add",
     "shutterctl-verify-wrong-key": "hotplug-add", "hotplug-remove-mid-press": "hotplug-add",
     "hotplug-recreate-same-id": "hotplug-add",
     "slow-client-overflow": "enumerate",

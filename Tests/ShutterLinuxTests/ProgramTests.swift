@@ -279,6 +279,36 @@ struct ProgramTests {
         #expect(!quiet.contains("WATCHDOG=1"), "\(quiet)")
     }
 
+    @Test("shutterctl watch reconnects when shutterd restarts")
+    func watchReconnects() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/s.sock"
+        let first = Child([shutterd, "--socket", path], directory: dir)
+        _ = try connect(path)
+        let watch = Child([shutterctl, "--socket", path, "watch", "--json"], directory: dir)
+        defer {
+            kill(watch.pid, SIGTERM)
+            _ = watch.wait()
+        }
+        func hellos() -> Int {
+            watch.stdout.split(separator: "\n").filter {
+                (try? JSON.parse(String($0)))?["type"]?.stringValue == "hello"
+            }.count
+        }
+        let deadline = monotonicMicros() + 10_000_000
+        while hellos() < 1 && monotonicMicros() < deadline { usleep(50_000) }
+        #expect(hellos() == 1)
+        kill(first.pid, SIGTERM)
+        #expect(first.wait() == 0)
+        let second = Child([shutterd, "--socket", path], directory: dir)
+        while hellos() < 2 && monotonicMicros() < deadline + 10_000_000 { usleep(50_000) }
+        #expect(hellos() == 2, "watch greeted by the restarted daemon")
+        #expect(watch.stderr.contains("reconnecting"))
+        kill(second.pid, SIGTERM)
+        #expect(second.wait() == 0)
+    }
+
     @Test("an idle shutterd makes no periodic wake-ups")
     func idle() throws {
         let dir = temporaryDirectory()

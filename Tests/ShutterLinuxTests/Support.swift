@@ -110,8 +110,21 @@ final class Child {
             e += 1
         }
         var cenv = (environment + env).map { strdup($0) } + [nil]
+        // The test runner's threads block signals (libdispatch does) and a test ignores
+        // SIGPIPE: give the child a clean mask and default dispositions, as a shell would.
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attr, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for s in [SIGPIPE, SIGTERM, SIGINT, SIGHUP] { sigaddset(&defaults, s) }
+        posix_spawnattr_setsigdefault(&attr, &defaults)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        defer { posix_spawnattr_destroy(&attr) }
         var p: pid_t = 0
-        let rc = posix_spawn(&p, argv[0], &actions, nil, &cargs, &cenv)
+        let rc = posix_spawn(&p, argv[0], &actions, &attr, &cargs, &cenv)
         precondition(rc == 0, "posix_spawn \(argv[0]): \(String(cString: strerror(rc)))")
         pid = p
         posix_spawn_file_actions_destroy(&actions)

@@ -43,7 +43,7 @@ SED          ?= sed
 DOCS = $(wildcard README.md docs/*.md)
 
 .PHONY: all build units install post-install uninstall check check-units \
-	check-rules check-man test run clean
+	check-rules check-man test run clean bench
 
 all: build units
 
@@ -137,6 +137,11 @@ run:
 	$(SWIFT) build -c release $(SWIFTFLAGS) --product shutterd
 	$(SWIFT) build -c release $(SWIFTFLAGS) --product shutterctl
 	$(SWIFT_BIN)/shutterd --verbose $(RUNFLAGS)
+
+# shutterd against acpid, lircd and a direct evdev reader in the kernel rig (root; about
+# 6 minutes; not a test). Writes bench/results.md and bench/results.json.
+bench:
+	sh bench/run.sh
 
 clean:
 	rm -rf $(GENDIR)

@@ -1,0 +1,648 @@
+#!/usr/bin/python3
+"""The benchmark's driver.
+
+  bench.py guest BIN_DIR OUT_DIR [--quick]
+      inside the rig's guest: runs every contender against the same uinput devices with the
+      C helpers in BIN_DIR (inject, reader, notifywait, shutterd) and writes
+      OUT_DIR/raw.json
+  bench.py report RAW_JSON FACTS_JSON OUT_DIR
+      on the host: adds the host's facts (date, versions) and writes OUT_DIR/results.json
+      and OUT_DIR/results.md, and prints the table
+
+Timing is done by the C helpers (CLOCK_MONOTONIC just before each write in inject, on each
+read's return in reader); this script only orchestrates and computes the statistics.
+"""
+import array
+import bisect
+import json
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+# --- in the guest -------------------------------------------------------------------------
+
+WORK = "/tmp/shutterd-bench"
+WARMUP = 20
+
+
+def log(msg):
+    print("bench: %s" % msg, flush=True)
+
+
+_pending = {}
+
+
+def readline(proc, timeout, what):
+    """One line of proc's stdout (a binary pipe), or an exception after timeout seconds.
+    Reads the descriptor directly: a buffered reader would hide lines from select()."""
+    fd = proc.stdout.fileno()
+    buf = _pending.get(fd, b"")
+    deadline = time.monotonic() + timeout
+    while b"\n" not in buf:
+        left = deadline - time.monotonic()
+        ready, _, _ = select.select([fd], [], [], max(0, left))
+        if not ready:
+            _pending[fd] = buf
+            raise RuntimeError("no answer from %s within %ss" % (what, timeout))
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            _pending[fd] = buf
+            raise RuntimeError("%s exited (status %r)" % (what, proc.poll()))
+        buf += chunk
+    line, _, rest = buf.partition(b"\n")
+    _pending[fd] = rest
+    return line.decode().strip()
+
+
+class Injector:
+    def __init__(self, binary):
+        self.p = subprocess.Popen([binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.nodes = {}
+        while True:
+            line = readline(self.p, 20, "inject")
+            if line == "ready":
+                break
+            kind, node = line.split()
+            self.nodes[kind] = node
+
+    def command(self, cmd, timeout=600):
+        self.p.stdin.write((cmd + "\n").encode())
+        self.p.stdin.flush()
+        line = readline(self.p, timeout, "inject " + cmd)
+        if not line.startswith("done "):
+            raise RuntimeError("inject %s: %s" % (cmd, line))
+        return int(line.split()[1])
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(10)
+
+
+def status_fields(pid):
+    """VmRSS, VmHWM (KiB) and the context switches of every thread of pid."""
+    out = {"voluntary": 0, "involuntary": 0, "run_ns": 0}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM"):
+                out[k] = int(v.split()[0])
+    for tid in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k == "voluntary_ctxt_switches":
+                    out["voluntary"] += int(v)
+                elif k == "nonvoluntary_ctxt_switches":
+                    out["involuntary"] += int(v)
+        with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+            out["run_ns"] += int(f.read().split()[0])
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # utime and stime are fields 14 and 15 of stat(5); fields[0] here is field 3.
+    out["cpu_ticks"] = int(fields[11]) + int(fields[12])
+    out["threads"] = len(os.listdir("/proc/%d/task" % pid))
+    return out
+
+
+def memory(pid):
+    s = status_fields(pid)
+    return {"VmRSS_kib": s["VmRSS"], "VmHWM_kib": s["VmHWM"]}
+
+
+def idle_cost(pid, seconds):
+    a = status_fields(pid)
+    time.sleep(seconds)
+    b = status_fields(pid)
+    hz = os.sysconf("SC_CLK_TCK")
+    return {
+        "seconds": seconds,
+        "voluntary_ctxt_switches": b["voluntary"] - a["voluntary"],
+        "involuntary_ctxt_switches": b["involuntary"] - a["involuntary"],
+        "cpu_ms_proc_stat": (b["cpu_ticks"] - a["cpu_ticks"]) * 1000.0 / hz,
+        "cpu_ms_schedstat": (b["run_ns"] - a["run_ns"]) / 1e6,
+        "threads": b["threads"],
+    }
+
+
+def percentile(sorted_values, p):
+    """Nearest rank."""
+    if not sorted_values:
+        return None
+    k = max(0, min(len(sorted_values) - 1, int(-(-p * len(sorted_values) // 100)) - 1))
+    return sorted_values[k]
+
+
+def read_receipts(path):
+    data = open(path, "rb").read()
+    off, out = 0, []
+    while off < len(data):
+        (n,) = struct.unpack_from("=I", data, off)
+        off += 4
+        a = array.array("Q")
+        a.frombytes(data[off:off + 8 * n])
+        off += 8 * n
+        out.append(a)
+    return out
+
+
+def latencies(injected, receipts):
+    """Receipt minus injection, warm-up presses left out, for one client. Paired in order
+    when every press arrived; otherwise each receipt is paired with the latest press
+    injected before it."""
+    if len(receipts) == len(injected):
+        return [r - t for r, t in zip(receipts[WARMUP:], injected[WARMUP:])], 0
+    inj = list(injected)
+    out = []
+    for r in receipts:
+        i = bisect.bisect_right(inj, r) - 1
+        if i >= WARMUP:
+            out.append(r - inj[i])
+    return out, len(injected) - len(receipts)
+
+
+class Reader:
+    def __init__(self, binary, args, what, timeout=60):
+        self.what = what
+        self.p = subprocess.Popen([binary] + args, stdout=subprocess.PIPE)
+        line = readline(self.p, timeout, what)
+        if line != "ready":
+            raise RuntimeError("%s: %s" % (what, line))
+
+    def wait(self, timeout):
+        line = readline(self.p, timeout, self.what)
+        self.p.wait(10)
+        return line
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.terminate()
+            self.p.wait(10)
+
+
+class Bench:
+    def __init__(self, bindir, out, quick, profiling=False):
+        self.profiling = profiling
+        self.bin = bindir
+        self.out = out
+        self.quick = quick
+        self.presses = 200 if quick else 2000
+        self.gap_us = 4000
+        self.gap_us_128 = 50000
+        self.dial_steps = 10000 if quick else 100000
+        self.idle_s = 3 if quick else 10
+        self.raw = {"presses": self.presses, "warmup": WARMUP, "gap_us": self.gap_us,
+                    "dial_steps": self.dial_steps, "latency": [], "idle": {}, "memory": {},
+                    "burst": [], "startup": {}, "notes": []}
+        os.makedirs(WORK, exist_ok=True)
+        self.seq = 0
+
+    def path(self, name):
+        self.seq += 1
+        return "%s/%02d-%s" % (WORK, self.seq, name)
+
+    def b(self, name):
+        return os.path.join(self.bin, name)
+
+    def latency_run(self, name, reader_args, clients, settle=1.0, reader=None, gap_us=None):
+        """One latency run: presses while `clients` readers listen."""
+        gap_us = gap_us or self.gap_us
+        total = WARMUP + self.presses
+        inj_file = self.path(name + ".inject")
+        rec_file = self.path(name + ".receipts")
+        timeout = 60 + total * gap_us / 1e6 * 3
+        if reader is None:
+            reader = Reader(self.b("reader"), reader_args + [
+                "--expect", str(total), "--out", rec_file, "--timeout", str(int(timeout)),
+                "--idle-ms", "5000"], name)
+            time.sleep(settle)
+        else:
+            rec_file = reader.out
+        took = self.inj.command("keys %d %d %s" % (total, gap_us, inj_file), timeout=timeout)
+        summary = reader.wait(timeout)
+        injected = array.array("Q")
+        injected.frombytes(open(inj_file, "rb").read())
+        all_lat, missing, per_client_p50 = [], 0, []
+        for rec in read_receipts(rec_file):
+            lat, miss = latencies(injected, rec)
+            all_lat.extend(lat)
+            missing += max(0, miss)
+            per_client_p50.append(percentile(sorted(lat), 50) if lat else None)
+        all_lat.sort()
+        us = lambda ns: None if ns is None else round(ns / 1000.0, 1)
+        row = {
+            "name": name, "clients": clients, "presses": self.presses, "gap_us": gap_us,
+            "samples": len(all_lat), "missing": missing,
+            "p50_us": us(percentile(all_lat, 50)), "p99_us": us(percentile(all_lat, 99)),
+            "max_us": us(all_lat[-1] if all_lat else None),
+            "inject_s": round(took / 1e9, 2), "reader": summary,
+        }
+        if clients > 1:
+            firsts = sorted(x for x in per_client_p50 if x is not None)
+            row["client_p50_spread_us"] = [us(firsts[0]), us(firsts[-1])] if firsts else None
+        log("%s: p50 %s us, p99 %s us, max %s us over %d samples (%d missing); %s" % (
+            name, row["p50_us"], row["p99_us"], row["max_us"], row["samples"], missing, summary))
+        self.raw["latency"].append(row)
+        return row
+
+    def idle_reader(self, name, args, clients):
+        """Clients that stay connected through the idle window, then serve a latency run."""
+        total = WARMUP + self.presses
+        rec_file = self.path(name + ".receipts")
+        timeout = 60 + self.idle_s + total * self.gap_us / 1e6 * 3
+        r = Reader(self.b("reader"), args + [
+            "--expect", str(total), "--out", rec_file, "--timeout", str(int(timeout)),
+            "--idle-ms", "5000"], name)
+        r.out = rec_file
+        return r
+
+    def start_shutterd(self, sock, logfile, wrapper=(), timeout=60):
+        p = subprocess.run([self.b("notifywait"), WORK + "/notify.sock", str(timeout), logfile] + list(wrapper)
+                           + [self.b("shutterd"), "--socket", sock], capture_output=True, text=True,
+                           timeout=timeout + 30)
+        words = p.stdout.split()
+        if p.returncode != 0 or len(words) != 3:
+            raise RuntimeError("shutterd did not become ready: %s %s" % (p.stdout, p.stderr))
+        return int(words[2]), int(words[1])
+
+    def stop_pid(self, pid, grace_s=10):
+        """SIGTERM, then SIGKILL after grace_s; reaps pid (we are the subreaper)."""
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        for _ in range(grace_s * 20):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return
+            except ChildProcessError:
+                if not os.path.exists("/proc/%d" % pid):
+                    return
+            time.sleep(0.05)
+        log("pid %d did not stop on SIGTERM; killing it" % pid)
+        os.kill(pid, signal.SIGKILL)
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+    @staticmethod
+    def count_lines(path, word):
+        with open(path, errors="replace") as f:
+            return sum(1 for line in f if word in line)
+
+    def wait_socket(self, path, timeout=30):
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(path):
+            if time.monotonic() > deadline:
+                raise RuntimeError("%s did not appear" % path)
+            time.sleep(0.05)
+
+    # The contenders --------------------------------------------------------------------
+
+    def floor(self, tag):
+        keys = self.inj.nodes["keys"]
+        self.latency_run("floor" + tag, ["--evdev", keys], 1, settle=0.3)
+
+    def floor_burst(self):
+        rec = self.path("floor-burst")
+        r = Reader(self.b("reader"), ["--evdev", self.inj.nodes["dial"], "--dial", "--expect",
+                                      str(self.dial_steps), "--idle-ms", "3000", "--timeout", "300",
+                                      "--out", rec], "floor burst")
+        time.sleep(0.3)
+        self.burst("floor", r, rec, 1)
+
+    def burst(self, name, reader, rec, clients):
+        t0 = time.monotonic_ns()
+        took = self.inj.command("dial %d" % self.dial_steps, timeout=300)
+        summary = reader.wait(320)
+        per = []
+        for line in open(rec):
+            per.append({k: int(v) for k, v in (w.split("=") for w in line.split())})
+        last = max(c["last_ns"] for c in per) or time.monotonic_ns()
+        sums = [c["sum"] for c in per]
+        row = {
+            "name": name, "clients": clients, "steps": self.dial_steps,
+            "inject_s": round(took / 1e9, 3),
+            "inject_steps_per_s": round(self.dial_steps / (took / 1e9)),
+            "delivered_s": round((last - t0) / 1e9, 3),
+            "min_summed_delta": min(sums), "max_summed_delta": max(sums),
+            "messages_total": sum(c["sliders"] for c in per),
+            "clientseq_gaps": sum(c["gaps"] for c in per),
+            "overflows": sum(c["overflows"] for c in per),
+            "syn_dropped": sum(c["dropped"] for c in per),
+            "closed": sum(c["closed"] for c in per),
+        }
+        row["messages_per_s"] = (round(row["messages_total"] / max(row["delivered_s"], 1e-9))
+                                 if row["messages_total"] else None)
+        row["steps_per_s_per_client"] = round(min(sums) / max(row["delivered_s"], 1e-9))
+        row["intact"] = (min(sums) == self.dial_steps and row["clientseq_gaps"] == 0
+                         and row["overflows"] == 0)
+        log("burst %s: %s; %s" % (name, json.dumps(row), summary))
+        self.raw["burst"].append(row)
+
+    def shutterd(self):
+        sock = WORK + "/shutterd.sock"
+        logfile = WORK + "/shutterd.log"
+        pid, ready_ns = self.start_shutterd(sock, logfile)
+        self.raw["startup"]["shutterd_few_devices_ms"] = round(ready_ns / 1e6, 1)
+        time.sleep(0.5)
+        self.raw["memory"]["shutterd_idle_no_clients"] = memory(pid)
+        args = ["--unix", sock, "--hello", "--match", '"phase":"began"']
+        r16 = self.idle_reader("shutterd-16", args + ["--clients", "16", "--show", "2"], 16)
+        time.sleep(1)
+        self.raw["idle"]["shutterd"] = idle_cost(pid, self.idle_s)
+        self.raw["memory"]["shutterd_idle_16_clients"] = memory(pid)
+        self.latency_run("shutterd-16", None, 16, reader=r16)
+        self.latency_run("shutterd-1", args + ["--clients", "1"], 1, settle=0.3)
+        # 128 clients cost shutterd more than 4 ms per press under TCG: at 4 ms (and still at
+        # 20 ms) the presses queue and the kernel's buffer for shutterd overflows.
+        self.latency_run("shutterd-128", args + ["--clients", "128"], 128, settle=1.0,
+                         gap_us=self.gap_us_128)
+        slider = ('{"type":"setInteraction","id":1,"interaction":{"slider":'
+                  '{"min":-1000000000,"max":1000000000,"value":0}}}')
+        for n in (16, 1):
+            rec = self.path("shutterd-burst-%d" % n)
+            r = Reader(self.b("reader"), ["--unix", sock, "--clients", str(n), "--hello", "--send", slider,
+                                          "--dial", "--expect", str(self.dial_steps), "--idle-ms", "5000",
+                                          "--timeout", "300", "--out", rec], "shutterd burst")
+            time.sleep(0.5)
+            before = self.count_lines(logfile, "SYN_DROPPED")
+            self.burst("shutterd-%d" % n, r, rec, n)
+            self.raw["burst"][-1]["daemon_syn_dropped_logged"] = self.count_lines(logfile, "SYN_DROPPED") - before
+        self.raw["memory"]["shutterd_after_runs"] = memory(pid)
+        self.stop_pid(pid)
+
+    def acpid(self):
+        sock = WORK + "/acpid.sock"
+        conf = WORK + "/acpid.d"
+        os.makedirs(conf, exist_ok=True)
+        logf = open(WORK + "/acpid.log", "w")
+        p = subprocess.Popen(["acpid", "-f", "-n", "-s", sock, "-c", conf, "-p", WORK + "/acpid.pid",
+                              "-L", WORK + "/acpid.lock"], stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
+        self.wait_socket(sock)
+        time.sleep(1)
+        self.raw["memory"]["acpid_idle_no_clients"] = memory(p.pid)
+        args = ["--unix", sock, "--match", "button/volumeup"]
+        r16 = self.idle_reader("acpid-16", args + ["--clients", "16", "--show", "2"], 16)
+        time.sleep(1)
+        self.raw["idle"]["acpid"] = idle_cost(p.pid, self.idle_s)
+        self.raw["memory"]["acpid_idle_16_clients"] = memory(p.pid)
+        self.latency_run("acpid-16", None, 16, reader=r16)
+        self.latency_run("acpid-1", args + ["--clients", "1"], 1, settle=1.0)
+        p.terminate()
+        p.wait(10)
+
+    def lircd(self):
+        sock = WORK + "/lircd.sock"
+        logfile = WORK + "/lircd.log"
+        p = subprocess.Popen(["lircd", "-n", "-i", "-H", "devinput", "-d", self.inj.nodes["keys"],
+                              "-o", sock, "-P", WORK + "/lircd.pid", "-L", logfile,
+                              "/etc/lirc/lircd.conf.d/devinput.lircd.conf"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        self.wait_socket(sock)
+        time.sleep(1)
+        self.raw["memory"]["lircd_idle_no_clients"] = memory(p.pid)
+        args = ["--unix", sock, "--match", "KEY_VOLUMEUP"]
+        r16 = self.idle_reader("lircd-16", args + ["--clients", "16", "--show", "2"], 16)
+        time.sleep(1)
+        self.raw["idle"]["lircd"] = idle_cost(p.pid, self.idle_s)
+        self.raw["memory"]["lircd_idle_16_clients"] = memory(p.pid)
+        self.latency_run("lircd-16", None, 16, reader=r16)
+        self.latency_run("lircd-1", args + ["--clients", "1"], 1, settle=1.0)
+        p.terminate()
+        p.wait(10)
+
+    def startup_32(self):
+        """exec to READY=1 with 32 devices present, then memory with 128 clients."""
+        self.inj.command("extra 30")
+        subprocess.run(["udevadm", "settle", "--timeout=30"])
+        sock = WORK + "/shutterd32.sock"
+        logfile = WORK + "/shutterd32.log"
+        times, pid = [], None
+        runs = 2 if self.quick else 5
+        for i in range(runs):
+            pid, ready_ns = self.start_shutterd(sock, logfile)
+            times.append(ready_ns / 1e6)
+            if i < runs - 1:
+                self.stop_pid(pid)
+        times.sort()
+        # What loading the binary costs, without any of shutterd's own start-up: exec to exit
+        # of `shutterd --version` (the Swift runtime's libraries come over 9p in the guest).
+        version = []
+        for _ in range(3):
+            t = time.monotonic_ns()
+            subprocess.run([self.b("shutterd"), "--version"], stdout=subprocess.DEVNULL)
+            version.append(round((time.monotonic_ns() - t) / 1e6, 1))
+        self.raw["startup"]["shutterd_version_exec_to_exit_ms"] = sorted(version)
+        bench_devices = len([n for n in os.listdir("/sys/class/input") if n.startswith("event")])
+        self.raw["startup"]["shutterd_32_devices_ms"] = {
+            "runs": [round(t, 1) for t in times], "median": round(times[len(times) // 2], 1),
+            "event_nodes_present": bench_devices}
+        log("start-up with 32 devices: %s ms" % times)
+        r = Reader(self.b("reader"), ["--unix", sock, "--clients", "128", "--hello", "--expect", "1",
+                                      "--match", "never-sent", "--timeout", "600"], "128 clients")
+        time.sleep(2)
+        self.raw["memory"]["shutterd_32_devices_128_clients"] = memory(pid)
+        with open(logfile) as f:
+            self.raw["startup"]["shutterd_32_ready_line"] = [l.strip() for l in f if "ready:" in l][-1:]
+        r.stop()
+        self.stop_pid(pid)
+
+    def profile(self):
+        """shutterd under callgrind: 16 clients, presses far enough apart for valgrind."""
+        sock = WORK + "/profile.sock"
+        logfile = WORK + "/profile.log"
+        out = os.path.join(self.out, "callgrind.out")
+        pid, ready_ns = self.start_shutterd(
+            sock, logfile, wrapper=["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out], timeout=600)
+        self.raw["profile"] = {"ready_ms_under_callgrind": round(ready_ns / 1e6)}
+        saved = self.presses, self.raw["latency"]
+        self.presses, self.raw["latency"] = 100, []
+        try:
+            args = ["--unix", sock, "--hello", "--match", '"phase":"began"', "--clients", "16"]
+            row = self.latency_run("shutterd-16-callgrind", args, 16, settle=2.0, gap_us=100000)
+        finally:
+            self.presses, self.raw["latency"] = saved
+        self.raw["profile"].update(presses=WARMUP + 100, clients=16, reader=row["reader"])
+        self.stop_pid(pid, grace_s=120)
+
+    def run(self):
+        t0 = time.monotonic()
+        # shutterd is started through notifywait, which exits once it is ready: become the
+        # subreaper so that it is our child to stop and reap (prctl PR_SET_CHILD_SUBREAPER).
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+        self.raw["kernel"] = os.uname().release
+        self.raw["cpus"] = os.cpu_count()
+        self.inj = Injector(self.b("inject"))
+        subprocess.run(["udevadm", "settle", "--timeout=30"])
+        self.raw["devices"] = self.inj.nodes
+        log("devices %s" % self.inj.nodes)
+        steps = [("floor", lambda: self.floor("")), ("floor burst", self.floor_burst),
+                 ("shutterd", self.shutterd), ("acpid", self.acpid), ("lircd", self.lircd),
+                 ("floor again", lambda: self.floor("-again")), ("start-up", self.startup_32)]
+        if self.profiling:
+            steps.append(("profile", self.profile))
+        for name, step in steps:
+            t = time.monotonic()
+            try:
+                step()
+            except Exception as e:  # one contender failing must not lose the others' figures
+                log("%s failed: %s" % (name, e))
+                self.raw["notes"].append("%s failed: %s" % (name, e))
+            log("%s took %.1f s" % (name, time.monotonic() - t))
+            self.write()
+        self.inj.close()
+        for name in os.listdir(WORK):
+            if name.endswith(".log"):
+                subprocess.run(["cp", os.path.join(WORK, name), self.out])
+        self.raw["guest_seconds"] = round(time.monotonic() - t0, 1)
+        self.write()
+
+    def write(self):
+        with open(os.path.join(self.out, "raw.json"), "w") as f:
+            json.dump(self.raw, f, indent=1)
+
+
+# --- on the host ---------------------------------------------------------------------------
+
+def fmt(v, unit=""):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        v = ("%.1f" % v) if v < 100 else ("%.0f" % v)
+    return "%s%s" % (v, unit)
+
+
+def report(raw_path, facts_path, outdir):
+    raw = json.load(open(raw_path))
+    facts = json.load(open(facts_path))
+    lat = {r["name"]: r for r in raw["latency"]}
+    floors = [lat[n] for n in ("floor", "floor-again") if n in lat and lat[n]["p50_us"]]
+    floor50 = sum(f["p50_us"] for f in floors) / len(floors) if floors else None
+    floor99 = sum(f["p99_us"] for f in floors) / len(floors) if floors else None
+    for r in raw["latency"]:
+        r["p50_ratio"] = round(r["p50_us"] / floor50, 2) if floor50 and r["p50_us"] else None
+        r["p99_ratio"] = round(r["p99_us"] / floor99, 2) if floor99 and r["p99_us"] else None
+    results = dict(facts)
+    results.update(raw)
+    results["floor_p50_us"] = floor50
+    results["floor_p99_us"] = floor99
+    with open(os.path.join(outdir, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+        f.write("\n")
+
+    L = []
+    L.append("# shutterd benchmark results")
+    L.append("")
+    L.append("Produced by `make bench` (bench/run.sh) on %s, commit %s." % (facts["date"], facts["commit"]))
+    L.append("")
+    L.append("- Kernel: Debian %s in a qemu %s guest under **TCG emulation** (no KVM), %s vCPUs, "
+             "host root filesystem over 9p (virtme-ng %s). Absolute times are inflated by the "
+             "emulation; **only the ratios compare**." % (raw.get("kernel"), facts["qemu"],
+                                                          raw.get("cpus"), facts["virtme_ng"]))
+    L.append("- Contenders: the floor (bench/reader.c reading the evdev node: epoll + read), "
+             "shutterd %s (release build), acpid %s, lircd %s (devinput driver, the shipped "
+             "devinput.lircd.conf)." % (facts["shutterd"], facts["acpid"], facts["lirc"]))
+    if facts.get("other_guests_during_run"):
+        L.append("- **Another qemu guest was running on the host for about %s s of this run**: "
+                 "the figures are noisier than usual." % facts.get("other_guest_seconds", "?"))
+    L.append("- Devices: uinput (bench/inject.c), \"shutterd-bench keys\" (KEY_VOLUMEUP, "
+             "KEY_VOLUMEDOWN, KEY_PLAYPAUSE) and \"shutterd-bench dial\" (REL_DIAL, BTN_0), the "
+             "same nodes for every contender; each contender runs alone.")
+    L.append("")
+    L.append("## Latency: KEY_VOLUMEUP press to a client's read")
+    L.append("")
+    L.append("%d presses per run after %d warm-up presses, one every %d us (release half-way); "
+             "injection stamped with CLOCK_MONOTONIC just before the write to /dev/uinput, "
+             "receipt when the client's read returns; statistics over every client's samples. "
+             "The floor ran first and last; ratios are to the mean of the two." % (
+                 raw["presses"], raw["warmup"], raw["gap_us"]))
+    L.append("")
+    L.append("| contender | clients | gap ms | samples | missing | p50 us | p99 us | max us | p50 / floor | p99 / floor |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in raw["latency"]:
+        L.append("| %s | %d | %g | %d | %d | %s | %s | %s | %s | %s |" % (
+            r["name"], r["clients"], r["gap_us"] / 1000.0, r["samples"], r["missing"], fmt(r["p50_us"]), fmt(r["p99_us"]),
+            fmt(r["max_us"]), fmt(r["p50_ratio"], "x"), fmt(r["p99_ratio"], "x")))
+    L.append("")
+    L.append("## Throughput and loss: %d REL_DIAL steps, unpaced" % raw["dial_steps"])
+    L.append("")
+    L.append("One write per step (REL_DIAL +1, SYN_REPORT) as fast as the injector can write. "
+             "Intact = every client's summed delta equals the steps written, no clientSeq gap, "
+             "no overflow. Delivered time is from the first write to the last read of any client.")
+    L.append("")
+    L.append("| reader | clients | injector steps/s | delivered in s | messages/s (all clients) | summed delta (min..max) | clientSeq gaps | overflows | SYN_DROPPED | intact |")
+    L.append("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |")
+    for r in raw["burst"]:
+        dropped = r.get("daemon_syn_dropped_logged", r["syn_dropped"])
+        L.append("| %s | %d | %s | %s | %s | %d..%d | %d | %d | %d | %s |" % (
+            r["name"], r["clients"], r["inject_steps_per_s"], r["delivered_s"], fmt(r["messages_per_s"]),
+            r["min_summed_delta"], r["max_summed_delta"], r["clientseq_gaps"], r["overflows"],
+            dropped, "yes" if r["intact"] else "no"))
+    L.append("")
+    L.append("SYN_DROPPED: what the kernel's per-reader evdev buffer dropped because the reader "
+             "fell behind, as seen by the floor, and for shutterd as counted in its log "
+             "(`events dropped (SYN_DROPPED), resynchronising`). Relative steps lost there are "
+             "lost for every reader; clientSeq and overflow show shutterd's own losses.")
+    L.append("")
+    L.append("## Idle cost: devices present, 16 clients connected, no input")
+    L.append("")
+    L.append("| daemon | seconds | voluntary ctx switches | involuntary | CPU ms (utime+stime) | CPU ms (schedstat) | threads |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, r in raw["idle"].items():
+        L.append("| %s | %d | %d | %d | %s | %s | %d |" % (
+            name, r["seconds"], r["voluntary_ctxt_switches"], r["involuntary_ctxt_switches"],
+            fmt(r["cpu_ms_proc_stat"]), fmt(r["cpu_ms_schedstat"]), r["threads"]))
+    L.append("")
+    L.append("## Memory")
+    L.append("")
+    L.append("| daemon, state | VmRSS KiB | VmHWM KiB |")
+    L.append("| --- | ---: | ---: |")
+    for name, r in raw["memory"].items():
+        L.append("| %s | %d | %d |" % (name.replace("_", " "), r["VmRSS_kib"], r["VmHWM_kib"]))
+    L.append("")
+    L.append("## Start-up: exec to READY=1 (sd_notify)")
+    L.append("")
+    s = raw.get("startup", {})
+    if "shutterd_32_devices_ms" in s:
+        d = s["shutterd_32_devices_ms"]
+        L.append("- shutterd with the 32 benchmark devices present (%d event nodes in all): median "
+                 "**%s ms** over %d starts (%s)." % (d["event_nodes_present"], d["median"], len(d["runs"]),
+                                                    ", ".join(str(x) for x in d["runs"])))
+    if "shutterd_few_devices_ms" in s:
+        L.append("- shutterd with the 2 benchmark devices: %s ms (one start)." % s["shutterd_few_devices_ms"])
+    if "shutterd_version_exec_to_exit_ms" in s:
+        L.append("- For scale: exec to exit of `shutterd --version` (loading the binary and the "
+                 "Swift runtime over 9p, nothing else): %s ms." % ", ".join(
+                     str(x) for x in s["shutterd_version_exec_to_exit_ms"]))
+    if raw.get("notes"):
+        L.append("")
+        L.append("## Notes")
+        L.append("")
+        for n in raw["notes"]:
+            L.append("- %s" % n)
+    L.append("")
+    L.append("Guest run time: %s s." % raw.get("guest_seconds"))
+    text = "\n".join(L) + "\n"
+    with open(os.path.join(outdir, "results.md"), "w") as f:
+        f.write(text)
+    print(text)
+
+
+def main():
+    if len(sys.argv) >= 4 and sys.argv[1] == "guest":
+        Bench(sys.argv[2], sys.argv[3], "--quick" in sys.argv[4:], "--profile" in sys.argv[4:]).run()
+    elif len(sys.argv) == 5 and sys.argv[1] == "report":
+        report(sys.argv[2], sys.argv[3], sys.argv[4])
+    else:
+        print(__doc__, file=sys.stderr)
+        sys.exit(64)
+
+
+if __name__ == "__main__":
+    main()

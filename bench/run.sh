@@ -1,0 +1,152 @@
+#!/bin/sh
+# The benchmark: shutterd against acpid, lircd (devinput) and a direct evdev reader, inside
+# the kernel rig's guest (Debian's kernel under qemu/virtme-ng, TCG, booted once).
+#
+# Usage: bench/run.sh [--quick] [--profile]
+#   --quick    small counts, for trying the benchmark out (results are not written to bench/)
+#   --profile  also run shutterd under valgrind's callgrind in the guest (16 clients, 120
+#              presses); the annotated profile goes to .build/bench/callgrind.txt
+#
+# Installs what it needs (Tests/rig/setup.sh for qemu, the kernel and virtme-ng; apt: acpid,
+# lirc, gcc), builds shutterd (release) and the C helpers (into .build/bench/), boots the
+# guest once and writes bench/results.md and bench/results.json. Needs root. Not a test:
+# `make test` does not run it. Takes about 6 minutes on 2 cores; run nothing else meanwhile,
+# and only one boot of the rig at a time.
+set -eu
+
+BENCH=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$BENCH/.." && pwd)
+RIG=$REPO/Tests/rig
+CACHE=${SHUTTERD_RIG_CACHE:-/var/cache/shutterd-rig}
+VENV=$CACHE/venv
+BUILD=$REPO/.build/bench
+TIMEOUT=${SHUTTERD_BENCH_TIMEOUT:-900}
+QUICK=
+PROFILE=
+for a in "$@"; do
+    case $a in
+    --quick) QUICK=--quick ;;
+    --profile) PROFILE=--profile ;;
+    *) echo "usage: bench/run.sh [--quick] [--profile]" >&2; exit 64 ;;
+    esac
+done
+
+die() { echo "bench: $*" >&2; exit 1; }
+
+[ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] || die "needs an x86_64 Linux host"
+[ "$(id -u)" = 0 ] || die "needs root (reads /boot/vmlinuz-*, installs packages)"
+
+sh "$RIG/setup.sh" || die "Tests/rig/setup.sh failed"
+missing=
+PKGS="acpid lirc gcc libc6-dev linux-libc-dev"
+[ -n "$PROFILE" ] && PKGS="$PKGS valgrind"
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "bench: installing:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    # shellcheck disable=SC2086
+    apt-get install -y -q --no-install-recommends $missing
+fi
+
+SWIFT=${SWIFT:-swift}
+command -v "$SWIFT" >/dev/null || [ ! -x /opt/swift/usr/bin/swift ] || SWIFT=/opt/swift/usr/bin/swift
+(cd "$REPO" && "$SWIFT" build -c release --product shutterd) || die "swift build failed"
+
+# The guest runs copies: a rebuild on the host during the run must not change them.
+mkdir -p "$BUILD"
+RESULTS=$(mktemp -d /tmp/shutterd-bench.XXXXXX)
+chmod 755 "$RESULTS"
+WATCH=
+trap '[ -z "$WATCH" ] || kill "$WATCH" 2>/dev/null || :; rm -rf "$RESULTS"' EXIT
+trap 'exit 130' INT TERM
+mkdir -p "$RESULTS/bin"
+for c in inject reader notifywait; do
+    gcc -O2 -Wall -Wextra -o "$BUILD/$c" "$BENCH/$c.c" || die "gcc $c.c failed"
+    cp "$BUILD/$c" "$RESULTS/bin/"
+done
+cp "$REPO/.build/release/shutterd" "$RESULTS/bin/"
+
+# Booted as Tests/rig/run.sh boots it: the newest kernel with its modules, the uncompressed
+# vmlinux it extracts into the cache, TCG, and the same module blacklist.
+KVER=
+for k in $(ls /boot/vmlinuz-* 2>/dev/null | sed 's|/boot/vmlinuz-||' | sort -V); do
+    [ -d "/lib/modules/$k" ] && KVER=$k
+done
+[ -n "$KVER" ] || die "no /boot/vmlinuz-* with modules (apt-get install linux-image-amd64)"
+KERNEL=/boot/vmlinuz-$KVER
+if [ ! -s "$CACHE/vmlinux-$KVER" ]; then
+    /usr/bin/python3 "$RIG/extract_vmlinux.py" "$KERNEL" "$CACHE/vmlinux-$KVER" || rm -f "$CACHE/vmlinux-$KVER"
+fi
+[ -s "$CACHE/vmlinux-$KVER" ] && KERNEL=$CACHE/vmlinux-$KVER
+BLACKLIST=kvm,kvm_amd,kvm_intel,ahci,libahci,libata,sr_mod,cdrom,sg,iTCO_wdt,iTCO_vendor_support,lpc_ich,i2c_i801,i2c_smbus,psmouse,pcspkr,serio_raw,joydev,floppy,parport_pc,ppdev,button,evbug,crc32_pclmul,crc32c_intel,ghash_clmulni_intel,aesni_intel,sha512_ssse3,sha256_ssse3,sha1_ssse3,polyval_clmulni,polyval_generic,crct10dif_pclmul,rapl,intel_rapl_msr,intel_rapl_common,intel_pmc_core,bochs,drm_vram_helper,drm_ttm_helper,ttm,drm_kms_helper,drm,virtio_balloon,virtio_rng,rng_core,qemu_fw_cfg,snd_pcsp,mac_hid
+
+# One boot at a time on this machine: two TCG guests on two cores would each time the other.
+waited=0
+while pgrep -x qemu-system-x86 >/dev/null; do
+    [ "$waited" = 0 ] && echo "bench: another rig guest is running; waiting for it to finish"
+    waited=$((waited + 5))
+    [ "$waited" -le 1200 ] || die "another rig guest has been running for 20 minutes"
+    sleep 5
+done
+
+echo "bench: kernel $KERNEL ($KVER), qemu TCG, 2 vCPUs"
+START=$(date +%s)
+# Whether another guest started during the run (its figures would then be noisier).
+OTHERS=$RESULTS/others
+: >"$OTHERS"
+(
+    while :; do
+        for p in $(pgrep -x qemu-system-x86); do
+            tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | grep -q -- "-name shutterd-bench " ||
+                echo "$p $(($(date +%s) - START))" >>"$OTHERS"
+        done
+        sleep 5
+    done
+) &
+WATCH=$!
+# stdout is piped, never a plain file: qemu reopens /proc/self/fd/1 per serial port.
+PATH=$VENV/bin:$PATH timeout --kill-after=10 "$TIMEOUT" \
+    vng --run "$KERNEL" --disable-kvm --cpus 2 --memory 1G --name shutterd-bench \
+    --rwdir "$RESULTS" \
+    --append "mitigations=off module_blacklist=$BLACKLIST" \
+    --exec "sh $BENCH/guest.sh $RESULTS $RESULTS/bin $QUICK $PROFILE" 2>&1 </dev/null | cat
+echo "bench: guest finished in $(($(date +%s) - START))s"
+kill "$WATCH" 2>/dev/null || :
+WATCH=
+OTHER_GUESTS=$(cut -d' ' -f1 "$OTHERS" | sort -u | wc -l)
+# Seconds of the run (5 s samples) during which another guest was running.
+OTHER_SECONDS=$(($(wc -l <"$OTHERS") * 5))
+[ "$OTHER_GUESTS" = 0 ] || echo "bench: warning: another qemu guest ran for about ${OTHER_SECONDS}s of the benchmark; its figures are noisier"
+# The daemons' logs of the last run, for a look when a figure is odd.
+rm -rf "$BUILD/last-run" && mkdir -p "$BUILD/last-run"
+cp "$RESULTS"/*.log "$RESULTS/raw.json" "$BUILD/last-run/" 2>/dev/null || true
+if [ -n "$PROFILE" ] && [ -s "$RESULTS/callgrind.out" ]; then
+    cp "$RESULTS/callgrind.out" "$BUILD/callgrind.out"
+    DEMANGLE=$(dirname "$(command -v "$SWIFT")")/swift-demangle
+    { callgrind_annotate --inclusive=yes "$BUILD/callgrind.out" | head -n 120; } |
+        { if [ -x "$DEMANGLE" ]; then "$DEMANGLE" --simplified; else cat; fi; } >"$BUILD/callgrind.txt"
+    echo "bench: profile in $BUILD/callgrind.txt (callgrind_annotate $BUILD/callgrind.out for more)"
+fi
+[ -s "$RESULTS/raw.json" ] || die "the guest wrote no results"
+
+ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo unknown; }
+cat >"$RESULTS/facts.json" <<JSON
+{"date": "$(date -u +%Y-%m-%d)",
+ "commit": "$(cd "$REPO" && git rev-parse --short HEAD 2>/dev/null || echo unknown)",
+ "shutterd": "$("$RESULTS/bin/shutterd" --version | sed 's/^shutterd //')",
+ "acpid": "$(ver acpid)", "lirc": "$(ver lirc)",
+ "qemu": "$(ver qemu-system-x86)", "kernel_package": "$(ver "linux-image-$KVER")",
+ "virtme_ng": "$("$VENV/bin/pip" show virtme-ng 2>/dev/null | sed -n 's/^Version: //p')",
+ "other_guests_during_run": $OTHER_GUESTS, "other_guest_seconds": $OTHER_SECONDS,
+ "quick": $([ -n "$QUICK" ] && echo true || echo false)}
+JSON
+if [ -n "$QUICK" ]; then
+    mkdir -p "$BUILD/quick"
+    /usr/bin/python3 "$BENCH/bench.py" report "$RESULTS/raw.json" "$RESULTS/facts.json" "$BUILD/quick"
+    echo "bench: --quick: results in $BUILD/quick, bench/ left alone"
+else
+    /usr/bin/python3 "$BENCH/bench.py" report "$RESULTS/raw.json" "$RESULTS/facts.json" "$BENCH"
+fi

@@ -69,24 +69,42 @@ public struct ClientSession {
         out.reserveCapacity(160 + o.sharedTail.count)
         switch o.kind {
         case .capture(_, let phase):
-            out.append(
-                contentsOf:
-                    "{\"type\":\"capture\",\"seq\":\(o.seq),\"clientSeq\":\(clientSeq),\"handler\":\"\((handler ?? .primary).rawValue)\",\"phase\":\"\(phase.rawValue)\",\"press\":\(o.press),\"shouldPlaySound\":\(shouldPlaySound(o)),"
-                    .utf8)
+            out.append(ascii: "{\"type\":\"capture\",\"seq\":")
+            out.append(decimal: o.seq)
+            out.append(ascii: ",\"clientSeq\":")
+            out.append(decimal: clientSeq)
+            out.append(ascii: handler == .secondary ? ",\"handler\":\"secondary\"" : ",\"handler\":\"primary\"")
+            switch phase {
+            case .began: out.append(ascii: ",\"phase\":\"began\",\"press\":")
+            case .ended: out.append(ascii: ",\"phase\":\"ended\",\"press\":")
+            case .cancelled: out.append(ascii: ",\"phase\":\"cancelled\",\"press\":")
+            }
+            out.append(decimal: o.press)
+            out.append(ascii: shouldPlaySound(o) ? ",\"shouldPlaySound\":true," : ",\"shouldPlaySound\":false,")
         case .focus(let phase):
-            let event = phase == .began ? "active" : "inactive"
+            out.append(ascii: "{\"type\":\"control\",\"seq\":")
+            out.append(decimal: o.seq)
+            out.append(ascii: ",\"clientSeq\":")
+            out.append(decimal: clientSeq)
             out.append(
-                contentsOf:
-                    "{\"type\":\"control\",\"seq\":\(o.seq),\"clientSeq\":\(clientSeq),\"event\":\"\(event)\",\"press\":\(o.press),"
-                    .utf8)
+                ascii: phase == .began ? ",\"event\":\"active\",\"press\":" : ",\"event\":\"inactive\",\"press\":")
+            out.append(decimal: o.press)
+            out.append(ascii: ",")
         case .slider(let delta):
-            out.append(
-                contentsOf:
-                    "{\"type\":\"control\",\"seq\":\(o.seq),\"clientSeq\":\(clientSeq),\"event\":\"slider\",\"delta\":\(delta),\"value\":\(interaction.slider.value),"
-                    .utf8)
+            out.append(ascii: "{\"type\":\"control\",\"seq\":")
+            out.append(decimal: o.seq)
+            out.append(ascii: ",\"clientSeq\":")
+            out.append(decimal: clientSeq)
+            out.append(ascii: ",\"event\":\"slider\",\"delta\":")
+            out.append(decimal: delta)
+            out.append(ascii: ",\"value\":")
+            out.append(decimal: interaction.slider.value)
+            out.append(ascii: ",")
         }
         if let reason = o.reason {
-            out.append(contentsOf: "\"reason\":\"\(reason.rawValue)\",".utf8)
+            out.append(ascii: "\"reason\":")
+            JSON.writeString(reason.rawValue, into: &out)
+            out.append(ascii: ",")
         }
         out.append(contentsOf: o.sharedTail)
         return out

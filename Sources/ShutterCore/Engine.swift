@@ -14,7 +14,8 @@ public final class Engine {
     /// and back into the dictionary.
     final class DeviceState {
         let info: DeviceInfo
-        let json: JSON
+        /// The device object as JSON text, written once for all its events.
+        let text: [UInt8]
         let mapping: DeviceMapping
         /// Held keys with a role, by code.
         var held: [UInt16: Held] = [:]
@@ -27,7 +28,9 @@ public final class Engine {
 
         init(info: DeviceInfo, mapping: DeviceMapping) {
             self.info = info
-            self.json = info.json
+            var text: [UInt8] = []
+            info.json.write(into: &text)
+            self.text = text
             self.mapping = mapping
         }
     }
@@ -104,7 +107,7 @@ public final class Engine {
     ) -> Occurrence {
         let kind: Occurrence.Kind = role == .focus ? .focus(phase) : .capture(role, phase)
         return Occurrence(
-            seq: nextSeq(), kind: kind, press: press, reason: reason, device: state.info, deviceJSON: state.json,
+            seq: nextSeq(), kind: kind, press: press, reason: reason, device: state.info, deviceText: state.text,
             key: key,
             kernelTime: time, receiveTime: now)
     }
@@ -157,7 +160,7 @@ public final class Engine {
                 produced.append(
                     Occurrence(
                         seq: nextSeq(), kind: .slider(delta: delta), press: 0, device: state.info,
-                        deviceJSON: state.json, key: key, kernelTime: time, receiveTime: now))
+                        deviceText: state.text, key: key, kernelTime: time, receiveTime: now))
             }
             state.frameRel.removeAll(keepingCapacity: true)
             state.scan = nil

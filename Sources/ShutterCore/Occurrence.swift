@@ -56,13 +56,14 @@ public final class Occurrence: @unchecked Sendable {
     public let press: UInt64
     public let reason: CancelReason?
     public let device: DeviceInfo
-    public let deviceJSON: JSON
+    /// The device object as JSON text, written once per device.
+    public let deviceText: [UInt8]
     public let key: KeyInfo
     public let kernelTime: Int64
     public let receiveTime: Int64
 
     public init(
-        seq: UInt64, kind: Kind, press: UInt64, reason: CancelReason? = nil, device: DeviceInfo, deviceJSON: JSON,
+        seq: UInt64, kind: Kind, press: UInt64, reason: CancelReason? = nil, device: DeviceInfo, deviceText: [UInt8],
         key: KeyInfo, kernelTime: Int64, receiveTime: Int64
     ) {
         self.seq = seq
@@ -70,10 +71,22 @@ public final class Occurrence: @unchecked Sendable {
         self.press = press
         self.reason = reason
         self.device = device
-        self.deviceJSON = deviceJSON
+        self.deviceText = deviceText
         self.key = key
         self.kernelTime = kernelTime
         self.receiveTime = receiveTime
+    }
+
+    /// The same, writing the device's JSON here (for callers that have no cached text).
+    public convenience init(
+        seq: UInt64, kind: Kind, press: UInt64, reason: CancelReason? = nil, device: DeviceInfo, deviceJSON: JSON,
+        key: KeyInfo, kernelTime: Int64, receiveTime: Int64
+    ) {
+        var text: [UInt8] = []
+        deviceJSON.write(into: &text)
+        self.init(
+            seq: seq, kind: kind, press: press, reason: reason, device: device, deviceText: text, key: key,
+            kernelTime: kernelTime, receiveTime: receiveTime)
     }
 
     public var phase: Phase? {
@@ -86,12 +99,22 @@ public final class Occurrence: @unchecked Sendable {
     /// `"device":{...},"key":{...},"kernelTime":N,"receiveTime":N}\n`, shared by all clients.
     public private(set) lazy var sharedTail: [UInt8] = {
         var out: [UInt8] = []
-        out.reserveCapacity(512)
-        out.append(contentsOf: "\"device\":".utf8)
-        deviceJSON.write(into: &out)
-        out.append(contentsOf: ",\"key\":".utf8)
-        key.json.write(into: &out)
-        out.append(contentsOf: ",\"kernelTime\":\(kernelTime),\"receiveTime\":\(receiveTime)}\n".utf8)
+        out.reserveCapacity(deviceText.count + 128)
+        out.append(ascii: "\"device\":")
+        out.append(contentsOf: deviceText)
+        out.append(ascii: ",\"key\":{\"code\":")
+        out.append(decimal: key.code)
+        out.append(ascii: ",\"name\":")
+        JSON.writeString(key.name, into: &out)
+        if let scancode = key.scancode {
+            out.append(ascii: ",\"scancode\":")
+            out.append(decimal: UInt32(bitPattern: scancode))
+        }
+        out.append(ascii: "},\"kernelTime\":")
+        out.append(decimal: kernelTime)
+        out.append(ascii: ",\"receiveTime\":")
+        out.append(decimal: receiveTime)
+        out.append(ascii: "}\n")
         return out
     }()
 
@@ -104,7 +127,7 @@ public final class Occurrence: @unchecked Sendable {
         case .slider: k = kind
         }
         return Occurrence(
-            seq: seq, kind: k, press: press, reason: reason, device: device, deviceJSON: deviceJSON, key: key,
+            seq: seq, kind: k, press: press, reason: reason, device: device, deviceText: deviceText, key: key,
             kernelTime: receiveTime, receiveTime: receiveTime)
     }
 }

@@ -29,12 +29,13 @@ public final class ClientHub {
         var closeDeadline: Int64 = 0
         var watchingWritable = false
 
-        init(fd: Int32, peer: PeerCredentials?, queueLimit: Int, mayGrab: Bool) {
+        init(serial: Int, fd: Int32, peer: PeerCredentials?, queueLimit: Int, mayGrab: Bool) {
             self.fd = fd
             self.peer = peer
             self.queue = OutboundQueue(limit: queueLimit)
             self.mayGrab = mayGrab
-            label = peer.map { "client fd=\(fd) pid=\($0.pid) uid=\($0.uid)" } ?? "client fd=\(fd)"
+            // The serial tells apart clients that get the same descriptor number in turn.
+            label = "client \(serial) fd=\(fd)" + (peer.map { " pid=\($0.pid) uid=\($0.uid)" } ?? "")
         }
     }
 
@@ -45,6 +46,7 @@ public final class ClientHub {
     let closeTimer: Timer
     public weak var delegate: ClientHubDelegate?
     var clients: [Int32: Client] = [:]
+    var accepted = 0
     var readBuffer = [UInt8](repeating: 0, count: 65536)
     /// How long a client being closed may take to read its last messages (the overflow
     /// notice waits behind what the kernel already holds for a client that stopped reading).
@@ -80,7 +82,10 @@ public final class ClientHub {
     func acceptClients() {
         while let fd = listener.accept() {
             let peer = UnixSocket.peerCredentials(fd)
-            let client = Client(fd: fd, peer: peer, queueLimit: queueLimit, mayGrab: peer.map(access.mayGrab) ?? false)
+            accepted += 1
+            let client = Client(
+                serial: accepted, fd: fd, peer: peer, queueLimit: queueLimit, mayGrab: peer.map(access.mayGrab) ?? false
+            )
             if let peer, !access.mayConnect(peer) {
                 Log.info("\(client.label): refused, not in allow-users or allow-groups")
                 let e = RequestError(

@@ -191,13 +191,25 @@ public final class Daemon {
         // reports them at once, as it is level-triggered.
     }
 
+    /// Reads the device to EAGAIN (libevdev may hold events the descriptor no longer shows,
+    /// so stopping early could strand them), handing the clients what it produced every
+    /// `chunk` events: a long burst reaches the sockets while it is read, rather than piling
+    /// up past the clients' queues, and each chunk has its own receive time.
     func deviceReady(_ device: OpenDevice) {
+        let chunk = 64
         var produced: [Occurrence] = []
         var gone: SystemError?
-        let now = monotonicMicros()
+        var now = monotonicMicros()
+        var read = 0
         do {
             try device.evdev.drain { event in
                 produced.append(contentsOf: engine.handle(device.handle, event, now: now))
+                read += 1
+                if read % chunk == 0 {
+                    hub.fanOut(produced)
+                    produced.removeAll(keepingCapacity: true)
+                    now = monotonicMicros()
+                }
             }
         } catch {
             gone = error

@@ -85,7 +85,7 @@ public final class EvdevDevice {
             } else if rc == LIBEVDEV_READ_STATUS_SYNC.rawValue {
                 if flags == LIBEVDEV_READ_FLAG_NORMAL.rawValue {
                     // This is the SYN_DROPPED itself; the next reads are the resync.
-                    Log.info("\(nodeName) - \(name): events dropped (SYN_DROPPED), resynchronising")
+                    logDrop()
                     body(event)
                     flags = LIBEVDEV_READ_FLAG_SYNC.rawValue
                 } else {
@@ -103,6 +103,21 @@ public final class EvdevDevice {
                 throw SystemError("libevdev_next_event", errno: -rc, subject: node)
             }
         }
+    }
+
+    var dropsUnlogged = 0
+    var lastDropLog: Int64 = .min
+
+    /// Logs a SYN_DROPPED, at most once every ten seconds per device (a burst can cause
+    /// hundreds), with the count of those not logged since.
+    func logDrop() {
+        let now = monotonicMicros()
+        dropsUnlogged += 1
+        guard now - lastDropLog >= 10_000_000 else { return }
+        let more = dropsUnlogged > 1 ? " (\(dropsUnlogged) times since the last report)" : ""
+        Log.info("\(nodeName) - \(name): events dropped (SYN_DROPPED)\(more), resynchronising")
+        lastDropLog = now
+        dropsUnlogged = 0
     }
 
     /// Grabs (EVIOCGRAB) or releases the device: while grabbed, no other reader gets its events.

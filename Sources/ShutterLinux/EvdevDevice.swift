@@ -106,14 +106,14 @@ public final class EvdevDevice {
     }
 
     var dropsUnlogged = 0
-    var lastDropLog: Int64 = .min
+    var lastDropLog: Int64?
 
     /// Logs a SYN_DROPPED, at most once every ten seconds per device (a burst can cause
     /// hundreds), with the count of those not logged since.
     func logDrop() {
         let now = monotonicMicros()
         dropsUnlogged += 1
-        guard now - lastDropLog >= 10_000_000 else { return }
+        if let last = lastDropLog, now - last < 10_000_000 { return }
         let more = dropsUnlogged > 1 ? " (\(dropsUnlogged) times since the last report)" : ""
         Log.info("\(nodeName) - \(name): events dropped (SYN_DROPPED)\(more), resynchronising")
         lastDropLog = now

@@ -925,6 +925,13 @@ def main():
             pass
     code = rig.daemon.stop()
     print("scenarios: shutterd exited with %s" % code, flush=True)
+    # SIGTERM must end it cleanly (exit 0): anything else is a crash somewhere above, the
+    # INFO measurements included.
+    if code != 0:
+        print("FAIL shutterd-clean-exit: shutterd exited with %s on SIGTERM (see shutterd.log)" % code, flush=True)
+        failed += 1
+    else:
+        print("PASS shutterd-clean-exit: exit 0 on SIGTERM after every scenario and measurement", flush=True)
     return 1 if failed else 0
 
 

@@ -112,7 +112,10 @@ public final class Daemon {
         let cancels = engine.shutdown(now: monotonicMicros())
         hub.fanOut(cancels)
         hub.closeAll()
-        for device in devices.values { try? device.evdev.grab(false) }
+        for device in devices.values {
+            try? device.evdev.grab(false)
+            device.evdev.logUnreportedDrops()
+        }
         listener.shutdown()
         Log.info("stopped")
     }
@@ -227,6 +230,7 @@ public final class Daemon {
         bySyspath[device.info.syspath] = nil
         hub.fanOut(engine.removeDevice(handle: handle, now: monotonicMicros()))
         loop.remove(device.evdev.raw)
+        device.evdev.logUnreportedDrops()
         Log.info("\(device.evdev.nodeName) - \(device.info.name): removed (\(why))")
         hub.broadcast(Message.device(added: false, device.json))
         Systemd.notify("STATUS=\(status)")
@@ -268,7 +272,8 @@ public final class Daemon {
         while let s = signals.next() {
             switch s {
             case SIGHUP:
-                Log.info("SIGHUP: re-reading devices")
+                Log.info("SIGHUP: re-reading devices, reporting dropped events")
+                for device in devices.values { device.evdev.logUnreportedDrops() }
                 if let present = try? udev.enumerateInput() { for r in present { addDevice(r) } }
             default:
                 Log.info("signal \(s): stopping")

@@ -105,19 +105,27 @@ public final class EvdevDevice {
         }
     }
 
-    var dropsUnlogged = 0
+    /// SYN_DROPPED seen on this node, and how many of them the log has told.
+    public private(set) var drops = 0
+    var dropsLogged = 0
     var lastDropLog: Int64?
 
     /// Logs a SYN_DROPPED, at most once every ten seconds per device (a burst can cause
-    /// hundreds), with the count of those not logged since.
+    /// hundreds, as libinput also limits), with the running total.
     func logDrop() {
+        drops += 1
         let now = monotonicMicros()
-        dropsUnlogged += 1
         if let last = lastDropLog, now - last < 10_000_000 { return }
-        let more = dropsUnlogged > 1 ? " (\(dropsUnlogged) times since the last report)" : ""
-        Log.info("\(nodeName) - \(name): events dropped (SYN_DROPPED)\(more), resynchronising")
+        Log.info("\(nodeName) - \(name): events dropped (SYN_DROPPED), resynchronising total=\(drops)")
         lastDropLog = now
-        dropsUnlogged = 0
+        dropsLogged = drops
+    }
+
+    /// Logs the SYN_DROPPED the rate limit kept back (the device is going, or the daemon).
+    public func logUnreportedDrops() {
+        guard drops > dropsLogged else { return }
+        Log.info("\(nodeName) - \(name): events dropped (SYN_DROPPED) total=\(drops)")
+        dropsLogged = drops
     }
 
     /// Grabs (EVIOCGRAB) or releases the device: while grabbed, no other reader gets its events.

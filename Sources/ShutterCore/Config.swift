@@ -144,8 +144,9 @@ public struct Config: Equatable, Sendable {
     }
 
     static func hex16(_ value: String, _ key: String, _ line: Int) throws(ConfigError) -> UInt16 {
-        let digits = value.hasPrefix("0x") ? String(value.dropFirst(2)) : value
-        guard let v = UInt16(digits, radix: 16) else {
+        let digits = value.lowercased().hasPrefix("0x") ? String(value.dropFirst(2)) : value
+        // UInt16(_:radix:) would also take a sign ("+2717"): only hex digits are ids.
+        guard !digits.isEmpty, digits.allSatisfy(\.isHexDigit), let v = UInt16(digits, radix: 16) else {
             throw ConfigError(line: line, message: "\(key) must be four hex digits (as lsusb prints), not '\(value)'")
         }
         return v

@@ -382,7 +382,8 @@ struct JSONParser {
         }
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
         if isInteger, let i = Int64(text) { return .int(i) }
-        guard let d = Double(text) else { throw error("number out of range") }
+        // 1e400 reads as infinity, which JSON cannot say back: refuse it.
+        guard let d = Double(text), d.isFinite else { throw error("number out of range") }
         return .double(d)
     }
 }

@@ -22,3 +22,28 @@ struct BytesTests {
         #expect(String(decoding: out, as: UTF8.self) == "18446744073709551615,\"k\":65535-2147483648")
     }
 }
+
+@Suite("Edge cases of numbers")
+struct NumberEdgeTests {
+    @Test("a number too large for a double is refused, not read as infinity")
+    func huge() {
+        #expect(throws: JSONParseError.self) { try JSON.parse("1e400") }
+        #expect(throws: JSONParseError.self) { try JSON.parse("-1e400") }
+        #expect((try? JSON.parse("1e300")) == .double(1e300))
+    }
+
+    @Test("config ids are hex digits only, with an optional 0x", arguments: ["+2717", "-0", "27 17", "", "0x"])
+    func badIDs(_ text: String) {
+        #expect(throws: ConfigError.self) {
+            _ = try Config(text: "[device]\nmatch-vendor = \(text)\n", keyCode: { _ in nil })
+        }
+    }
+
+    @Test("0x and 0X prefixes are accepted")
+    func prefixes() throws {
+        for text in ["0x2717", "0X2717", "2717"] {
+            let c = try Config(text: "[device]\nmatch-vendor = \(text)\n", keyCode: { _ in nil })
+            #expect(c.devices.first?.matchVendor == 0x2717)
+        }
+    }
+}

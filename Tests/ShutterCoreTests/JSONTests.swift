@@ -226,7 +226,7 @@ struct JSONTests {
         "fractions, exponents and out-of-range integers are read as doubles",
         arguments: [
             ("0.5", 0.5), ("-1.25", -1.25), ("1e3", 1000), ("1E3", 1000), ("2e+2", 200), ("25e-1", 2.5),
-            ("1.5e2", 150), ("9223372036854775808", 9_223_372_036_854_775_808.0), ("-1e400", -Double.infinity),
+            ("1.5e2", 150), ("9223372036854775808", 9_223_372_036_854_775_808.0), ("-1e300", -1e300),
         ] as [(String, Double)])
     func doubles(_ text: String, _ value: Double) throws {
         let v = try JSON.parse(text)

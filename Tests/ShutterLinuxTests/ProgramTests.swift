@@ -206,22 +206,10 @@ struct ProgramTests {
     func notifySocket() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
-        let notify = dir + "/notify"
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(fd) }
-        var (addr, len) = try UnixSocket.address(notify)
-        #expect(
-            withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-                == 0)
-        func next() -> String? {
-            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&p, 1, 10_000) == 1 else { return nil }
-            var buf = [UInt8](repeating: 0, count: 4096)
-            let n = recv(fd, &buf, buf.count, 0)
-            return n > 0 ? String(decoding: buf[0..<n], as: UTF8.self) : nil
-        }
+        let notify = try NotifySocket(path: dir + "/notify")
+        func next() -> String? { notify.next(timeout: 10_000) }
         let path = dir + "/s.sock"
-        let d = Child([shutterd, "--socket", path], directory: dir, env: ["NOTIFY_SOCKET=\(notify)"])
+        let d = Child([shutterd, "--socket", path], directory: dir, env: ["NOTIFY_SOCKET=\(notify.path)"])
         let ready = try #require(next())
         #expect(ready.hasPrefix("READY=1\n"))
         #expect(ready.contains("STATUS=0 devices, 0 clients") || ready.contains("STATUS="))
@@ -243,36 +231,27 @@ struct ProgramTests {
     func watchdog() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
-        let notify = dir + "/notify"
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(fd) }
-        var (addr, len) = try UnixSocket.address(notify)
-        #expect(
-            withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-                == 0)
+        let notify = try NotifySocket(path: dir + "/notify")
         func messages(for seconds: Int32) -> [String] {
             var out: [String] = []
             let deadline = monotonicMicros() + Int64(seconds) * 1_000_000
             while monotonicMicros() < deadline {
-                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                guard poll(&p, 1, 100) == 1 else { continue }
-                var buf = [UInt8](repeating: 0, count: 4096)
-                let n = recv(fd, &buf, buf.count, 0)
-                if n > 0 { out.append(String(decoding: buf[0..<n], as: UTF8.self)) }
+                if let m = notify.next(timeout: 100) { out.append(m) }
             }
             return out
         }
         // systemd's WatchdogSec=1s: shutterd pings every half interval.
         let d = Child(
             [shutterd, "--socket", dir + "/s.sock"], directory: dir,
-            env: ["NOTIFY_SOCKET=\(notify)", "WATCHDOG_USEC=1000000"])
+            env: ["NOTIFY_SOCKET=\(notify.path)", "WATCHDOG_USEC=1000000"])
         let got = messages(for: 2)
         kill(d.pid, SIGTERM)
         #expect(d.wait() == 0)
         #expect(got.first?.hasPrefix("READY=1") == true)
         #expect(got.filter { $0 == "WATCHDOG=1" }.count >= 2, "\(got)")
 
-        let plain = Child([shutterd, "--socket", dir + "/t.sock"], directory: dir, env: ["NOTIFY_SOCKET=\(notify)"])
+        let plain = Child(
+            [shutterd, "--socket", dir + "/t.sock"], directory: dir, env: ["NOTIFY_SOCKET=\(notify.path)"])
         let quiet = messages(for: 1)
         kill(plain.pid, SIGTERM)
         #expect(plain.wait() == 0)

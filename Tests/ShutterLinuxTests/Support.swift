@@ -1,6 +1,6 @@
 import Glibc
 import ShutterCore
-import ShutterLinux
+@testable import ShutterLinux
 
 /// A fresh directory under /tmp for one test's sockets and files.
 func temporaryDirectory() -> String {
@@ -163,4 +163,31 @@ func waitForFile(_ path: String, seconds: Double = 10) -> Bool {
         usleep(10_000)
     }
     return true
+}
+
+/// A datagram socket standing in for systemd's NOTIFY_SOCKET.
+final class NotifySocket {
+    let path: String
+    let fd: Int32
+
+    init(path: String) throws {
+        self.path = path
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        var (addr, len) = try UnixSocket.address(path)
+        let r = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
+        }
+        precondition(r == 0, "bind \(path)")
+    }
+
+    deinit { close(fd) }
+
+    /// The next datagram, or nil after `timeout` milliseconds.
+    func next(timeout: Int32) -> String? {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&p, 1, timeout) == 1 else { return nil }
+        var buf = [UInt8](repeating: 0, count: 4096)
+        let n = recv(fd, &buf, buf.count, 0)
+        return n > 0 ? String(decoding: buf[0..<n], as: UTF8.self) : nil
+    }
 }

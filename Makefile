@@ -43,7 +43,7 @@ SED          ?= sed
 DOCS = $(wildcard README.md docs/*.md)
 
 .PHONY: all build units install post-install uninstall check check-units \
-	check-rules check-man test run clean bench
+	check-rules check-man check-install test run clean bench
 
 all: build units
 
@@ -110,7 +110,23 @@ uninstall:
 	-rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null
 	@echo "The user and group shutterd, if created, are left in place (userdel shutterd)."
 
-check: check-units check-rules check-man
+check: check-units check-rules check-man check-install
+
+# A staged install and uninstall: every file lands where it should, and nothing is left.
+check-install: units
+	@set -e; d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	$(MAKE) -s install DESTDIR=$$d SWIFT_BIN=$(SWIFT_BIN) >/dev/null; \
+	for f in $(BINDIR)/shutterd $(BINDIR)/shutterctl $(UNITDIR)/shutterd.service \
+		$(UNITDIR)/shutterd.socket $(SYSUSERSDIR)/shutterd.conf $(UDEVRULESDIR)/60-shutterd.rules \
+		$(MANDIR)/man8/shutterd.8 $(MANDIR)/man1/shutterctl.1 $(DOCDIR)/README.md; do \
+		[ -f "$$d$$f" ] || { echo "check-install: $$f was not installed"; exit 1; }; \
+	done; \
+	grep -q '^ExecStart=$(BINDIR)/shutterd' "$$d$(UNITDIR)/shutterd.service" || \
+		{ echo "check-install: ExecStart does not name $(BINDIR)/shutterd"; exit 1; }; \
+	$(MAKE) -s uninstall DESTDIR=$$d >/dev/null; \
+	left=$$(find "$$d" -type f); \
+	[ -z "$$left" ] || { echo "check-install: uninstall left $$left"; exit 1; }; \
+	echo "check-install: install and uninstall under DESTDIR are complete"
 
 # systemd-analyze verify + security (exposure <= 2.0) + sysusers dry run.
 check-units:

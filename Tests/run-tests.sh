@@ -3,7 +3,7 @@
 #   1. setup: the Debian packages the build and the checks need (Tests/setup.sh)
 #   2. swift test: the pure logic (recorded event streams), the C boundary with real file
 #      descriptors, the socket server over a real Unix socket, and the built programs
-#   3. the systemd units, the udev rules and the man pages (make check)
+#   3. the systemd units, the udev rules, the man pages and a staged install (make check)
 #   4. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
 #      gadget devices (Tests/rig/run.sh)
 # A tier that cannot run here says why; under CI=true that is a failure. Ends with one
@@ -48,8 +48,8 @@ else
     passed=$((passed + ${n:-0}))
 fi
 
-echo "== units, udev rules, man pages"
-for target in check-units check-rules check-man; do
+echo "== units, udev rules, man pages, install"
+for target in check-units check-rules check-man check-install; do
     if make -s "$target" SWIFT_BIN=.build/debug >"$log" 2>&1; then
         tail -n 3 "$log"
         passed=$((passed + 1))

@@ -236,12 +236,12 @@ public final class Daemon {
         Systemd.notify("STATUS=\(status)")
     }
 
-    /// Grabs the device when an enabled interaction asks for it and no key is held, and
-    /// releases it when none asks.
+    /// Grabs the device when an enabled interaction asks for it and no key is held (mapped
+    /// or not, by libevdev's state), and releases it when none asks.
     func updateGrab(_ device: OpenDevice) {
         let wanted = hub.wantsGrab(device.info)
         if wanted && !device.evdev.grabbed {
-            if engine.heldCount(device.handle) > 0 {
+            if engine.heldCount(device.handle) > 0 || device.evdev.anyKeyDown {
                 device.grabPending = true
                 return
             }

@@ -63,9 +63,11 @@ public final class EvdevDevice {
         return caps
     }
 
-    /// Whether the key is down now, by libevdev's state.
-    public func isDown(_ code: UInt16) -> Bool {
-        libevdev_get_event_value(dev, UInt32(EV_KEY), UInt32(code)) != 0
+    /// Whether any key of the device is down now, mapped or not: a grab taken then would
+    /// keep that key's release from every other reader, leaving it stuck for them.
+    public var anyKeyDown: Bool {
+        guard libevdev_has_event_type(dev, UInt32(EV_KEY)) != 0 else { return false }
+        return (0...UInt32(KEY_MAX)).contains { libevdev_get_event_value(dev, UInt32(EV_KEY), $0) != 0 }
     }
 
     /// Reads every pending event, to EAGAIN. After a SYN_DROPPED, libevdev resynchronises

@@ -586,6 +586,34 @@ def a_count(c):
 b_count = a_count
 
 
+def sc_grab_waits(rig):
+    """A grab asked while a key is held waits for its release: the plain reader sees that
+    release (no stuck key), and nothing after it until the client leaves."""
+    shutter = rig.devs["ab-shutter3"]
+    node = shutter.node()
+    reader = rigdev.EvdevReader(node.devnode)
+    try:
+        c = rig.client("grab-waits")
+        reader.clear()
+        shutter.press("ios")
+        c.expect(lambda m: is_capture(m, "began", "KEY_VOLUMEUP"), what="KEY_VOLUMEUP began")
+        c.set_interaction(grab=True, filter={"names": ["AB Shutter3*"]})
+        time.sleep(0.3)
+        shutter.release("ios")
+        c.expect(lambda m: is_capture(m, "ended", "KEY_VOLUMEUP"), what="KEY_VOLUMEUP ended")
+        released = reader.wait_for(lambda evs: any(t == EV_KEY and c_ == 115 and v == 0 for t, c_, v, _ in evs), 5)
+        check(released, "the plain reader never saw the release of the key held when the grab was asked: %s"
+              % reader.keys())
+        time.sleep(0.3)
+        reader.clear()
+        press_of(c, shutter, "ios", "KEY_VOLUMEUP")
+        time.sleep(0.3)
+        check(not reader.keys(), "the plain reader saw %s after the grab took effect" % reader.keys())
+        return "the held key's release reached the plain reader; the next press did not"
+    finally:
+        reader.close()
+
+
 def sc_grab(rig):
     """grab:true hides the remote's presses from a plain evdev reader until the client leaves."""
     shutter = rig.devs["ab-shutter3"]
@@ -829,6 +857,7 @@ SCENARIOS = [
     ("headset-sound-rule", sc_headset_sound),
     ("camera-focus-and-shutter", sc_camera_keys),
     ("grab", sc_grab),
+    ("grab-waits-for-release", sc_grab_waits),
     ("unprivileged-input-group", sc_unprivileged),
     ("shutterctl-verify-pass", sc_verify_pass),
     ("shutterctl-verify-wrong-key", sc_verify_wrong),
@@ -844,7 +873,7 @@ INFO = [("dial-burst-unpaced", info_burst_unpaced)]
 NEEDS = {
     "attribution-ios-secondary": "hotplug-add", "ios-primary-without-secondary": "hotplug-add",
     "android-primary-by-udev-rule": "hotplug-add", "two-clients-filters": "hotplug-add",
-    "grab": "hotplug-add", "unprivileged-input-group": "hotplug-add", "headset-sound-rule": "hotplug-add", "shutterctl-verify-pass": "hotplug-add",
+    "grab": "hotplug-add", "grab-waits-for-release": "hotplug-add", "unprivileged-input-group": "hotplug-add", "headset-sound-rule": "hotplug-add", "shutterctl-verify-pass": "hotplug-add",
     "shutterctl-verify-wrong-key": "hotplug-add", "hotplug-remove-mid-press": "hotplug-add",
     "hotplug-recreate-same-id": "hotplug-add",
     "slow-client-overflow": "enumerate",

@@ -37,7 +37,7 @@ if ! swift build --build-tests >"$log" 2>&1; then
 fi
 
 echo "== swift test"
-swift test --skip-build 2>&1 | tee "$log" | grep -E '^(✘|✔ Suite|Test Suite .* (passed|failed)|.*Executed)' 
+swift test --skip-build 2>&1 | tee "$log" | grep -E '^(✘|✔ Suite|✔ Test run|Test Suite .* (passed|failed)|.*Executed)' 
 n=$(grep -Eo 'Test run with [0-9]+ tests?' "$log" | grep -Eo '[0-9]+' | tail -n 1)
 if grep -q '^✘ Test run' "$log" || ! grep -q '^✔ Test run' "$log"; then
     grep -E '^✘|Expectation failed' "$log" | head -n 40

@@ -54,8 +54,6 @@ public final class Engine {
         devices[handle] = DeviceState(info: info, mapping: mapping)
     }
 
-    public func device(_ handle: Int) -> DeviceInfo? { devices[handle]?.info }
-
     /// How many of the device's mapped keys are held now (grabbing waits for zero).
     public func heldCount(_ handle: Int) -> Int { devices[handle]?.held.count ?? 0 }
 

@@ -28,12 +28,6 @@ public struct KeyInfo: Equatable, Sendable {
         self.name = name
         self.scancode = scancode
     }
-
-    public var json: JSON {
-        var m: [(String, JSON)] = [("code", .int(Int64(code))), ("name", .string(name))]
-        if let scancode { m.append(("scancode", .int(Int64(UInt32(bitPattern: scancode))))) }
-        return .object(m)
-    }
 }
 
 /// One thing that happened, daemon-wide, before it is fanned out to clients.
@@ -87,13 +81,6 @@ public final class Occurrence: @unchecked Sendable {
         self.init(
             seq: seq, kind: kind, press: press, reason: reason, device: device, deviceText: text, key: key,
             kernelTime: kernelTime, receiveTime: receiveTime)
-    }
-
-    public var phase: Phase? {
-        switch kind {
-        case .capture(_, let p), .focus(let p): p
-        case .slider: nil
-        }
     }
 
     /// `"device":{...},"key":{...},"kernelTime":N,"receiveTime":N}\n`, shared by all clients.

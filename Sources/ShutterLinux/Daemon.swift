@@ -8,8 +8,6 @@ public let shutterdVersion = "0.1.0"
 public struct DaemonOptions {
     public var socketPath: String
     public var config: Config
-    /// Whether the listening socket may come from systemd (LISTEN_FDS).
-    public var socketActivation = true
 
     public init(socketPath: String, config: Config = Config()) {
         self.socketPath = socketPath
@@ -56,7 +54,7 @@ public final class Daemon {
         do {
             loop = try EventLoop()
             signals = try SignalSource([SIGTERM, SIGINT, SIGHUP])
-            if options.socketActivation, let fd = try Systemd.listenSocket() {
+            if let fd = try Systemd.listenSocket() {
                 listener = UnixListener(adopting: fd, path: options.socketPath)
                 Log.info("listening on the socket passed by systemd")
             } else {

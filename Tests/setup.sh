@@ -1,10 +1,12 @@
 #!/bin/sh
-# Installs what building and testing shutterd needs on Debian 12: the C libraries' -dev
-# packages, and the tools the unit, rule and man page checks use. The kernel rig installs
-# its own (Tests/rig/setup.sh). Idempotent; needs root only when something is missing.
+# Installs the Debian packages named as arguments, or without arguments what building and
+# testing shutterd needs on Debian 12: the C libraries' -dev packages, and the tools the
+# unit, rule and man page checks use. The kernel rig (Tests/rig/setup.sh) and the benchmark
+# (bench/run.sh) call it with their own lists. Idempotent; needs root only when something
+# is missing.
 set -eu
 
-PACKAGES="pkg-config libevdev-dev libudev-dev libsystemd-dev make systemd udev util-linux groff-base man-db"
+PACKAGES=${*:-pkg-config libevdev-dev libudev-dev libsystemd-dev make systemd udev util-linux groff-base man-db}
 
 missing=""
 for p in $PACKAGES; do

@@ -37,19 +37,10 @@ die() { echo "bench: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (reads /boot/vmlinuz-*, installs packages)"
 
 sh "$RIG/setup.sh" || die "Tests/rig/setup.sh failed"
-missing=
 PKGS="acpid lirc gcc libc6-dev linux-libc-dev"
 [ -n "$PROFILE" ] && PKGS="$PKGS valgrind"
-for p in $PKGS; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
-if [ -n "$missing" ]; then
-    echo "bench: installing:$missing"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q
-    # shellcheck disable=SC2086
-    apt-get install -y -q --no-install-recommends $missing
-fi
+# shellcheck disable=SC2086
+sh "$RIG/../setup.sh" $PKGS || die "installing$PKGS failed"
 
 SWIFT=${SWIFT:-swift}
 command -v "$SWIFT" >/dev/null || [ ! -x /opt/swift/usr/bin/swift ] || SWIFT=/opt/swift/usr/bin/swift

@@ -16,19 +16,8 @@ if [ "$(id -u)" != 0 ]; then
     exit 77
 fi
 
-missing=""
-for p in $APT_PACKAGES; do
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-        missing="$missing $p"
-    fi
-done
-if [ -n "$missing" ]; then
-    echo "setup.sh: installing:$missing"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q
-    # shellcheck disable=SC2086
-    apt-get install -y -q --no-install-recommends $missing
-fi
+# shellcheck disable=SC2086
+sh "$(dirname "$0")/../setup.sh" $APT_PACKAGES
 
 # Debian's own interpreter, not whatever python3 comes first on PATH: the venv must work
 # for a plain root shell and inside the guest.

@@ -5,6 +5,23 @@ public struct ConfigError: Error, Equatable, CustomStringConvertible {
     public var description: String { line.map { "line \($0): \(message)" } ?? message }
 }
 
+/// What one client may make the daemon hold, and how many clients there may be: together
+/// they bound the daemon's memory (see shutterd(8), "Limits").
+public struct ClientLimits: Equatable, Sendable {
+    /// Messages a client may fall behind by before it is dropped.
+    public var queueMessages = 1024
+    /// Bytes of messages a client may fall behind by before it is dropped.
+    public var queueBytes = 262_144
+    /// Clients connected at once; more are refused with `tooManyClients`.
+    public var maxClients = 1024
+
+    public static let queueMessagesRange = 16...1_000_000
+    public static let queueBytesRange = 65_536...268_435_456
+    public static let maxClientsRange = 1...65_536
+
+    public init() {}
+}
+
 /// One `[device]` section: which devices it matches and what it changes.
 public struct DeviceRule: Equatable, Sendable {
     public var line: Int
@@ -37,8 +54,8 @@ public struct DeviceRule: Equatable, Sendable {
 ///     match-product = 0040
 ///     kind = remote
 public struct Config: Equatable, Sendable {
-    /// Messages a client may fall behind by before it is dropped.
-    public var queueLimit = 1024
+    /// What one client may make the daemon hold.
+    public var limits = ClientLimits()
     /// Users (names or uids) allowed to connect; empty = everyone who can open the socket.
     public var allowUsers: [String] = []
     /// Groups (names or gids) allowed to connect.
@@ -105,12 +122,9 @@ public struct Config: Equatable, Sendable {
     mutating func setDaemon(_ key: String, _ value: String, line: Int) throws(ConfigError) {
         let words = value.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "\t" }).map(String.init)
         switch key {
-        case "queue-limit":
-            guard let n = Int(value), n >= 16, n <= 1_000_000 else {
-                throw ConfigError(
-                    line: line, message: "queue-limit must be a whole number from 16 to 1000000, not '\(value)'")
-            }
-            queueLimit = n
+        case "queue-limit": limits.queueMessages = try Self.number(value, key, line, ClientLimits.queueMessagesRange)
+        case "queue-bytes": limits.queueBytes = try Self.number(value, key, line, ClientLimits.queueBytesRange)
+        case "max-clients": limits.maxClients = try Self.number(value, key, line, ClientLimits.maxClientsRange)
         case "allow-users": allowUsers = words
         case "allow-groups": allowGroups = words
         case "grab-users": grabUsers = words
@@ -119,7 +133,7 @@ public struct Config: Equatable, Sendable {
             throw ConfigError(
                 line: line,
                 message:
-                    "unknown [daemon] setting '\(key)' (known: queue-limit, allow-users, allow-groups, grab-users, grab-groups)"
+                    "unknown [daemon] setting '\(key)' (known: queue-limit, queue-bytes, max-clients, allow-users, allow-groups, grab-users, grab-groups)"
             )
         }
     }
@@ -141,6 +155,17 @@ public struct Config: Equatable, Sendable {
             }
         }
         devices[devices.count - 1] = rule
+    }
+
+    static func number(_ value: String, _ key: String, _ line: Int, _ range: ClosedRange<Int>) throws(ConfigError)
+        -> Int
+    {
+        guard value.allSatisfy(\.isASCII), let n = Int(value), range.contains(n) else {
+            throw ConfigError(
+                line: line,
+                message: "\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(value)'")
+        }
+        return n
     }
 
     static func hex16(_ value: String, _ key: String, _ line: Int) throws(ConfigError) -> UInt16 {

@@ -52,6 +52,15 @@ public enum JSON: Equatable, Sendable {
     public var arrayValue: [JSON]? { if case .array(let a) = self { return a } else { return nil } }
     public var objectValue: [(String, JSON)]? { if case .object(let o) = self { return o } else { return nil } }
 
+    /// Containers inside containers: 0 for a scalar, 1 for `[1]`, 2 for `[[1]]`.
+    public var depth: Int {
+        switch self {
+        case .array(let items): 1 + (items.map(\.depth).max() ?? 0)
+        case .object(let members): 1 + (members.map(\.1.depth).max() ?? 0)
+        default: 0
+        }
+    }
+
     /// A short name of the value's type, for error messages.
     public var typeName: String {
         switch self {
@@ -145,12 +154,20 @@ extension JSON {
     /// Parses one JSON value that must fill `bytes` (surrounding white space allowed).
     /// Nesting is limited to 64 levels so a hostile request cannot exhaust the stack.
     public static func parse<C: Collection>(_ bytes: C) throws(JSONParseError) -> JSON where C.Element == UInt8 {
+        try parseWithSpans(bytes).value
+    }
+
+    /// Parses like `parse`, and also returns the exact text of each member value of the
+    /// outermost object (when it is one), by name.
+    public static func parseWithSpans<C: Collection>(_ bytes: C) throws(JSONParseError) -> (
+        value: JSON, members: [String: ArraySlice<UInt8>]
+    ) where C.Element == UInt8 {
         var parser = JSONParser(bytes: Array(bytes))
         parser.skipSpace()
         let value = try parser.value(depth: 0)
         parser.skipSpace()
         if parser.index < parser.bytes.count { throw parser.error("unexpected text after the value") }
-        return value
+        return (value, parser.topLevelSpans.mapValues { parser.bytes[$0] })
     }
 
     public static func parse(_ text: String) throws(JSONParseError) -> JSON {
@@ -161,14 +178,25 @@ extension JSON {
 struct JSONParser {
     let bytes: [UInt8]
     var index = 0
+    /// Where each member value of the outermost object lies in `bytes` (the last of
+    /// duplicates): what lets a reply echo a request's `id` exactly as it was written.
+    var topLevelSpans: [String: Range<Int>] = [:]
     static let maxDepth = 64
+    /// Members one object may have. Requests have a handful; the bound keeps a hostile
+    /// object's cost and size known.
+    static let maxMembers = 1024
 
     init(bytes: [UInt8]) { self.bytes = bytes }
 
     func error(_ reason: String) -> JSONParseError { JSONParseError(reason: reason, offset: index) }
 
     mutating func skipSpace() {
-        while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
     }
 
     func describeHere() -> String {
@@ -215,6 +243,7 @@ struct JSONParser {
         try checkDepth(depth)
         index += 1
         var members: [(String, JSON)] = []
+        var positions: [String: Int] = [:]
         skipSpace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
@@ -232,10 +261,23 @@ struct JSONParser {
             }
             index += 1
             skipSpace()
+            let valueStart = index
             let v = try value(depth: depth + 1)
-            if let existing = members.firstIndex(where: { $0.0 == key }) {
-                members[existing].1 = v  // The last of duplicate names wins, as in most parsers.
+            if depth == 0 { topLevelSpans[key] = valueStart..<index }
+            // The last of duplicate names wins, as in most parsers. Small objects (every
+            // request) are searched; larger ones are indexed, so n members cost O(n).
+            if let existing = members.count < 16 ? members.firstIndex(where: { $0.0 == key }) : positions[key] {
+                members[existing].1 = v
             } else {
+                guard members.count < Self.maxMembers else {
+                    throw error("object with more than \(Self.maxMembers) members")
+                }
+                if members.count >= 15 {
+                    if members.count == 15 {
+                        for (i, m) in members.enumerated() { positions[m.0] = i }
+                    }
+                    positions[key] = members.count
+                }
                 members.append((key, v))
             }
             skipSpace()

@@ -24,19 +24,34 @@ public enum Request: Equatable, Sendable {
 
 /// The error codes of an `error` message.
 public enum ErrorCode: String, Sendable {
-    case lineTooLong, invalidJSON, unknownRequest, invalidRequest, notPermitted
+    case lineTooLong, invalidJSON, unknownRequest, invalidRequest, notPermitted, tooManyClients
 
     /// Whether the connection is closed after this error.
-    public var closes: Bool { self == .lineTooLong || self == .invalidJSON }
+    public var closes: Bool { self == .lineTooLong || self == .invalidJSON || self == .tooManyClients }
+}
+
+/// A request's `id`: the exact JSON text the client wrote, echoed byte for byte in the
+/// reply, never re-serialised (a `1e15` comes back as `1e15`). Bounded in size and depth,
+/// so what a client can make the daemon repeat is small.
+public struct RequestID: Equatable, Sendable, ExpressibleByStringLiteral {
+    public let text: [UInt8]
+    /// The longest id, in bytes of JSON text.
+    public static let maxBytes = 256
+    /// The deepest id: containers inside containers.
+    public static let maxDepth = 8
+
+    public init<C: Collection>(_ text: C) where C.Element == UInt8 { self.text = Array(text) }
+    public init(_ text: String) { self.text = Array(text.utf8) }
+    public init(stringLiteral text: String) { self.init(text) }
 }
 
 /// A request that cannot be carried out, with what to tell the client.
 public struct RequestError: Error, Equatable {
     public var code: ErrorCode
     public var message: String
-    public var id: JSON?
+    public var id: RequestID?
 
-    public init(_ code: ErrorCode, _ message: String, id: JSON? = nil) {
+    public init(_ code: ErrorCode, _ message: String, id: RequestID? = nil) {
         self.code = code
         self.message = message
         self.id = id
@@ -46,22 +61,35 @@ public struct RequestError: Error, Equatable {
 /// A parsed request line: the request and the id to echo.
 public struct RequestLine: Equatable {
     public var request: Request
-    public var id: JSON?
+    public var id: RequestID?
 }
 
 extension RequestLine {
     /// Parses one request line (without its newline).
     public static func parse<C: Collection>(_ line: C) -> Result<RequestLine, RequestError> where C.Element == UInt8 {
         let value: JSON
+        let spans: [String: ArraySlice<UInt8>]
         do {
-            value = try JSON.parse(line)
+            (value, spans) = try JSON.parseWithSpans(line)
         } catch {
             return .failure(RequestError(.invalidJSON, "request is not valid JSON: \(error)"))
         }
         guard case .object = value else {
             return .failure(RequestError(.invalidJSON, "request must be a JSON object, not \(value.typeName)"))
         }
-        let id = value["id"]
+        var id: RequestID?
+        if let text = spans["id"] {
+            guard text.count <= RequestID.maxBytes else {
+                return .failure(
+                    RequestError(
+                        .invalidRequest, "\"id\" is \(text.count) bytes of JSON; at most \(RequestID.maxBytes) are echoed"))
+            }
+            guard let v = value["id"], v.depth <= RequestID.maxDepth else {
+                return .failure(
+                    RequestError(.invalidRequest, "\"id\" is nested more than \(RequestID.maxDepth) levels deep"))
+            }
+            id = RequestID(text)
+        }
         guard let type = value["type"] else {
             return .failure(RequestError(.invalidRequest, "request has no \"type\" field", id: id))
         }
@@ -81,10 +109,21 @@ extension RequestLine {
         default:
             return .failure(
                 RequestError(
-                    .unknownRequest, "unknown request type \"\(typeName)\" (known: setInteraction, listDevices, ping)",
-                    id: id))
+                    .unknownRequest,
+                    "unknown request type \(quoted(typeName)) (known: setInteraction, listDevices, ping)", id: id))
         }
     }
+}
+
+/// A client's string as it may appear in a message or the log: in JSON's quotes and
+/// escapes (no control character survives: a newline is `\\n`), cut after `limit`
+/// characters with a note of how long it was.
+public func quoted(_ s: String, limit: Int = 64) -> String {
+    var out: [UInt8] = []
+    let cut = s.count > limit
+    JSON.writeString(cut ? String(s.prefix(limit)) : s, into: &out)
+    let text = String(decoding: out, as: UTF8.self)
+    return cut ? text + "... (\(s.utf8.count) bytes)" : text
 }
 
 /// What is wrong with a field of a request.
@@ -112,7 +151,7 @@ extension Interaction {
             default:
                 throw FieldError(
                     message:
-                        "unknown field \"interaction.\(key)\" (known: enabled, primary, secondary, defaultCaptureSoundDisabled, grab, filter, slider)"
+                        "unknown field \(quoted("interaction." + key)) (known: enabled, primary, secondary, defaultCaptureSoundDisabled, grab, filter, slider)"
                 )
             }
         }
@@ -134,13 +173,14 @@ extension Filter {
         }
         for (key, value) in members {
             let path = "interaction.filter.\(key)"
+            let name = quoted(path)
             guard let items = value.arrayValue else {
-                throw FieldError(message: "\"\(path)\" must be an array of strings, not \(value.typeName)")
+                throw FieldError(message: "\(name) must be an array of strings, not \(value.typeName)")
             }
             var strings: [String] = []
             for item in items {
                 guard let s = item.stringValue else {
-                    throw FieldError(message: "\"\(path)\" must hold strings only, found \(item.typeName)")
+                    throw FieldError(message: "\(name) must hold strings only, found \(item.typeName)")
                 }
                 strings.append(s)
             }
@@ -151,7 +191,7 @@ extension Filter {
             case "keys":
                 for s in strings where !(s.hasPrefix("KEY_") || s.hasPrefix("BTN_") || s.hasPrefix("REL_")) {
                     throw FieldError(
-                        message: "\"\(path)\": \"\(s)\" is not a libevdev key or axis name (KEY_..., BTN_..., REL_...)")
+                        message: "\(name): \(quoted(s)) is not a libevdev key or axis name (KEY_..., BTN_..., REL_...)")
                 }
                 keys = strings
             case "kinds":
@@ -160,13 +200,13 @@ extension Filter {
                     guard let k = DeviceKind(rawValue: s) else {
                         throw FieldError(
                             message:
-                                "\"\(path)\": unknown kind \"\(s)\" (known: \(DeviceKind.allCases.map(\.rawValue).joined(separator: ", ")))"
+                                "\(name): unknown kind \(quoted(s)) (known: \(DeviceKind.allCases.map(\.rawValue).joined(separator: ", ")))"
                         )
                     }
                     kinds.append(k)
                 }
             default:
-                throw FieldError(message: "unknown field \"\(path)\" (known: devices, names, buses, kinds, keys)")
+                throw FieldError(message: "unknown field \(name) (known: devices, names, buses, kinds, keys)")
             }
         }
     }
@@ -181,7 +221,7 @@ extension SliderRange {
         var valueSet = false
         for (key, v) in members {
             guard let n = v.intValue else {
-                throw FieldError(message: "\"interaction.slider.\(key)\" must be an integer, not \(v.typeName)")
+                throw FieldError(message: "\(quoted("interaction.slider." + key)) must be an integer, not \(v.typeName)")
             }
             switch key {
             case "min": min = n
@@ -189,7 +229,7 @@ extension SliderRange {
             case "value":
                 value = n
                 valueSet = true
-            default: throw FieldError(message: "unknown field \"interaction.slider.\(key)\" (known: min, max, value)")
+            default: throw FieldError(message: "unknown field \(quoted("interaction.slider." + key)) (known: min, max, value)")
             }
         }
         guard min <= max else { throw FieldError(message: "\"interaction.slider\": min \(min) is above max \(max)") }
@@ -225,30 +265,55 @@ public enum Message {
             ]))
     }
 
-    public static func reply(_ request: Request, id: JSON?, _ extra: [(String, JSON)] = []) -> [UInt8] {
-        var m: [(String, JSON)] = [("type", .string("reply")), ("request", .string(request.name))]
-        if let id { m.append(("id", id)) }
-        m.append(contentsOf: extra)
-        return line(.object(m))
+    public static func reply(_ request: Request, id: RequestID?, _ extra: [(String, JSON)] = []) -> [UInt8] {
+        line([("type", .string("reply")), ("request", .string(request.name))], id: id, extra)
     }
 
     public static func error(_ e: RequestError) -> [UInt8] {
-        var m: [(String, JSON)] = [
-            ("type", .string("error")), ("code", .string(e.code.rawValue)), ("message", .string(e.message)),
-        ]
-        if let id = e.id { m.append(("id", id)) }
-        return line(.object(m))
+        line(
+            [("type", .string("error")), ("code", .string(e.code.rawValue)), ("message", .string(e.message))],
+            id: e.id, [])
+    }
+
+    /// An object line: `head`, the id as the client wrote it, then `tail`.
+    static func line(_ head: [(String, JSON)], id: RequestID?, _ tail: [(String, JSON)]) -> [UInt8] {
+        var out: [UInt8] = []
+        func name(_ key: String) {
+            out.append(out.isEmpty ? UInt8(ascii: "{") : UInt8(ascii: ","))
+            JSON.writeString(key, into: &out)
+            out.append(UInt8(ascii: ":"))
+        }
+        for (key, value) in head {
+            name(key)
+            value.write(into: &out)
+        }
+        if let id {
+            name("id")
+            out.append(contentsOf: id.text)
+        }
+        for (key, value) in tail {
+            name(key)
+            value.write(into: &out)
+        }
+        out.append(contentsOf: [UInt8(ascii: "}"), 0x0A])
+        return out
     }
 
     public static func device(added: Bool, _ device: JSON) -> [UInt8] {
         line(.object([("type", .string(added ? "deviceAdded" : "deviceRemoved")), ("device", device)]))
     }
 
-    public static func overflow(limit: Int) -> [UInt8] {
+    /// The last message to a client that fell behind: how far, and the limits it passed.
+    public static func overflow(queued: Int, bytes: Int, limits: ClientLimits) -> [UInt8] {
         line(
             .object([
-                ("type", .string("overflow")), ("queued", .int(Int64(limit))),
-                ("message", .string("client fell behind by more than \(limit) messages; disconnecting")),
+                ("type", .string("overflow")), ("queued", .int(Int64(queued))), ("bytes", .int(Int64(bytes))),
+                (
+                    "message",
+                    .string(
+                        "client fell behind by \(queued) messages, \(bytes) bytes (limits: \(limits.queueMessages) messages, \(limits.queueBytes) bytes); disconnecting"
+                    )
+                ),
             ]))
     }
 }

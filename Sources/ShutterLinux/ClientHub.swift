@@ -26,13 +26,16 @@ public final class ClientHub {
         var queue: OutboundQueue
         /// Being closed: nothing more is queued, what is queued is flushed, then it closes.
         var closing = false
+        /// When a closing client is closed whether or not it read its last messages.
         var closeDeadline: Int64 = 0
         var watchingWritable = false
+        /// Has requests left over from its last turn (in `backlog`).
+        var inBacklog = false
 
-        init(serial: Int, fd: Int32, peer: PeerCredentials?, queueLimit: Int, mayGrab: Bool) {
+        init(serial: Int, fd: Int32, peer: PeerCredentials?, limits: ClientLimits, mayGrab: Bool) {
             self.fd = fd
             self.peer = peer
-            self.queue = OutboundQueue(limit: queueLimit)
+            self.queue = OutboundQueue(limit: limits.queueMessages, byteLimit: limits.queueBytes)
             self.mayGrab = mayGrab
             // The serial tells apart clients that get the same descriptor number in turn.
             label = "client \(serial) fd=\(fd)" + (peer.map { " pid=\($0.pid) uid=\($0.uid)" } ?? "")
@@ -42,7 +45,7 @@ public final class ClientHub {
     let loop: EventLoop
     let listener: UnixListener
     let access: AccessPolicy
-    let queueLimit: Int
+    let limits: ClientLimits
     let closeTimer: Timer
     public weak var delegate: ClientHubDelegate?
     var clients: [Int32: Client] = [:]
@@ -51,16 +54,38 @@ public final class ClientHub {
     /// How long a client being closed may take to read its last messages (the overflow
     /// notice waits behind what the kernel already holds for a client that stopped reading).
     public var closeGrace: Int64 = 120_000_000
+    /// When `closeTimer` is armed for (the earliest deadline of the closing clients).
+    var closeTimerDue: Int64?
+    /// Clients with requests left over from their last turn, served in order after the
+    /// ready descriptors, one turn each per round.
+    var backlog: [Client] = []
+    /// One client's turn: at most this many request lines and bytes, then the next client.
+    public var linesPerTurn = 256
+    public var bytesPerTurn = 65536
+    /// A descriptor held in reserve: at the process's descriptor limit it is closed for a
+    /// moment so that a waiting connection can be accepted, told why, and closed, rather
+    /// than left queued with the listener readable forever (a busy loop).
+    var reserve: Int32 = -1
+    /// Connections refused since the limit was reached (nil: not at a limit).
+    var refusedAtLimit: Int?
 
-    public init(loop: EventLoop, listener: UnixListener, access: AccessPolicy, queueLimit: Int) throws(SystemError) {
+    public init(loop: EventLoop, listener: UnixListener, access: AccessPolicy, limits: ClientLimits) throws(SystemError) {
         self.loop = loop
         self.listener = listener
         self.access = access
-        self.queueLimit = queueLimit
+        self.limits = limits
         closeTimer = try Timer()
+        reserve = Self.openReserve()
         try loop.add(listener.raw, events: EventLoop.readable) { [unowned self] _ in acceptClients() }
         try loop.add(closeTimer.raw, events: EventLoop.readable) { [unowned self] _ in closeTimerFired() }
+        loop.deferredWork = { [unowned self] in serveBacklog() }
     }
+
+    deinit {
+        if reserve >= 0 { close(reserve) }
+    }
+
+    static func openReserve() -> Int32 { open("/dev/null", O_RDONLY | O_CLOEXEC) }
 
     public var count: Int { clients.count }
 
@@ -80,37 +105,95 @@ public final class ClientHub {
     }
 
     func acceptClients() {
-        while let fd = listener.accept() {
-            let peer = UnixSocket.peerCredentials(fd)
-            accepted += 1
-            let client = Client(
-                serial: accepted, fd: fd, peer: peer, queueLimit: queueLimit, mayGrab: peer.map(access.mayGrab) ?? false
-            )
-            if let peer, !access.mayConnect(peer) {
-                Log.info("\(client.label): refused, not in allow-users or allow-groups")
+        while true {
+            let fd: Int32
+            do {
+                guard let accepted = try listener.accept() else { return }
+                fd = accepted
+            } catch {
+                guard [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(error.errno) else {
+                    Log.error("\(error), ignoring")
+                    return
+                }
+                guard refuseAtLimit(error) else { return }
+                continue
+            }
+            if let refused = refusedAtLimit {
+                Log.info("accepting clients again (\(refused) refused at the limit)")
+                refusedAtLimit = nil
+            }
+            admit(fd)
+        }
+    }
+
+    /// At a descriptor or memory limit: accepts one waiting connection with the reserve
+    /// descriptor, tells it why, and closes it, so the listener does not stay readable with
+    /// nothing done (a busy loop). Logs once per episode. False when nothing more can be
+    /// done now; without a reserve the listener is paused until a client leaves.
+    func refuseAtLimit(_ error: SystemError) -> Bool {
+        if refusedAtLimit == nil {
+            Log.error("\(error): refusing new clients until some leave (\(clients.count) connected)")
+            refusedAtLimit = 0
+        }
+        if reserve >= 0 {
+            close(reserve)
+            reserve = -1
+            if let fd = try? listener.accept() {
+                refusedAtLimit! += 1
                 let e = RequestError(
-                    .notPermitted,
-                    "uid \(peer.uid) is not allowed to use shutterd (see allow-users and allow-groups in shutterd.conf)"
-                )
+                    .tooManyClients,
+                    "shutterd cannot take another client now (\(String(cString: strerror(error.errno)))); try again later")
                 _ = try? UnixSocket.send(fd, [Message.error(e)[...]])
                 close(fd)
-                continue
+                reserve = Self.openReserve()
+                if reserve >= 0 { return true }
+            } else {
+                reserve = Self.openReserve()
+                if reserve >= 0 { return false }
             }
-            do {
-                try loop.add(fd, events: EventLoop.readable) { [unowned self, unowned client] events in
-                    clientReady(client, events)
-                }
-            } catch {
-                Log.error("\(client.label): \(error), ignoring")
-                close(fd)
-                continue
-            }
-            clients[fd] = client
-            Log.info("\(client.label): connected")
-            send(client, Message.hello(version: shutterdVersion, devices: delegate?.deviceList ?? []))
-            flush(client)
-            delegate?.clientCountChanged()
         }
+        loop.modify(listener.raw, events: 0)
+        return false
+    }
+
+    func admit(_ fd: Int32) {
+        let peer = UnixSocket.peerCredentials(fd)
+        accepted += 1
+        let client = Client(
+            serial: accepted, fd: fd, peer: peer, limits: limits, mayGrab: peer.map(access.mayGrab) ?? false)
+        if let peer, !access.mayConnect(peer) {
+            Log.info("\(client.label): refused, not in allow-users or allow-groups")
+            let e = RequestError(
+                .notPermitted,
+                "uid \(peer.uid) is not allowed to use shutterd (see allow-users and allow-groups in shutterd.conf)"
+            )
+            _ = try? UnixSocket.send(fd, [Message.error(e)[...]])
+            close(fd)
+            return
+        }
+        if clients.count >= limits.maxClients {
+            Log.info("\(client.label): refused, \(clients.count) clients are connected (max-clients)")
+            let e = RequestError(
+                .tooManyClients,
+                "shutterd has \(clients.count) clients, its limit (max-clients in shutterd.conf); try again later")
+            _ = try? UnixSocket.send(fd, [Message.error(e)[...]])
+            close(fd)
+            return
+        }
+        do {
+            try loop.add(fd, events: EventLoop.readable) { [unowned self, unowned client] events in
+                clientReady(client, events)
+            }
+        } catch {
+            Log.error("\(client.label): \(error), ignoring")
+            close(fd)
+            return
+        }
+        clients[fd] = client
+        Log.info("\(client.label): connected")
+        send(client, Message.hello(version: shutterdVersion, devices: delegate?.deviceList ?? []))
+        flush(client)
+        delegate?.clientCountChanged()
     }
 
     func clientReady(_ client: Client, _ events: UInt32) {
@@ -120,15 +203,54 @@ public final class ClientHub {
             closeClient(client, why: "disconnected before reading its last messages")
             return
         }
-        if events & (EventLoop.readable | EventLoop.hangup) != 0 { readRequests(client) }
+        // A client with a backlog is served in its turn, after the others.
+        if events & (EventLoop.readable | EventLoop.hangup) != 0 && !client.inBacklog { serve(client) }
     }
 
-    /// Reads and answers what the client sent. At most a few reads per wake-up: the loop is
-    /// level-triggered, so a client that keeps sending is served again after the others.
-    func readRequests(_ client: Client) {
-        var reads = 0
-        while !client.closing && reads < 8 {
-            reads += 1
+    /// One turn of each client with a backlog; true while some backlog is left.
+    func serveBacklog() -> Bool {
+        guard !backlog.isEmpty else { return false }
+        let round = backlog
+        backlog.removeAll(keepingCapacity: true)
+        for client in round {
+            client.inBacklog = false
+            if clients[client.fd] === client { serve(client) }
+        }
+        return !backlog.isEmpty
+    }
+
+    /// One turn of a client: answers its requests, reading the socket at most once, up to
+    /// `linesPerTurn` lines or `bytesPerTurn` bytes. What is left waits for the next round,
+    /// so one client's flood delays the others by one turn at most. Lines are split in
+    /// linear time (LineReader), blank ones included.
+    func serve(_ client: Client) {
+        var lines = 0
+        var bytes = 0
+        var didRead = false
+        while !client.closing {
+            if lines >= linesPerTurn || bytes >= bytesPerTurn {
+                client.inBacklog = true
+                backlog.append(client)
+                return
+            }
+            if let item = client.reader.next() {
+                switch item {
+                case .tooLong:
+                    refuse(
+                        client, RequestError(.lineTooLong, "request line longer than \(maxRequestLine) bytes; closing"))
+                case .line(let line):
+                    lines += 1
+                    bytes += line.count + 1
+                    if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
+                    switch RequestLine.parse(line) {
+                    case .success(let r): handle(r, from: client)
+                    case .failure(let e): refuse(client, e)
+                    }
+                }
+                continue
+            }
+            if didRead { return }
+            didRead = true
             let n: Int?
             do {
                 n = try UnixSocket.receive(client.fd, into: &readBuffer)
@@ -142,19 +264,6 @@ public final class ClientHub {
                 return
             }
             client.reader.append(readBuffer[0..<n])
-            while !client.closing, let item = client.reader.next() {
-                switch item {
-                case .tooLong:
-                    refuse(
-                        client, RequestError(.lineTooLong, "request line longer than \(maxRequestLine) bytes; closing"))
-                case .line(let line):
-                    if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
-                    switch RequestLine.parse(line) {
-                    case .success(let r): handle(r, from: client)
-                    case .failure(let e): refuse(client, e)
-                    }
-                }
-            }
         }
     }
 
@@ -196,17 +305,25 @@ public final class ClientHub {
     func send(_ client: Client, _ message: [UInt8]) {
         guard !client.closing else { return }
         if !client.queue.push(message) {
-            Log.info("\(client.label): fell behind by \(client.queue.limit) messages, disconnecting")
+            let q = client.queue
+            Log.info(
+                "\(client.label): fell behind by \(q.count) messages, \(q.bytes) bytes (limits \(q.limit), \(q.byteLimit)), disconnecting"
+            )
             client.queue.discardUnstarted()
-            client.queue.pushFinal(Message.overflow(limit: client.queue.limit))
+            client.queue.pushFinal(Message.overflow(queued: q.count, bytes: q.bytes, limits: limits))
             startClosing(client)
         }
     }
 
     func startClosing(_ client: Client) {
         client.closing = true
-        client.closeDeadline = monotonicMicros() + closeGrace
-        closeTimer.arm(after: UInt64(closeGrace))
+        let now = monotonicMicros()
+        client.closeDeadline = now + closeGrace
+        // Each closing client keeps its own deadline: the timer is only ever brought forward.
+        if closeTimerDue.map({ client.closeDeadline < $0 }) ?? true {
+            closeTimerDue = client.closeDeadline
+            closeTimer.arm(after: UInt64(max(1, client.closeDeadline - now)))
+        }
         // A client being closed no longer counts towards a grab.
         if client.session.interaction.grab { delegate?.grabWishesChanged() }
     }
@@ -243,6 +360,11 @@ public final class ClientHub {
         if let why { Log.info("\(client.label): \(why)") }
         if client.session.interaction.grab { delegate?.grabWishesChanged() }
         delegate?.clientCountChanged()
+        // A descriptor is free again: a listener paused at the limit may accept.
+        if reserve < 0 {
+            reserve = Self.openReserve()
+            loop.modify(listener.raw, events: EventLoop.readable)
+        }
     }
 
     func closeTimerFired() {
@@ -256,6 +378,7 @@ public final class ClientHub {
                 next = min(next ?? client.closeDeadline, client.closeDeadline)
             }
         }
+        closeTimerDue = next
         if let next { closeTimer.arm(after: UInt64(next - now)) }
     }
 

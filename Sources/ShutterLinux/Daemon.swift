@@ -74,7 +74,7 @@ public final class Daemon {
             try loop.add(signals.raw, events: EventLoop.readable) { [unowned self] _ in signalReady() }
             hub = try ClientHub(
                 loop: loop, listener: listener, access: AccessPolicy(options.config),
-                queueLimit: options.config.queueLimit)
+                limits: options.config.limits)
             hub.delegate = self
             for record in present { addDevice(record) }
             if let usec = Systemd.watchdogMicros() {

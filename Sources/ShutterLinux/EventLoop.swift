@@ -10,6 +10,11 @@ public final class EventLoop {
     var handlers: [Int32: Handler] = [:]
     var running = false
     var ready = [epoll_event](repeating: epoll_event(), count: 64)
+    /// Work a handler left for later so as not to keep others waiting (a client's backlog of
+    /// requests). Run after every batch of ready descriptors; while it returns true (more is
+    /// left), the loop polls instead of sleeping.
+    public var deferredWork: (() -> Bool)?
+    var workLeft = false
 
     public static let readable = EPOLLIN.rawValue
     public static let writable = EPOLLOUT.rawValue
@@ -49,7 +54,7 @@ public final class EventLoop {
     /// handlers; returns how many were ready. Tests step the loop with it.
     @discardableResult
     public func runOnce(timeout: Int32) throws(SystemError) -> Int {
-        let n = epoll_wait(epoll.raw, &ready, Int32(ready.count), timeout)
+        let n = epoll_wait(epoll.raw, &ready, Int32(ready.count), workLeft ? 0 : timeout)
         if n < 0 {
             if errno == EINTR { return 0 }
             throw SystemError("epoll_wait", errno: errno)
@@ -60,6 +65,8 @@ public final class EventLoop {
             guard let handler = handlers[fd] else { continue }
             handler(ready[i].events)
         }
-        return Int(n)
+        let deferred = workLeft
+        workLeft = deferredWork?() ?? false
+        return Int(n) + (deferred || workLeft ? 1 : 0)
     }
 }

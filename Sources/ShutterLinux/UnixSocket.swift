@@ -157,16 +157,16 @@ public final class UnixListener {
         }
     }
 
-    /// Accepts one pending connection (non-blocking, close-on-exec), or nil.
-    public func accept() -> Int32? {
+    /// Accepts one pending connection (non-blocking, close-on-exec), or nil when none is
+    /// pending. Throws what else went wrong (EMFILE at the descriptor limit, among others).
+    public func accept() throws(SystemError) -> Int32? {
         while true {
             let c = shutterd_accept4(fd.raw)
             if c >= 0 { return c }
-            if errno == EINTR || errno == ECONNABORTED { continue }
-            if errno != EAGAIN && errno != EWOULDBLOCK {
-                Log.error("accept on \(path): \(String(cString: strerror(errno))), ignoring")
-            }
-            return nil
+            let e = errno
+            if e == EINTR || e == ECONNABORTED { continue }
+            if e == EAGAIN || e == EWOULDBLOCK { return nil }
+            throw SystemError("accept", errno: e, subject: path)
         }
     }
 

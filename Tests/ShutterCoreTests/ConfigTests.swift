@@ -53,7 +53,7 @@ struct ConfigTests {
     func defaults() throws {
         let c = try parse("")
         #expect(c == Config())
-        #expect(c.queueLimit == 1024)
+        #expect(c.limits.queueMessages == 1024)
         #expect(c.devices.isEmpty)
         #expect(try parse("\n# nothing\n   \n") == Config())
     }
@@ -61,7 +61,7 @@ struct ConfigTests {
     @Test("a full example is read")
     func fullExample() throws {
         let c = try parse(example)
-        #expect(c.queueLimit == 256)
+        #expect(c.limits.queueMessages == 256)
         #expect(c.allowUsers == ["alice", "bob"])
         #expect(c.allowGroups == ["video"])
         #expect(c.grabUsers == ["alice"])
@@ -141,7 +141,7 @@ struct ConfigTests {
 
     @Test("queue-limit takes 16 to 1000000", arguments: [16, 17, 1024, 1_000_000])
     func queueLimitGood(_ n: Int) throws {
-        #expect(try parse("[daemon]\nqueue-limit = \(n)").queueLimit == n)
+        #expect(try parse("[daemon]\nqueue-limit = \(n)").limits.queueMessages == n)
     }
 
     @Test("queue-limit refuses anything else", arguments: ["15", "0", "-1", "1000001", "1e3", "many", "", "64 kb"])
@@ -160,7 +160,7 @@ struct ConfigTests {
             ("[daemon]\nqueue-limit 32\n", 2, "expected 'key = value', found 'queue-limit 32'"),
             (
                 "[daemon]\n\n\nverbose = 1\n", 4,
-                "unknown [daemon] setting 'verbose' (known: queue-limit, allow-users, allow-groups, grab-users, grab-groups)"
+                "unknown [daemon] setting 'verbose' (known: queue-limit, queue-bytes, max-clients, allow-users, allow-groups, grab-users, grab-groups)"
             ),
             (
                 "[device]\nmatch-name = x\ncolour = red\n", 3,
@@ -194,7 +194,7 @@ struct ConfigTests {
     @Test("comments may follow a value; spaces and tabs around names and values are trimmed")
     func commentsAndSpaces() throws {
         let c = try parse("  [daemon]  # the daemon\n\tqueue-limit\t=\t64\t# more\n")
-        #expect(c.queueLimit == 64)
+        #expect(c.limits.queueMessages == 64)
     }
 
     @Test("a file with CRLF line ends is read like one with LF")
@@ -204,7 +204,7 @@ struct ConfigTests {
         let expected = try parse(lf)
         #expect(configError(crlf) == nil)
         let c = try? parse(crlf)
-        #expect(c?.queueLimit == 64)
+        #expect(c?.limits.queueMessages == 64)
         #expect(c?.devices.count == expected.devices.count)
         #expect(c?.devices.first?.change.kind == .remote)
     }

@@ -23,11 +23,11 @@ final class HubHarness: ClientHubDelegate {
         kind: .headset)
     var time: Int64 = 1_000_000
 
-    init(queueLimit: Int = 1024) throws {
+    init(limits: ClientLimits = ClientLimits()) throws {
         path = dir + "/shutterd.sock"
         loop = try EventLoop()
         listener = try UnixListener(path: path)
-        hub = try ClientHub(loop: loop, listener: listener, access: AccessPolicy(Config()), queueLimit: queueLimit)
+        hub = try ClientHub(loop: loop, listener: listener, access: AccessPolicy(Config()), limits: limits)
         hub.delegate = self
         engine.addDevice(handle: 1, info: remote, mapping: .standard(for: .remote))
         engine.addDevice(handle: 2, info: headset, mapping: .standard(for: .headset))
@@ -221,7 +221,9 @@ struct ClientHubTests {
 
     @Test("a client that never reads is sent overflow and dropped; another keeps receiving everything")
     func overflow() throws {
-        let h = try HubHarness(queueLimit: 64)
+        var limits = ClientLimits()
+        limits.queueMessages = 64
+        let h = try HubHarness(limits: limits)
         let stalled = try h.connect()
         let reader = try h.connect()
         var steps: Int64 = 0
@@ -260,8 +262,11 @@ struct ClientHubTests {
         let reader = try h.connect()
         for _ in 0..<300 { h.dial(1, 2) }
         doomed = nil  // closes its socket with the daemon's writes pending
+        h.pump()
+        reader.drain()
         for _ in 0..<300 { h.dial(1, 2) }
         h.pump()
+        reader.drain()
         for _ in 0..<300 { h.dial(1, 2) }
         h.settle([reader])
         #expect(doomed == nil)

@@ -209,3 +209,27 @@ struct ConfigTests {
         #expect(c?.devices.first?.change.kind == .remote)
     }
 }
+
+@Suite("Config limits")
+struct ConfigLimitTests {
+    @Test("queue-bytes and max-clients are read within their ranges")
+    func good() throws {
+        let c = try parse("[daemon]\nqueue-bytes = 65536\nmax-clients = 3\n")
+        #expect(c.limits.queueBytes == 65536)
+        #expect(c.limits.maxClients == 3)
+        #expect(Config().limits == ClientLimits())
+        #expect(ClientLimits().queueBytes == 262_144)
+        #expect(ClientLimits().maxClients == 1024)
+    }
+
+    @Test("out of range or not a number is refused with the range", arguments: [
+        ("queue-bytes", "65535", "65536 to 268435456"), ("queue-bytes", "1e9", "65536 to 268435456"),
+        ("queue-bytes", "268435457", "65536 to 268435456"), ("max-clients", "0", "1 to 65536"),
+        ("max-clients", "٣", "1 to 65536"), ("max-clients", "99999999999999999999", "1 to 65536"),
+    ])
+    func bad(_ key: String, _ value: String, _ range: String) {
+        let e = configError("[daemon]\n\(key) = \(value)\n")
+        #expect(e?.line == 2)
+        #expect(e?.message == "\(key) must be a whole number from \(range), not '\(value)'")
+    }
+}

@@ -51,6 +51,7 @@ public final class Daemon {
     public init(options: DaemonOptions) throws(DaemonError) {
         self.options = options
         signal(SIGPIPE, SIG_IGN)
+        Daemon.raiseDescriptorLimit(for: options.config.limits)
         do {
             loop = try EventLoop()
             signals = try SignalSource([SIGTERM, SIGINT, SIGHUP])
@@ -98,6 +99,19 @@ public final class Daemon {
     }
 
     var status: String { "\(devices.count) devices, \(hub.count) clients" }
+
+    /// Raises the soft descriptor limit towards the hard one, as far as max-clients and the
+    /// devices need (systemd's default soft limit, 1024, is below the default max-clients
+    /// plus the daemon's own descriptors). shutterd never uses select(), so a high limit is
+    /// safe. Beyond the limit, clients are refused with a clear error (ClientHub).
+    static func raiseDescriptorLimit(for limits: ClientLimits) {
+        var r = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &r) == 0 else { return }
+        let wanted = rlim_t(limits.maxClients + 256)
+        guard r.rlim_cur < wanted else { return }
+        r.rlim_cur = min(wanted, r.rlim_max)
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &r)
+    }
 
     /// Runs until SIGTERM or SIGINT; then cancels held presses, tells the clients and exits.
     public func run() throws(DaemonError) {

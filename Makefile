@@ -9,6 +9,8 @@
 #   make check                check-units, check-rules, check-man
 #   make run                  set up, build and run shutterd in the foreground (root)
 #   make test                 set up and run every test tier (Tests/run-tests.sh; root)
+#   make load                 the hostile-client tier at ten times its size
+#   make bench-hostile        what hostile clients cost the release daemon (figures)
 #
 # Where things go. systemd, systemd-sysusers and udev all search
 # /usr/local/lib/... as well as /usr/lib/... (see `systemd-analyze unit-paths`,
@@ -43,7 +45,7 @@ SED          ?= sed
 DOCS = $(wildcard README.md docs/*.md)
 
 .PHONY: all build units install post-install uninstall check check-units \
-	check-rules check-man check-install test run clean bench
+	check-rules check-man check-install test run clean bench load bench-hostile
 
 all: build units
 
@@ -158,6 +160,16 @@ run:
 # 6 minutes; not a test). Writes bench/results.md and bench/results.json.
 bench:
 	sh bench/run.sh
+
+# The hostile-client tier, ten times larger than in `make test`.
+load:
+	swift build --product shutterd
+	python3 Tests/load/hostile.py .build/debug/shutterd --scale 10
+
+# What attacks cost the release daemon: CPU per MiB, a fresh client's hello latency, RSS.
+bench-hostile:
+	$(SWIFT) build -c release $(SWIFTFLAGS) --product shutterd
+	python3 Tests/load/hostile.py $(SWIFT_BIN)/shutterd --bench
 
 clean:
 	rm -rf $(GENDIR)

@@ -4,10 +4,12 @@
 #   2. swift test: the pure logic (recorded event streams), the C boundary with real file
 #      descriptors, the socket server over a real Unix socket, and the built programs
 #   3. the systemd units, the udev rules, the man pages and a staged install (make check)
-#   4. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
+#   4. hostile clients against the built shutterd: floods, hoarders, slow and many
+#      clients, the descriptor limit (Tests/load/hostile.py)
+#   5. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
 #      gadget devices (Tests/rig/run.sh)
 # A tier that cannot run here says why; under CI=true that is a failure. Ends with one
-# line 'total: N passed, N failed' (tiers 2 and 4 count tests, tier 3 counts checks).
+# line 'total: N passed, N failed' (tiers 2, 4 and 5 count tests, tier 3 counts checks).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -59,6 +61,17 @@ for target in check-units check-rules check-man check-install; do
         failed=$((failed + 1))
     fi
 done
+
+echo "== hostile clients (Tests/load/hostile.py)"
+python3 Tests/load/hostile.py .build/debug/shutterd 2>&1 | grep -v '^  ' | tee "$log"
+load=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+if [ -n "$load" ]; then
+    passed=$((passed + $(echo "$load" | cut -d' ' -f1)))
+    failed=$((failed + $(echo "$load" | cut -d' ' -f3)))
+else
+    echo "tests: the hostile-client tier did not run"
+    failed=$((failed + 1))
+fi
 
 echo "== kernel rig"
 sh Tests/rig/run.sh .build/debug/shutterd .build/debug/shutterctl 2>&1 | tee "$log"

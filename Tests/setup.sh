@@ -6,7 +6,7 @@
 # is missing.
 set -eu
 
-PACKAGES=${*:-pkg-config libevdev-dev libudev-dev libsystemd-dev make systemd udev util-linux groff-base man-db}
+PACKAGES=${*:-pkg-config libevdev-dev libudev-dev libsystemd-dev make systemd udev util-linux groff-base man-db python3}
 
 missing=""
 for p in $PACKAGES; do

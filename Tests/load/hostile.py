@@ -1,0 +1,436 @@
+#!/usr/bin/env python3
+"""Hostile clients against the built shutterd, over its real Unix socket.
+
+Each scenario attacks a running daemon and asserts outcomes only: the daemon lives, every
+well-behaved client is answered and loses nothing, the attacker gets a precise error where
+it earned one, and the daemon's memory stays within the documented per-client budget
+(shutterd(8), "max-clients"). Nothing here asserts how long anything takes: with --bench
+the same attacks print what they cost (daemon CPU per MiB, a fresh client's hello latency
+during the attack, RSS before and after) for bench/results.md.
+
+    hostile.py SHUTTERD [--bench] [--scale N] [--only NAME ...]
+
+--scale N multiplies the attacks' sizes (connections, megabytes, requests) by N: `make test`
+runs scale 1, `make load` a longer run.
+
+Prints one 'PASS name: ...' or 'FAIL name: ...' line per scenario, then 'N passed, N failed'.
+Standard library only.
+"""
+import json
+import os
+import resource
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+QUEUE_BYTES = 262144          # the documented default queue-bytes
+REQUEST_BYTES = 2 * 65536     # a client's request text: one line limit plus one read
+CLK = os.sysconf("SC_CLK_TCK")
+SCALE = 1
+
+
+class Daemon:
+    """shutterd on a socket of its own, its log in a file."""
+
+    def __init__(self, exe, args=(), prefix=()):
+        self.dir = tempfile.mkdtemp(prefix="shutterd-hostile-")
+        self.path = os.path.join(self.dir, "shutterd.sock")
+        self.log = open(os.path.join(self.dir, "log"), "w+b")
+        self.proc = subprocess.Popen(list(prefix) + [exe, "--socket", self.path] + list(args),
+                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+        deadline = time.monotonic() + 20
+        while not os.path.exists(self.path):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("shutterd did not start: " + self.log_text())
+            time.sleep(0.01)
+        self.pid = self.proc.pid
+
+    def log_text(self):
+        self.log.flush()
+        with open(self.log.name, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def rss(self):
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def cpu(self):
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK
+
+    def fds(self):
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def stop(self):
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        for name in os.listdir(self.dir):
+            os.unlink(os.path.join(self.dir, name))
+        os.rmdir(self.dir)
+
+
+class Client:
+    """A client socket; `messages` reads what the daemon sent, decoded."""
+
+    def __init__(self, path, timeout=10):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Blocking while connecting: with a timeout, a full listen backlog is EAGAIN at once.
+        self.sock.connect(path)
+        self.sock.settimeout(timeout)
+        self.buf = b""
+        self.closed = False
+
+    def send(self, data):
+        self.sock.sendall(data if isinstance(data, bytes) else data.encode())
+
+    def next(self, timeout=10):
+        """The next message, or None when the daemon closed the connection."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                chunk = self.sock.recv(65536)
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                self.closed = True
+                return None
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def expect(self, kind, timeout=10):
+        m = self.next(timeout)
+        if m is None or m.get("type") != kind:
+            raise AssertionError(f"expected {kind}, got {m!r}")
+        return m
+
+    def close(self):
+        self.sock.close()
+
+
+def hello_latency(d):
+    """A fresh client's time from connect to its hello, and its ping answered."""
+    t = time.monotonic()
+    c = Client(d.path, timeout=60)
+    c.expect("hello", 60)
+    latency = time.monotonic() - t
+    c.send('{"type":"ping","id":"fresh"}\n')
+    m = c.expect("reply", 60)
+    assert m.get("id") == "fresh", m
+    c.close()
+    return latency
+
+
+def raise_fd_limit(n):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
+
+
+# Each scenario takes the daemon and returns (summary, figures); it raises AssertionError.
+
+def concurrent_clients(d):
+    raise_fd_limit(4096)
+    clients = [Client(d.path) for _ in range(1000)]
+    for c in clients:
+        c.expect("hello")
+    for i, c in enumerate(clients):
+        c.send('{"type":"ping","id":%d}\n' % i)
+    for i, c in enumerate(clients):
+        m = c.expect("reply")
+        assert m["id"] == i, m
+    for c in clients:
+        c.close()
+    return "1000 clients at once, each got hello and its own reply", {}
+
+
+def connect_churn(d):
+    base = d.fds()
+    for i in range(10000 * SCALE):
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect(d.path)
+        if i % 2:
+            c.recv(1)  # half wait for the hello, half vanish at once
+        c.close()
+    deadline = time.monotonic() + 20
+    while d.fds() > base and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert d.fds() == base, f"{d.fds()} descriptors open, {base} before"
+    return f"{10000 * SCALE} connect/disconnect, descriptors back to {base}", {}
+
+
+def never_reading(d):
+    good = Client(d.path)
+    good.expect("hello")
+    before = d.rss()
+    hogs = [Client(d.path) for _ in range(3)]
+    big_id = '"' + "x" * 250 + '"'
+    line = ('{"type":"ping","id":%s}\n' % big_id).encode()
+    sent = 0
+    for h in hogs:
+        h.sock.setblocking(False)
+    # Each hog sends pings and never reads, until the daemon stops reading it.
+    for _ in range(4000):
+        progress = False
+        for h in hogs:
+            try:
+                h.sock.send(line * 16)
+                sent += 16
+                progress = True
+            except BlockingIOError:
+                pass
+        good.send('{"type":"ping","id":"g"}\n')
+        assert good.expect("reply")["id"] == "g"
+        if not progress:
+            break
+    peak = d.rss()
+    budget = 3 * (QUEUE_BYTES + REQUEST_BYTES) + 4 * 1024 * 1024
+    assert peak - before <= budget, f"RSS grew {peak - before} bytes, budget {budget}"
+    # Each hog, reading at last, finds the overflow notice last.
+    for h in hogs:
+        h.sock.setblocking(True)
+        last = None
+        while True:
+            m = h.next(30)
+            if m is None:
+                break
+            last = m
+        assert last and last.get("type") == "overflow", last
+    return (f"3 clients sent {sent} pings with 250-byte ids and never read: each dropped with overflow, "
+            f"RSS +{(peak - before) // 1024} KiB (budget {budget // 1024} KiB), the reader missed nothing",
+            {"rss_before": before, "rss_peak": peak})
+
+
+def slowloris(d):
+    raise_fd_limit(4096)
+    before = d.rss()
+    slow = [Client(d.path) for _ in range(300)]
+    for c in slow:
+        c.expect("hello")
+        c.send('{"type":"pi')
+    latencies = []
+    for step in range(20 * SCALE):
+        for c in slow:
+            c.send("n" if step % 2 else " ")
+        latencies.append(hello_latency(d))
+        time.sleep(0.05)
+    for c in slow:
+        c.send("\n")
+    answered = 0
+    for c in slow:
+        m = c.next()
+        if m and m.get("type") == "error":
+            answered += 1
+    assert answered == 300, f"{answered} of 300 slow clients answered"
+    after = d.rss()
+    for c in slow:
+        c.close()
+    return (f"300 clients trickling a request: fresh clients served meanwhile, all 300 answered",
+            {"hello_s": max(latencies), "rss_before": before, "rss_after": after})
+
+
+def blank_flood(d):
+    flood = Client(d.path)
+    flood.expect("hello")
+    mib = 4 * SCALE
+    cpu0 = d.cpu()
+    chunk = b"\n" * 65536
+    latencies = []
+    flood.sock.settimeout(60)
+    for i in range(mib * 16):
+        flood.send(chunk)
+        if i % 16 == 0:
+            latencies.append(hello_latency(d))
+    flood.send('{"type":"ping","id":"after"}\n')
+    m = flood.expect("reply", 60)
+    assert m["id"] == "after", m
+    cpu = d.cpu() - cpu0
+    return (f"{mib} MiB of blank lines: answered after, fresh clients served meanwhile",
+            {"cpu_s_per_mib": cpu / mib, "hello_s": max(latencies)})
+
+
+def ordinary(d):
+    c = Client(d.path)
+    c.expect("hello")
+    line = b'{"type":"ping","id":12345}\n'
+    n = (1 << 20) // len(line)
+    cpu0 = d.cpu()
+    sent = 0
+    while sent < n:
+        k = min(500, n - sent)
+        c.send(line * k)
+        for _ in range(k):
+            c.expect("reply")
+        sent += k
+    cpu = d.cpu() - cpu0
+    return f"1 MiB of pings ({n}), every one answered", {"cpu_s_per_mib": cpu}
+
+
+def long_lines(d):
+    c = Client(d.path)
+    c.expect("hello")
+    cpu0 = d.cpu()
+    pad = " " * 65000
+    line = ('{"type":"ping",' + pad + '"id":1}\n').encode()
+    n = (4 << 20) * SCALE // len(line)
+    latencies = []
+    for i in range(n):
+        c.send(line)
+        c.expect("reply")
+        if i % 16 == 0:
+            latencies.append(hello_latency(d))
+    over = Client(d.path)
+    over.expect("hello")
+    over.send(b"x" * 65537 + b"\n")
+    m = over.expect("error")
+    assert m["code"] == "lineTooLong", m
+    assert over.next() is None
+    cpu = d.cpu() - cpu0
+    return (f"{n} lines just under 64 KiB answered; one over refused with lineTooLong",
+            {"cpu_s_per_mib": cpu / (4 * SCALE), "hello_s": max(latencies)})
+
+
+def many_keys(d):
+    c = Client(d.path)
+    c.expect("hello")
+    cpu0 = d.cpu()
+    ok = "{" + ",".join('"k%d":%d' % (i, i) for i in range(1023)) + ',"type":"ping","id":7}\n'
+    bad = "{" + ",".join('"k%d":%d' % (i, i) for i in range(1100)) + ',"type":"ping"}\n'
+    total = 0
+    latencies = []
+    for i in range(100 * SCALE):
+        c.send(ok)
+        total += len(ok)
+        m = c.expect("error")
+        assert m["code"] == "invalidJSON" and "more than 1024 members" in m["message"], m
+        c = Client(d.path)
+        c.expect("hello")
+        if i % 10 == 0:
+            latencies.append(hello_latency(d))
+    # 1023 named members plus type and id is 1025: refused; at the bound it is read.
+    fits = "{" + ",".join('"k%d":%d' % (i, i) for i in range(1022)) + ',"type":"ping","id":8}\n'
+    c.send(fits)
+    m = c.expect("reply")
+    assert m["id"] == 8, m
+    c.send(bad)
+    m = c.expect("error")
+    assert m["code"] == "invalidJSON" and "more than 1024 members" in m["message"], m
+    cpu = d.cpu() - cpu0
+    return ("objects past 1024 members refused with invalidJSON, at 1024 read",
+            {"cpu_s_per_mib": cpu / (total / (1 << 20)), "hello_s": max(latencies)})
+
+
+def fd_limit(exe):
+    d = Daemon(exe, prefix=["prlimit", "--nofile=64:64"])
+    try:
+        clients, refused = [], 0
+        for _ in range(150):
+            c = Client(d.path)
+            m = c.next()
+            if m and m.get("type") == "hello":
+                clients.append(c)
+            elif m and m.get("code") == "tooManyClients":
+                refused += 1
+                assert c.next() is None
+                c.close()
+            else:
+                raise AssertionError(f"unexpected {m!r}")
+        cpu0 = d.cpu()
+        time.sleep(1)
+        idle_cpu = d.cpu() - cpu0
+        assert refused > 0 and clients, (len(clients), refused)
+        for c in clients[:5]:
+            c.close()
+        time.sleep(0.2)
+        hello_latency(d)
+        log = d.log_text()
+        episodes = log.count("refusing new clients")
+        assert episodes == 1, f"{episodes} episode lines"
+        assert "accepting clients again" in log
+        assert len(log.splitlines()) < 600, f"{len(log.splitlines())} log lines"
+        for c in clients[5:]:
+            c.close()
+        return (f"at the open-file limit: {len(clients)} served, {refused} told tooManyClients, "
+                f"logged once, served again after some left",
+                {"idle_cpu_s_per_s_at_limit": idle_cpu})
+    finally:
+        d.stop()
+
+
+SCENARIOS = [
+    ("ordinary", ordinary),
+    ("concurrent-clients", concurrent_clients),
+    ("connect-churn", connect_churn),
+    ("never-reading", never_reading),
+    ("slowloris", slowloris),
+    ("blank-line-flood", blank_flood),
+    ("long-lines", long_lines),
+    ("many-keys", many_keys),
+]
+
+
+def main():
+    args = sys.argv[1:]
+    if not args:
+        print(__doc__)
+        return 64
+    exe = os.path.abspath(args[0])
+    bench = "--bench" in args
+    only = args[args.index("--only") + 1:] if "--only" in args else None
+    global SCALE
+    SCALE = int(args[args.index("--scale") + 1]) if "--scale" in args else 1
+    passed = failed = 0
+    figures = {}
+    for name, fn in SCENARIOS + [("fd-limit", None)]:
+        if only and name not in only:
+            continue
+        t = time.monotonic()
+        d = None
+        try:
+            if fn is None:
+                summary, figs = fd_limit(exe)
+            else:
+                d = Daemon(exe)
+                rss0 = d.rss()
+                summary, figs = fn(d)
+                assert d.alive(), "shutterd died"
+                figs.setdefault("rss_before", rss0)
+                figs["rss_after"] = d.rss()
+                hello_latency(d)
+            print(f"PASS {name} ({time.monotonic() - t:.1f}s): {summary}", flush=True)
+            passed += 1
+            figures[name] = figs
+        except Exception as e:  # noqa: BLE001 - every failure is reported, then the next runs
+            print(f"FAIL {name} ({time.monotonic() - t:.1f}s): {type(e).__name__}: {e}", flush=True)
+            if d is not None:
+                print("  log tail: " + "\n  ".join(d.log_text().splitlines()[-10:]))
+            failed += 1
+        finally:
+            if d is not None:
+                d.stop()
+    if bench:
+        print(json.dumps(figures, indent=1))
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

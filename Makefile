@@ -163,7 +163,7 @@ bench:
 
 # The hostile-client tier, ten times larger than in `make test`.
 load:
-	swift build --product shutterd
+	$(SWIFT) build $(SWIFTFLAGS) --product shutterd
 	python3 Tests/load/hostile.py .build/debug/shutterd --scale 10
 
 # What attacks cost the release daemon: CPU per MiB, a fresh client's hello latency, RSS.

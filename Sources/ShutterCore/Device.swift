@@ -91,32 +91,40 @@ public struct DeviceInfo: Equatable, Sendable {
 /// The event number changes with every plug, so it never takes part. A Bluetooth device's
 /// `uniq` is its own address, and a USB device's its serial: with those, two identical remotes
 /// stay apart and one remote keeps its name across re-pairing. Without `uniq`, `phys` (the
-/// port) is the next best thing; the kernel appends `/inputN` to it per interface, which is
-/// cut so that the interfaces of one device share a group.
+/// port) is the next best thing. The kernel ends a USB HID node's `phys` with `/inputN`, N
+/// the number of its USB interface: that part is cut from the group, so that the interfaces
+/// of one device share it, and goes into the id, so that two interfaces with the same name
+/// (an Apple keyboard's keyboard and consumer-control interfaces) stay apart. A serial does
+/// not tell the interfaces apart, as all of them report it, so the interface is in the id
+/// whether `uniq` anchors the group or `phys` does.
 public struct DeviceIdentity: Equatable, Sendable {
     public var group: String
     public var id: String
 
     public init(bus: UInt16, vendor: UInt16, product: UInt16, uniq: String?, phys: String?, name: String) {
         let prefix = "\(BusType.name(bus))-\(hex(vendor, width: 4))-\(hex(product, width: 4))"
+        let (port, interface) = DeviceIdentity.splitPhys(phys ?? "")
         let anchor: String
         if let uniq, !uniq.isEmpty {
             anchor = uniq
-        } else if let phys, !phys.isEmpty {
-            anchor = DeviceIdentity.physWithoutInterface(phys)
+        } else if !port.isEmpty {
+            anchor = port
         } else {
             anchor = DeviceIdentity.slug(DeviceIdentity.baseName(name))
         }
         group = prefix + "-" + DeviceIdentity.clean(anchor)
-        id = group + "-" + DeviceIdentity.slug(name)
+        let node = interface.map { DeviceIdentity.clean($0) + "-" } ?? ""
+        id = group + "-" + node + DeviceIdentity.slug(name)
     }
 
-    /// "usb-0000:00:14.0-2/input1" -> "usb-0000:00:14.0-2".
-    static func physWithoutInterface(_ phys: String) -> String {
-        if let slash = phys.lastIndex(of: "/"), phys[phys.index(after: slash)...].hasPrefix("input") {
-            return String(phys[..<slash])
+    /// "usb-0000:00:14.0-2/input1" -> ("usb-0000:00:14.0-2", "input1"); a `phys` whose last
+    /// path part does not start with "input" has no interface part.
+    static func splitPhys(_ phys: String) -> (port: String, interface: String?) {
+        if let slash = phys.lastIndex(of: "/") {
+            let last = phys[phys.index(after: slash)...]
+            if last.hasPrefix("input") { return (String(phys[..<slash]), String(last)) }
         }
-        return phys
+        return (phys, nil)
     }
 
     /// A node name without the suffix hid-input adds per collection.

@@ -69,14 +69,16 @@ public final class Engine {
         devices.keys.sorted().flatMap { cancelAll(handle: $0, reason: .shutdown, now: now) }
     }
 
+    /// Cancels every held key of a device. No frame of the device's carries these, so they
+    /// have no scancode.
     func cancelAll(handle: Int, reason: CancelReason, now: Int64) -> [Occurrence] {
         guard let state = devices[handle] else { return [] }
         var out: [Occurrence] = []
         for held in state.held.values.sorted(by: { $0.press < $1.press }) {
             out.append(
                 occurrence(
-                    state, role: held.role, phase: .cancelled, press: held.press, key: held.key, reason: reason,
-                    time: now, now: now))
+                    state, role: held.role, phase: .cancelled, press: held.press, key: held.key.withoutScancode,
+                    reason: reason, time: now, now: now))
         }
         devices[handle]?.held = [:]
         return out
@@ -90,8 +92,9 @@ public final class Engine {
         _ state: DeviceState, _ event: RawEvent, scan: Int32?, reason: CancelReason?, now: Int64
     ) -> [Occurrence] {
         guard let held = state.held.removeValue(forKey: event.code) else { return [] }
+        // The release's own frame's scancode, if it had one: not the press's.
         var key = held.key
-        if let scan { key.scancode = scan }
+        key.scancode = scan
         return [
             occurrence(
                 state, role: held.role, phase: reason == nil ? .ended : .cancelled, press: held.press, key: key,

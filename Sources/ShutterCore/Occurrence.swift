@@ -28,6 +28,9 @@ public struct KeyInfo: Equatable, Sendable {
         self.name = name
         self.scancode = scancode
     }
+
+    /// The same key for an event that no frame of the device carried (a cancel).
+    var withoutScancode: KeyInfo { KeyInfo(code: code, name: name) }
 }
 
 /// One thing that happened, daemon-wide, before it is fanned out to clients.
@@ -105,7 +108,8 @@ public final class Occurrence: @unchecked Sendable {
         return out
     }()
 
-    /// A copy for one client's own cancel (its interaction changed mid-press).
+    /// A copy for one client's own cancel (its interaction changed mid-press); no frame
+    /// carried it, so it has no scancode.
     func cancelled(seq: UInt64, reason: CancelReason, receiveTime: Int64) -> Occurrence {
         let k: Kind
         switch kind {
@@ -114,7 +118,7 @@ public final class Occurrence: @unchecked Sendable {
         case .slider: k = kind
         }
         return Occurrence(
-            seq: seq, kind: k, press: press, reason: reason, device: device, deviceText: deviceText, key: key,
-            kernelTime: receiveTime, receiveTime: receiveTime)
+            seq: seq, kind: k, press: press, reason: reason, device: device, deviceText: deviceText,
+            key: key.withoutScancode, kernelTime: receiveTime, receiveTime: receiveTime)
     }
 }

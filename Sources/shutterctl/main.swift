@@ -18,6 +18,7 @@ let devicesUsage = """
     Usage: shutterctl devices [--json] [--socket PATH]
 
     Lists the input devices shutterd has open: id, kind, bus, vendor:product, node, name.
+    With --json, prints each device object as one JSON line (nothing when there are none).
     """
 
 let watchUsage = """
@@ -39,8 +40,8 @@ let verifyUsage = """
 
     Exit status: 0 the press arrived (began and ended); 1 something else arrived (named on
     stderr), or the press was cancelled or drove the other handler; 2 nothing arrived
-    before the timeout (default 30 s); 3 shutterd could not be reached; 64 usage error.
-    --junit FILE writes the result as JUnit XML.
+    before the timeout (default 30 s, at most 86400); 3 shutterd could not be reached;
+    64 usage error. --junit FILE writes the result as JUnit XML.
     """
 
 enum Exit {
@@ -128,6 +129,26 @@ if let i = args.firstIndex(of: "--socket") {
     return v
 }
 
+/// The accepted values of `--timeout`: a millisecond at least, a day at most.
+let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400")
+
+/// A number of seconds given to option `name`: decimal digits with at most one point, within
+/// `range`. Anything else (an exponent, inf, nan, a sign, hex) is a usage error naming the
+/// option, the value and the range.
+@MainActor func secondsOption(
+    _ name: String, _ text: String, _ range: (lowest: Double, highest: Double, text: String), _ usage: String
+) -> Double {
+    let digits = text.utf8.filter { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }.count
+    let points = text.utf8.filter { $0 == UInt8(ascii: ".") }.count
+    guard digits > 0, digits + points == text.utf8.count, points <= 1, let value = Double(text),
+        value >= range.lowest, value <= range.highest
+    else {
+        usageError(
+            "\(name) \(text.debugDescription): expected a number of seconds \(range.text), such as 30 or 2.5", usage)
+    }
+    return value
+}
+
 @MainActor func rejectLeftovers(_ usage: String) {
     if let extra = args.first { usageError("unknown argument '\(extra)'", usage) }
 }
@@ -145,7 +166,8 @@ if let i = args.firstIndex(of: "--socket") {
     let h = hello(client)
     let list = h["devices"]?.arrayValue ?? []
     if json {
-        out(JSON.array(list).serialized)
+        // NDJSON, like watch --json: one device object a line, nothing for no devices.
+        for d in list { out(d.serialized) }
         return 0
     }
     if list.isEmpty {
@@ -269,9 +291,7 @@ if let i = args.firstIndex(of: "--socket") {
         }
         handler = h
     }
-    guard let timeout = Double(timeoutText), timeout > 0 else {
-        usageError("--timeout must be a number of seconds above 0", verifyUsage)
-    }
+    let timeout = secondsOption("--timeout", timeoutText, timeoutRange, verifyUsage)
     guard key.hasPrefix("KEY_") || key.hasPrefix("BTN_") else {
         usageError("--key must be a libevdev key name such as KEY_VOLUMEUP", verifyUsage)
     }
@@ -285,7 +305,7 @@ if let i = args.firstIndex(of: "--socket") {
     let deadline = start + Int64(timeout * 1_000_000)
     var result: (Int32, String)?
     while result == nil {
-        let left = Int32(max(0, (deadline - monotonicMicros()) / 1000))
+        let left = Int32(clamping: max(0, (deadline - monotonicMicros()) / 1000))
         let r: LineClient.Received
         do {
             r = try client.next(timeout: left)

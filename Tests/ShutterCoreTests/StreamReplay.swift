@@ -14,7 +14,7 @@ import Testing
 ///     unplug 1 0.300000
 ///     interaction a {"enabled":false}       # the client changes its interaction
 ///     shutdown 0.400000
-///     a: capture secondary began KEY_VOLUMEUP press=1
+///     a: capture secondary began KEY_VOLUMEUP scancode=0xc00e9 press=1
 ///
 /// `E:` lines follow evemu's event lines (`E: <time> <type> <code> <value>`), with the
 /// device number in front. An expectation is what the client received, summarised.
@@ -139,9 +139,11 @@ struct StreamError: Error {
     var line: String
 }
 
-/// One received message in the words of a stream file's expectations.
+/// One received message in the words of a stream file's expectations. A key's scancode,
+/// when the message has one, is written in hex (`scancode=0xc00e9`).
 func summary(_ m: JSON) -> String {
-    let key = m["key"]?["name"]?.stringValue ?? "?"
+    var key = m["key"]?["name"]?.stringValue ?? "?"
+    if let scancode = m["key"]?["scancode"]?.intValue { key += " scancode=0x" + String(scancode, radix: 16) }
     switch (m["type"]?.stringValue, m["event"]?.stringValue) {
     case ("capture", _):
         var s =

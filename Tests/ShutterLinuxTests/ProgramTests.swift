@@ -108,8 +108,9 @@ struct ProgramTests {
 
         let devices = Child([shutterctl, "--socket", path, "devices", "--json"], directory: dir)
         #expect(devices.wait() == 0)
-        let list = try JSON.parse(devices.stdout)
-        #expect(list.arrayValue != nil, "devices --json prints a JSON array")
+        let hello = try #require(try connect(path).next(type: "hello", timeout: 5000))
+        let lines = devices.stdout.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        #expect(try lines.map { try JSON.parse(String($0)) } == hello["devices"]?.arrayValue, "devices --json: one device a line")
 
         let junit = dir + "/verify.xml"
         let verify = Child(
@@ -140,6 +141,83 @@ struct ProgramTests {
         }
         kill(d.pid, SIGTERM)
         #expect(d.wait() == 0)
+    }
+
+    /// Serves one client a hello listing `devices`, as shutterd would, and closes.
+    func fakeDaemon(at path: String, devices: [JSON], while run: () -> Void) throws {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var (addr, len) = try UnixSocket.address(path)
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
+        }
+        try #require(bound == 0 && listen(fd, 1) == 0, "bind \(path): \(String(cString: strerror(errno)))")
+        run()
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        try #require(poll(&p, 1, 10_000) == 1, "shutterctl connected")
+        let client = accept(fd, nil, nil)
+        defer { close(client) }
+        let hello = Message.hello(version: "0.0.0", devices: devices)
+        #expect(hello.withUnsafeBytes { write(client, $0.baseAddress, $0.count) } == hello.count)
+    }
+
+    @Test("shutterctl devices --json: one device object a line, as shutterctl(1) says, nothing for none")
+    func devicesJSONLines() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        func device(_ n: Int, _ name: String) -> JSON {
+            DeviceInfo(
+                name: name, bus: 0x03, vendor: 0x05ac, product: 0x0221, version: 0x0110, uniq: nil,
+                phys: "usb-0000:00:14.0-2/input\(n)", syspath: "/sys/x/event\(n + 4)", node: "/dev/input/event\(n + 4)",
+                kind: n == 0 ? .keyboard : .media
+            ).json
+        }
+        for devices in [[device(0, "Apple Inc. Apple Keyboard"), device(1, "Apple Inc. Apple Keyboard")], []] {
+            let path = dir + "/fake-\(devices.count).sock"
+            var child: Child?
+            try fakeDaemon(at: path, devices: devices) {
+                child = Child([shutterctl, "--socket", path, "devices", "--json"], directory: dir)
+            }
+            let ctl = try #require(child)
+            #expect(ctl.wait() == 0, "stderr: \(ctl.stderr)")
+            let text = ctl.stdout
+            #expect(text.isEmpty || text.hasSuffix("\n"), "every line ends with a newline")
+            let lines = text.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+            #expect(lines.count == devices.count, "\(devices.count) devices: \(text.debugDescription)")
+            #expect(try lines.map { try JSON.parse(String($0)) } == devices)
+        }
+    }
+
+    @Test(
+        "shutterctl verify --timeout: anything but 0.001 to 86400 decimal seconds is a usage error naming it",
+        arguments: [
+            "2147484", "1e300", "inf", "nan", "-1", "0", "0.0001", "86400.5", "", "abc", "1e3", "0x10", ".", "1.2.3",
+            "+5", " 5", "99999999999999999999999999999",
+        ])
+    func verifyTimeoutRejected(_ value: String) throws {
+        let (status, stderr) = verify(timeout: value)
+        #expect(status == 64, "stderr: \(stderr)")
+        #expect(
+            stderr.hasPrefix(
+                "shutterctl: --timeout \(value.debugDescription): expected a number of seconds from 0.001 to 86400"))
+    }
+
+    @Test("shutterctl verify --timeout: the bounds and ordinary values are accepted", arguments: ["0.001", "86400", "30", "2.5", "7."])
+    func verifyTimeoutAccepted(_ value: String) throws {
+        // No daemon on the socket: an accepted value gets as far as connecting (exit 3).
+        let (status, stderr) = verify(timeout: value)
+        #expect(status == 3, "stderr: \(stderr)")
+        #expect(stderr.contains("cannot connect to shutterd"))
+    }
+
+    /// Runs `shutterctl verify --timeout VALUE` against a socket nobody serves.
+    func verify(timeout value: String) -> (status: Int32, stderr: String) {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let ctl = Child(
+            [shutterctl, "--socket", dir + "/none.sock", "verify", "--key", "KEY_ENTER", "--timeout", value],
+            directory: dir)
+        return (ctl.wait(), ctl.stderr)
     }
 
     @Test("socket activation through systemd's own systemd-socket-activate")

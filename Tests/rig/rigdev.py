@@ -172,6 +172,7 @@ class Node:
         self.product = _read(os.path.join(self.sysdir, "id/product"))
         self.version = _read(os.path.join(self.sysdir, "id/version"))
         self.bustype = int(_read(os.path.join(self.sysdir, "id/bustype")) or "0", 16)
+        self.phys = _read(os.path.join(self.sysdir, "phys"))
 
     def udev(self):
         """udev's properties of the event node, as a dict."""
@@ -265,9 +266,20 @@ class _Device:
         raise KeyError("%s: no node named *%s in %s" % (self.data["name"], name_suffix, self.nodes))
 
     def node_for(self, button):
-        """The node that carries a button's events, per the data file's 'node' of the button."""
+        """The node that carries a button's events: per the button's 'interface' (a USB
+        interface number, found at the end of the node's phys) or 'nodeSuffix'."""
         b = self.data["buttons"][button]
+        if "interface" in b:
+            return self.node_of_interface(b["interface"])
         return self.node(b.get("nodeSuffix"))
+
+    def node_of_interface(self, number):
+        """The node whose phys ends with /inputN, N the USB interface number."""
+        for n in self.nodes:
+            if n.phys.endswith("/input%d" % number):
+                return n
+        raise KeyError("%s: no node of interface %d in %s (phys %s)" % (
+            self.data["name"], number, self.nodes, [n.phys for n in self.nodes]))
 
     def press(self, button):
         self._send(self.data["buttons"][button]["press"])
@@ -458,9 +470,13 @@ def _wr(path, value):
 class GadgetDevice(_Device):
     """A USB HID gadget (configfs + usb_f_hid) bound to a dummy_hcd UDC.
 
-    The 'gadget' object of the data file gives bcdDevice, strings, protocol/subclass and how
-    many placeholder interfaces precede the HID one (a real headset's HID interface follows
-    its audio interfaces). Reports are written to /dev/hidgN, report id first.
+    The 'gadget' object of the data file gives bcdDevice, strings, protocol/subclass and
+    'modules' (HID drivers to load before the device is plugged, so that the driver that
+    matches its ids binds at once rather than after a first bind of hid-generic). One HID
+    function, from the top-level 'reportDescriptor', or one per entry of 'interfaces'
+    ({reportDescriptor, protocol, subclass}), which become USB interfaces 0, 1, ... in that
+    order; a button's 'interface' says which one sends it. Reports are written to the
+    function's /dev/hidgN, report id first.
     """
 
     _count = 0
@@ -471,6 +487,8 @@ class GadgetDevice(_Device):
             subprocess.run(["mount", "-t", "configfs", "none", CONFIGFS], check=False)
         GadgetDevice._count += 1
         g = data.get("gadget", {})
+        for module in g.get("modules", []):
+            subprocess.run(["modprobe", "-q", module], check=False)
         self.root = "%s/usb_gadget/rig%d" % (CONFIGFS, GadgetDevice._count)
         self.udc = udc or self._free_udc()
         os.mkdir(self.root)
@@ -488,23 +506,32 @@ class GadgetDevice(_Device):
         _wr(c + "/strings/0x409/configuration", "rig")
         _wr(c + "/MaxPower", "100")
         self.functions = []
-        rd = hexbytes(data["reportDescriptor"])
-        longest = max(len(hexbytes(r)) for b in data["buttons"].values()
-                      for r in _as_list(b["press"]) + _as_list(b["release"]))
-        f = self.root + "/functions/hid.usb0"
-        os.mkdir(f)
-        _wr(f + "/protocol", str(g.get("protocol", 0)))
-        _wr(f + "/subclass", str(g.get("subclass", 0)))
-        # One byte above the longest report: a report that exactly fills the endpoint is
-        # followed by a zero-length packet, which some host drivers read as a repeat.
-        _wr(f + "/report_length", str(longest + 1))
-        _wr(f + "/report_desc", rd)
-        os.symlink(f, c + "/hid.usb0")
-        self.functions.append(f)
-        self._hidg_before = set(glob.glob("/dev/hidg*"))
+        for number, interface in enumerate(self.interfaces()):
+            reports = [hexbytes(r) for b in data["buttons"].values() if b.get("interface", 0) == number
+                       for r in _as_list(b["press"]) + _as_list(b["release"])]
+            f = self.root + "/functions/hid.usb%d" % number
+            os.mkdir(f)
+            _wr(f + "/protocol", str(interface.get("protocol", 0)))
+            _wr(f + "/subclass", str(interface.get("subclass", 0)))
+            # One byte above the longest report: a report that exactly fills the endpoint is
+            # followed by a zero-length packet, which some host drivers read as a repeat.
+            _wr(f + "/report_length", str(max(len(r) for r in reports) + 1 if reports else 8))
+            _wr(f + "/report_desc", hexbytes(interface["reportDescriptor"]))
+            # Interfaces are numbered in the order the functions are linked.
+            os.symlink(f, c + "/" + os.path.basename(f))
+            self.functions.append(f)
         _wr(self.root + "/UDC", self.udc)
-        self.hidg = self._wait_hidg()
-        self.fd = None
+        self.hidgs = [self._wait_hidg(f) for f in self.functions]
+        self.fds = {}
+
+    def interfaces(self):
+        g = self.data.get("gadget", {})
+        return self.data.get("interfaces") or [{
+            "reportDescriptor": self.data["reportDescriptor"],
+            "protocol": g.get("protocol", 0), "subclass": g.get("subclass", 0)}]
+
+    def expected_node_count(self):
+        return len(self.data.get("nodes", [])) or len(self.interfaces())
 
     @staticmethod
     def _free_udc():
@@ -518,48 +545,60 @@ class GadgetDevice(_Device):
                 return udc
         raise RuntimeError("no free UDC in /sys/class/udc (is dummy_hcd loaded?)")
 
-    def _wait_hidg(self, timeout=10.0):
+    @staticmethod
+    def _wait_hidg(function, timeout=10.0):
+        """The /dev/hidgN of a function, by the device number the function reports."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            new = set(glob.glob("/dev/hidg*")) - self._hidg_before
-            if new:
-                return sorted(new)[0]
+        while True:
+            dev = _read(function + "/dev")
+            if dev:
+                major, minor = (int(x) for x in dev.split(":"))
+                for p in glob.glob("/dev/hidg*"):
+                    st = os.stat(p).st_rdev
+                    if os.major(st) == major and os.minor(st) == minor:
+                        return p
+            if time.monotonic() > deadline:
+                raise TimeoutError("%s: no /dev/hidg node appeared (dev %r)" % (function, dev))
             time.sleep(0.05)
-        # The node may have been made before we looked (a re-bound function).
-        dev = _read(self.functions[0] + "/dev")
-        if dev:
-            major, minor = dev.split(":")
-            for p in glob.glob("/dev/hidg*"):
-                st = os.stat(p).st_rdev
-                if os.major(st) == int(major) and os.minor(st) == int(minor):
-                    return p
-        raise TimeoutError("%s: no /dev/hidg node appeared" % self.data["name"])
 
-    def send_report(self, report, timeout=5.0):
+    def send_report(self, report, timeout=5.0, interface=0):
         # Writes fail until the host side has configured the device; the host reads only
         # while the input node is open. Non-blocking, retried.
-        if self.fd is None:
-            self.fd = os.open(self.hidg, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = self.fds.get(interface)
+        if fd is None:
+            fd = self.fds[interface] = os.open(self.hidgs[interface], os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
         deadline = time.monotonic() + timeout
         while True:
             try:
-                os.write(self.fd, report)
+                os.write(fd, report)
                 return
             except (BlockingIOError, OSError) as e:
                 if time.monotonic() > deadline:
-                    raise TimeoutError("%s: write to %s: %s" % (self.data["name"], self.hidg, e))
+                    raise TimeoutError("%s: write to %s: %s" % (self.data["name"], self.hidgs[interface], e))
                 time.sleep(0.005)
 
-    def _send(self, hex_report):
+    def press(self, button):
+        b = self.data["buttons"][button]
+        self._send(b["press"], b.get("interface", 0))
+
+    def release(self, button):
+        b = self.data["buttons"][button]
+        self._send(b["release"], b.get("interface", 0))
+
+    def _send(self, hex_report, interface=0):
         for r in _as_list(hex_report):
-            self.send_report(hexbytes(r))
+            self.send_report(hexbytes(r), interface=interface)
+
+    def driver(self, node):
+        """The HID driver bound to a node's HID device (hid-generic, hid-apple ...)."""
+        return os.path.basename(os.path.realpath(os.path.join(node.sysdir, "device", "driver")))
 
     def destroy(self):
         if self.root is None:
             return
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds = {}
         _wr(self.root + "/UDC", "\n")
         c = self.root + "/configs/c.1"
         for f in self.functions:

@@ -53,6 +53,7 @@ public final class Daemon {
         signal(SIGPIPE, SIG_IGN)
         do {
             loop = try EventLoop()
+            Log.attach(to: loop)
             signals = try SignalSource([SIGTERM, SIGINT, SIGHUP])
             if let fd = try Systemd.listenSocket() {
                 listener = UnixListener(adopting: fd, path: options.socketPath)

@@ -23,7 +23,15 @@ let usage = """
 
 func fail(_ message: String, code: Int32) -> Never {
     Log.error("shutterd: \(message)")
+    Log.finish()
     exit(code)
+}
+
+// A log line written to a pipe whose reader is gone fails with EPIPE; it must not kill.
+signal(SIGPIPE, SIG_IGN)
+// Descriptors 0 to 2 closed at start would be taken by sockets, and the log written into one.
+for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 {
+    _ = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY)
 }
 
 var socketPath: String?
@@ -87,3 +95,4 @@ do {
 } catch {
     fail(error.description, code: 1)
 }
+Log.finish()

@@ -159,12 +159,14 @@ public final class UnixListener {
             var st = stat()
             guard fstat(raw, &st) == 0 else { throw .system(SystemError("fstat", errno: errno, subject: lockPath)) }
             guard st.st_mode & S_IFMT == S_IFREG else {
-                throw .refused("\(lockPath) is \(kind(st.st_mode)), not a regular file; remove it or choose another --socket")
+                throw .refused(
+                    "\(lockPath) is \(kind(st.st_mode)), not a regular file; remove it or choose another --socket")
             }
             if flock(raw, LOCK_EX | LOCK_NB) != 0 {
                 if errno == EWOULDBLOCK {
                     throw .inUse(
-                        "another shutterd is running on \(path) (it holds \(lockPath)); stop it or choose another --socket")
+                        "another shutterd is running on \(path) (it holds \(lockPath)); stop it or choose another --socket"
+                    )
                 }
                 throw .system(SystemError("flock", errno: errno, subject: lockPath))
             }

@@ -67,6 +67,9 @@ let path =
         String(dir.split(separator: ":").first ?? "/run/shutterd") + "/shutterd.sock"
     } ?? "/run/shutterd/shutterd.sock"
 
+/// Whether something is at `path`: a symbolic link to nothing is.
+func isThere(_ path: String) -> Bool { faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0 }
+
 // Only a missing default file means the defaults: a file that is there but cannot be read
 // (its mode, a directory, too large, not UTF-8) may hold allow-lists, so it stops the daemon.
 let defaultConfig = env("SHUTTERD_CONFIG").flatMap { $0.isEmpty ? nil : $0 } ?? "/etc/shutterd/shutterd.conf"
@@ -80,10 +83,7 @@ do {
         fail("\(file): \(error)", code: 78)
     }
     Log.info("config: read \(file)")
-} catch where error.errno == ENOENT && !configRequired
-    && faccessat(AT_FDCWD, file, F_OK, AT_SYMLINK_NOFOLLOW) != 0
-{
-    // Missing, not a symbolic link to something missing.
+} catch where error.errno == ENOENT && !configRequired && !isThere(file) {
     Log.info("config: no \(file), using the defaults")
 } catch {
     fail("cannot read config file \(error)", code: 78)

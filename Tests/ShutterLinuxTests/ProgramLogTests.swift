@@ -65,7 +65,9 @@ extension ProgramTests {
         // Every client line is whole, and each of the 2 * 1000 + 1 is either written or counted.
         let clientLines = lines.filter { $0.hasPrefix("client ") }
         #expect(clientLines.allSatisfy { $0.hasSuffix(": connected") || $0.hasSuffix(": disconnected") })
-        #expect(dropped > 0 && clientLines.count + dropped == 2 * clients + 1, "\(clientLines.count) written, \(dropped) dropped")
+        #expect(
+            dropped > 0 && clientLines.count + dropped == 2 * clients + 1,
+            "\(clientLines.count) written, \(dropped) dropped")
     }
 
     @Test("started with stdin, stdout and stderr closed, shutterd logs into no client and no file of its own")

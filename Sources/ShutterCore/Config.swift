@@ -79,6 +79,8 @@ public struct Config: Equatable, Sendable {
     public init(text: String, keyCode: (String) -> UInt16?) throws(ConfigError) {
         self.init()
         var section: String?
+        // A UTF-8 byte order mark, as some editors write, is not part of the first line.
+        let text = text.unicodeScalars.first == "\u{FEFF}" ? String(text.unicodeScalars.dropFirst()) : text
         // "\r\n" is one Character in Swift: split on both so CRLF files read like LF ones.
         let lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
         for (index, raw) in lines.enumerated() {

@@ -36,12 +36,19 @@ public struct AccessPolicy {
     static func groups(of peer: PeerCredentials) -> Set<UInt32> {
         var result: Set<UInt32> = [peer.gid]
         guard let pw = getpwuid(peer.uid) else { return result }
-        var count: Int32 = 64
+        // When the list does not fit, getgrouplist returns -1 and sets `count` to the size it
+        // needs: grow the list and ask again (the group file may change in between).
         var list = [gid_t](repeating: 0, count: 64)
-        if getgrouplist(pw.pointee.pw_name, peer.gid, &list, &count) >= 0 {
-            result.formUnion(list.prefix(Int(count)))
+        while true {
+            var count = Int32(list.count)
+            if getgrouplist(pw.pointee.pw_name, peer.gid, &list, &count) >= 0 {
+                result.formUnion(list.prefix(Int(count)))
+                return result
+            }
+            // More than Linux's NGROUPS_MAX (65536) is not a size but a fault: no groups then.
+            guard list.count <= 65536 else { return result }
+            list = [gid_t](repeating: 0, count: max(Int(count), list.count * 2))
         }
-        return result
     }
 
     public func mayConnect(_ peer: PeerCredentials) -> Bool {

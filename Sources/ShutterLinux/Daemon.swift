@@ -54,6 +54,7 @@ public final class Daemon {
         Daemon.raiseDescriptorLimit(for: options.config.limits)
         do {
             loop = try EventLoop()
+            Log.attach(to: loop)
             signals = try SignalSource([SIGTERM, SIGINT, SIGHUP])
             if let fd = try Systemd.listenSocket() {
                 listener = UnixListener(adopting: fd, path: options.socketPath)

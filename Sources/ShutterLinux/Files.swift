@@ -1,15 +1,84 @@
 import Glibc
 
-/// Reads a whole text file; throws the errno of the failing call.
-public func readTextFile(_ path: String) throws(SystemError) -> String {
-    let fd = FileDescriptor(try sys("open", path) { open(path, O_RDONLY | O_CLOEXEC) })
+/// Why a text file could not be read: the errno of the failing call (or EISDIR, EFBIG,
+/// EILSEQ for a file that is not what a text file should be) and a reason in words.
+public struct FileReadError: Error, CustomStringConvertible, Equatable {
+    public var path: String
+    public var errno: Int32
+    public var reason: String
+
+    public var description: String { "\(path): \(reason)" }
+}
+
+/// "1 MiB (1048576 bytes)": a size limit in words.
+func sizeInWords(_ bytes: Int) -> String {
+    let unit = bytes >= 1 << 20 && bytes % (1 << 20) == 0 ? "\(bytes >> 20) MiB" : "\(bytes >> 10) KiB"
+    return "\(unit) (\(bytes) bytes)"
+}
+
+/// Reads a whole UTF-8 text file of at most `limit` bytes. A directory, a larger file and
+/// bytes that are not UTF-8 are errors, each saying so; a failing call names itself.
+public func readTextFile(_ path: String, limit: Int = 1 << 20) throws(FileReadError) -> String {
+    func failure(_ errno: Int32, _ reason: String) -> FileReadError {
+        FileReadError(path: path, errno: errno, reason: reason)
+    }
+    func failed(_ call: String) -> FileReadError {
+        let e = Glibc.errno
+        let why = String(cString: strerror(e))
+        if e == EACCES || e == EPERM { return failure(e, "\(why) (reading as uid \(geteuid()))") }
+        return failure(e, call == "open" ? why : "\(call): \(why)")
+    }
+    let raw = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
+    guard raw >= 0 else {
+        var target = [UInt8](repeating: 0, count: Int(PATH_MAX))
+        let n = Glibc.errno == ENOENT ? readlink(path, &target, target.count) : -1
+        if n > 0 {
+            let to = String(decoding: target[..<n], as: UTF8.self)
+            throw failure(ENOENT, "is a symbolic link to \(to), which does not exist")
+        }
+        throw failed("open")
+    }
+    let fd = FileDescriptor(raw)
+    var st = stat()
+    guard fstat(raw, &st) == 0 else { throw failed("fstat") }
+    let tooLarge = "over the limit of \(sizeInWords(limit))"
+    switch st.st_mode & S_IFMT {
+    case S_IFDIR: throw failure(EISDIR, "is a directory, not a file")
+    case S_IFREG where st.st_size > limit: throw failure(EFBIG, "is \(st.st_size) bytes, \(tooLarge)")
+    default: break
+    }
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 16384)
     while true {
-        let n = try sys("read", path) { chunk.withUnsafeMutableBytes { read(fd.raw, $0.baseAddress, $0.count) } }
+        let n = chunk.withUnsafeMutableBytes { read(fd.raw, $0.baseAddress, $0.count) }
+        if n < 0 {
+            if Glibc.errno == EINTR { continue }
+            throw failed("read")
+        }
         if n == 0 { break }
         bytes.append(contentsOf: chunk[0..<n])
-        guard bytes.count < 1 << 20 else { throw SystemError("read", errno: EFBIG, subject: path) }
+        // A file that grows while read, or one whose size stat does not tell (a pipe).
+        guard bytes.count <= limit else { throw failure(EFBIG, "is \(tooLarge)") }
     }
-    return String(decoding: bytes, as: UTF8.self)
+    if let text = String(validating: bytes, as: UTF8.self) { return text }
+    let (offset, line) = firstInvalidUTF8(bytes)
+    let byte = String(bytes[offset], radix: 16, uppercase: false)
+    throw failure(EILSEQ, "is not UTF-8 text: byte 0x\(byte) at offset \(offset) (line \(line)) is not valid UTF-8")
+}
+
+/// The offset of the first byte that does not begin a valid UTF-8 sequence, and its line.
+func firstInvalidUTF8(_ bytes: [UInt8]) -> (offset: Int, line: Int) {
+    var parser = Unicode.UTF8.ForwardParser()
+    var iterator = bytes.makeIterator()
+    var offset = 0
+    var line = 1
+    while true {
+        switch parser.parseScalar(from: &iterator) {
+        case .valid(let scalar):
+            if scalar.count == 1 && scalar.first == 0x0A { line += 1 }
+            offset += scalar.count
+        case .error: return (offset, line)
+        case .emptyInput: return (bytes.count, line)
+        }
+    }
 }

@@ -62,7 +62,9 @@ public final class FileDescriptor {
     deinit { close() }
 }
 
-/// Writes to stderr, one line per message; systemd's journal takes stderr.
+/// Writes to stderr, one line per message; systemd's journal takes stderr. Logging never
+/// makes the daemon wait: what stderr does not take now is held (64 KiB) and written when it
+/// can be, from the event loop once `attach(to:)`; beyond that lines are dropped and counted.
 public enum Log {
     nonisolated(unsafe) public static var verbose = false
 
@@ -70,9 +72,39 @@ public enum Log {
     public static func debug(_ message: String) { if verbose { write(message) } }
     public static func error(_ message: String) { write(message) }
 
+    static let stderr = LogWriter(fd: 2)
+    nonisolated(unsafe) static var loop: EventLoop?
+    nonisolated(unsafe) static var watched: Int32?
+
     static func write(_ message: String) {
-        var line = Array(message.utf8)
-        line.append(0x0A)
-        _ = line.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+        stderr.write(message)
+        watch()
+    }
+
+    /// Has `loop` write what stderr did not take, watching it for writability while lines wait.
+    public static func attach(to loop: EventLoop) {
+        self.loop = loop
+        watch()
+    }
+
+    /// Writes what is held, waiting for stderr up to `milliseconds`: before exit.
+    public static func finish(milliseconds: Int32 = 1000) { stderr.finish(milliseconds: milliseconds) }
+
+    static func watch() {
+        guard let loop else { return }
+        if stderr.hasBacklog, watched == nil, let fd = stderr.fd {
+            watched = fd
+            do {
+                try loop.add(fd, events: EventLoop.writable) { _ in
+                    stderr.flush()
+                    watch()
+                }
+            } catch {
+                watched = nil  // Then the next line written flushes the backlog.
+            }
+        } else if let fd = watched, !stderr.hasBacklog {
+            loop.remove(fd)
+            watched = nil
+        }
     }
 }

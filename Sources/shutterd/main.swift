@@ -11,7 +11,9 @@ let usage = """
     Options:
       --socket PATH   listen on PATH (default: $RUNTIME_DIRECTORY/shutterd.sock when
                       RUNTIME_DIRECTORY is set, else /run/shutterd/shutterd.sock)
-      --config FILE   read FILE (default: /etc/shutterd/shutterd.conf, optional)
+      --config FILE   read FILE, which must exist (default: $SHUTTERD_CONFIG when set,
+                      else /etc/shutterd/shutterd.conf; a missing default means
+                      the defaults, any other problem with it stops shutterd)
       --verbose       log every decision about every device
       --version       print the version and exit
       --help          print this help and exit
@@ -21,7 +23,15 @@ let usage = """
 
 func fail(_ message: String, code: Int32) -> Never {
     Log.error("shutterd: \(message)")
+    Log.finish()
     exit(code)
+}
+
+// A log line written to a pipe whose reader is gone fails with EPIPE; it must not kill.
+signal(SIGPIPE, SIG_IGN)
+// Descriptors 0 to 2 closed at start would be taken by sockets, and the log written into one.
+for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 {
+    _ = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY)
 }
 
 var socketPath: String?
@@ -57,16 +67,26 @@ let path =
         String(dir.split(separator: ":").first ?? "/run/shutterd") + "/shutterd.sock"
     } ?? "/run/shutterd/shutterd.sock"
 
+/// Whether something is at `path`: a symbolic link to nothing is.
+func isThere(_ path: String) -> Bool { faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0 }
+
+// Only a missing default file means the defaults: a file that is there but cannot be read
+// (its mode, a directory, too large, not UTF-8) may hold allow-lists, so it stops the daemon.
+let defaultConfig = env("SHUTTERD_CONFIG").flatMap { $0.isEmpty ? nil : $0 } ?? "/etc/shutterd/shutterd.conf"
+let file = configPath ?? defaultConfig
 var config = Config()
-let file = configPath ?? "/etc/shutterd/shutterd.conf"
-if let text = try? readTextFile(file) {
+do {
+    let text = try readTextFile(file)
     do {
         config = try Config(text: text, keyCode: KeyNames.keyCode)
     } catch {
         fail("\(file): \(error)", code: 78)
     }
-} else if configRequired {
-    fail("cannot read config file \(file): \(String(cString: strerror(errno)))", code: 78)
+    Log.info("config: read \(file)")
+} catch where error.errno == ENOENT && !configRequired && !isThere(file) {
+    Log.info("config: no \(file), using the defaults")
+} catch {
+    fail("cannot read config file \(error)", code: 78)
 }
 
 do {
@@ -75,3 +95,4 @@ do {
 } catch {
     fail(error.description, code: 1)
 }
+Log.finish()

@@ -1,0 +1,196 @@
+import Glibc
+import Synchronization
+
+/// Log lines on their way to a descriptor (the daemon's stderr) that never make the caller
+/// wait. What the descriptor does not take now is held, up to `backlogLimit` bytes, and
+/// written when it can be; lines past that are dropped and counted, and the count is logged
+/// once the backlog is written ("N log lines dropped"). A line is at most `lineLimit` bytes.
+///
+/// O_NONBLOCK cannot be set on stderr itself: it belongs to the open file description,
+/// which the daemon shares with whoever else has it (the terminal and the shell that
+/// started it, say), and they would see their writes fail. So a socket (journald's stream)
+/// is written with MSG_DONTWAIT, and a pipe or a terminal through a description of its own
+/// opened by /proc/self/fd, non-blocking; a regular file is written as it is.
+public final class LogWriter: Sendable {
+    /// The longest line written, its newline included; a longer one is cut, saying so.
+    public static let lineLimit = 2048
+    /// What is held while the output does not take it.
+    public static let backlogLimit = 64 * 1024
+
+    /// How the descriptor is written without waiting.
+    enum Output: Sendable {
+        /// send with MSG_DONTWAIT.
+        case socket(Int32)
+        /// A non-blocking descriptor of its own, opened here (and closed with the writer).
+        case own(Int32)
+        /// Writes of at most PIPE_BUF bytes once poll says there is room (no /proc to reopen).
+        case polled(Int32)
+        /// A regular file: writing waits for no reader.
+        case plain(Int32)
+        /// Closed, or gone (a reader that went away): lines are discarded.
+        case none
+
+        var fd: Int32? {
+            switch self {
+            case .socket(let fd), .own(let fd), .polled(let fd): fd
+            case .plain, .none: nil
+            }
+        }
+    }
+
+    struct State: Sendable {
+        var output: Output
+        var backlog: [UInt8] = []
+        /// How much of `backlog` is written.
+        var sent = 0
+        var dropped = 0
+        var held: Int { backlog.count - sent }
+    }
+
+    let state: Mutex<State>
+
+    /// `reopen: false` (for the tests) writes a pipe or a terminal as when /proc is missing.
+    public init(fd: Int32, reopen: Bool = true) {
+        state = Mutex(State(output: LogWriter.output(for: fd, reopen: reopen)))
+    }
+
+    deinit {
+        state.withLock { s in
+            if case .own(let fd) = s.output { close(fd) }
+        }
+    }
+
+    static func output(for fd: Int32, reopen: Bool) -> Output {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return .none }
+        switch st.st_mode & S_IFMT {
+        case S_IFSOCK:
+            return .socket(fd)
+        case S_IFIFO, S_IFCHR:
+            let own = reopen ? open("/proc/self/fd/\(fd)", O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) : -1
+            return own >= 0 ? .own(own) : .polled(fd)
+        default:
+            return .plain(fd)
+        }
+    }
+
+    /// The descriptor to watch for writability while `hasBacklog` (nil: one epoll cannot watch).
+    public var fd: Int32? { state.withLock { $0.output.fd } }
+
+    /// Whether lines wait to be written.
+    public var hasBacklog: Bool { state.withLock { $0.held > 0 } }
+
+    /// Writes `message` as one line, or holds it, or drops it; never waits.
+    public func write(_ message: String) {
+        let line = LogWriter.line(message)
+        state.withLock { s in
+            LogWriter.flush(&s)
+            if case .none = s.output { return }
+            let notice = s.dropped > 0 ? LogWriter.notice(s.dropped) : []
+            if s.held + notice.count + line.count > LogWriter.backlogLimit {
+                s.dropped += 1
+                return
+            }
+            s.backlog += notice
+            s.backlog += line
+            s.dropped = 0
+            LogWriter.flush(&s)
+        }
+    }
+
+    /// Writes what the output takes now.
+    public func flush() {
+        state.withLock { LogWriter.flush(&$0) }
+    }
+
+    /// Writes what is held, waiting up to `milliseconds` for the output: before exit, when
+    /// nothing else is left to do.
+    public func finish(milliseconds: Int32) {
+        let deadline = monotonicMicros() + Int64(milliseconds) * 1000
+        while true {
+            flush()
+            guard hasBacklog, let fd else { return }
+            let left = (deadline - monotonicMicros()) / 1000
+            guard left > 0 else { return }
+            var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            _ = poll(&p, 1, Int32(min(left, 1000)))
+        }
+    }
+
+    /// The line for `message`: at most `lineLimit` bytes with its newline, cut between
+    /// characters with a note of the whole length when longer.
+    static func line(_ message: String) -> [UInt8] {
+        var bytes = Array(message.utf8)
+        if bytes.count + 1 > lineLimit {
+            let note = Array(" [cut: the line had \(bytes.count) bytes]".utf8)
+            var keep = lineLimit - 1 - note.count
+            while keep > 0 && bytes[keep] & 0xC0 == 0x80 { keep -= 1 }  // not inside a character
+            bytes.removeSubrange(keep...)
+            bytes += note
+        }
+        bytes.append(0x0A)
+        return bytes
+    }
+
+    static func notice(_ dropped: Int) -> [UInt8] {
+        line("\(dropped) log line\(dropped == 1 ? "" : "s") dropped: the log output did not take them in time")
+    }
+
+    /// Writes the backlog until the output is full; once it is all written, the count of
+    /// dropped lines follows.
+    static func flush(_ s: inout State) {
+        let output = s.output
+        while s.held > 0 {
+            guard let n = s.backlog[s.sent...].withUnsafeBytes({ put($0, to: output) }) else {
+                // The output is gone (no reader left, or an error): nothing will be written.
+                if case .own(let fd) = output { close(fd) }
+                s = State(output: .none)
+                return
+            }
+            if n == 0 {
+                if s.sent > 0 {
+                    s.backlog.removeSubrange(0..<s.sent)
+                    s.sent = 0
+                }
+                return
+            }
+            s.sent += n
+            if s.held == 0 {
+                s.backlog.removeAll(keepingCapacity: true)
+                s.sent = 0
+                if s.dropped > 0 {
+                    s.backlog = notice(s.dropped)
+                    s.dropped = 0
+                }
+            }
+        }
+    }
+
+    /// Writes some of `bytes`: the count written, 0 when the output is full, nil when it
+    /// failed for good.
+    static func put(_ bytes: UnsafeRawBufferPointer, to output: Output) -> Int? {
+        while true {
+            let n: Int
+            switch output {
+            case .socket(let fd):
+                n = send(fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL))
+            case .own(let fd), .plain(let fd):
+                n = Glibc.write(fd, bytes.baseAddress, bytes.count)
+            case .polled(let fd):
+                var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                guard poll(&p, 1, 0) == 1 else { return 0 }
+                guard p.revents & Int16(POLLOUT) != 0 else { return nil }
+                // At most PIPE_BUF: a pipe with room takes it whole, without waiting.
+                n = Glibc.write(fd, bytes.baseAddress, min(bytes.count, Int(PIPE_BUF)))
+            case .none:
+                return nil
+            }
+            if n >= 0 { return n }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: return 0
+            default: return nil
+            }
+        }
+    }
+}

@@ -212,9 +212,9 @@ struct ConfigTests {
     @Test("a UTF-8 byte order mark at the start is accepted, and only there")
     func byteOrderMark() throws {
         let c = try parse("\u{FEFF}[daemon]\nqueue-limit = 64\n")
-        #expect(c.queueLimit == 64)
+        #expect(c.limits.queueMessages == 64)
         // With CRLF line ends too, as Windows editors write them.
-        #expect(try parse("\u{FEFF}[daemon]\r\nqueue-limit = 32\r\n").queueLimit == 32)
+        #expect(try parse("\u{FEFF}[daemon]\r\nqueue-limit = 32\r\n").limits.queueMessages == 32)
         // Elsewhere it is an ordinary character, and the line with it is refused.
         #expect(configError("[daemon]\n\u{FEFF}queue-limit = 64\n")?.line == 2)
     }

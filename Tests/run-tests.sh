@@ -49,10 +49,16 @@ else
 fi
 
 echo "== units, udev rules, man pages, install"
+# A check that cannot run here exits 0 after saying '...; skipped' (with CI=true it
+# fails instead): it is reported, not counted as passed.
 for target in check-units check-rules check-man check-install; do
     if make -s "$target" SWIFT_BIN=.build/debug >"$log" 2>&1; then
         tail -n 3 "$log"
-        passed=$((passed + 1))
+        if grep -q '; skipped' "$log"; then
+            echo "tests: make $target did not run (see above); not counted"
+        else
+            passed=$((passed + 1))
+        fi
     else
         cat "$log"
         echo "tests: make $target failed"

@@ -216,6 +216,13 @@ check-units:
 check-rules:
 	udev-rules/test-rules.sh || [ $$? -eq 77 ]
 
+# The systemd boot tier: Debian 12 with systemd as PID 1 under qemu, the README's
+# install, the units at work, and uninstall (Tests/systemd/run.sh; root; about 4
+# minutes; the image is built once into /var/cache/shutterd-systemd). `make test`
+# runs it when systemd/, udev-rules/, Tests/systemd/ or this Makefile changed.
+check-systemd:
+	sh Tests/systemd/run.sh $(SWIFT_BIN)/shutterd $(SWIFT_BIN)/shutterctl
+
 check-man:
 	@for page in man/shutterd.8 man/shutterctl.1; do \
 		echo "groff -man -ww -z $$page"; \

@@ -206,9 +206,11 @@ check-install: units
 	fi; \
 	echo "check-install: install (twice), enable and uninstall under DESTDIR leave the tree as it was"
 
-# systemd-analyze verify + security (exposure <= 2.0) + sysusers dry run.
+# systemd-analyze verify + security (exposure <= 2.0) + sysusers dry run + the
+# socket's owner. Exit 77 (no systemd-analyze) passes as a skip; with CI=true the
+# script fails instead.
 check-units:
-	SHUTTERD_BIN=$(SWIFT_BIN)/shutterd systemd/check-units.sh
+	SHUTTERD_BIN=$(SWIFT_BIN)/shutterd systemd/check-units.sh || [ $$? -eq 77 ]
 
 # The udev rules against fake devices; needs root and a mount namespace. Exit 77
 # (cannot run here, the reason printed) passes as a skip; with CI=true the script

@@ -104,8 +104,10 @@ if [ -z "$run_systemd" ]; then
     if [ -z "$base" ]; then
         echo "tests: no git history to compare with; running the systemd boot tier"
         run_systemd=1
+    elif ! changed=$(git diff --name-only "$base" -- systemd udev-rules Tests/systemd Makefile); then
+        echo "tests: git diff failed; running the systemd boot tier"
+        run_systemd=1
     else
-        changed=$(git diff --name-only "$base" -- systemd udev-rules Tests/systemd Makefile)
         if [ -n "$changed" ]; then
             echo "tests: changed since $(git rev-parse --short "$base"):" $changed
             run_systemd=1

@@ -51,8 +51,8 @@ hello() { "$PY" "$CLIENT" hello "$SOCK"; }
 
 echo "guest: systemd $(systemctl --version | head -n 1 | cut -d' ' -f2), kernel $(uname -r), up $(cut -d' ' -f1 /proc/uptime)s"
 # This runs as a unit ordered after multi-user.target, so the boot is not "running" yet.
-check boot "systemd is PID 1, multi-user.target reached" \
-    sh -c '[ "$(cat /proc/1/comm)" = systemd ] && systemctl is-active multi-user.target && systemctl --failed --no-legend --plain'
+check boot "systemd is PID 1, multi-user.target reached, no unit failed" \
+    sh -c '[ "$(cat /proc/1/comm)" = systemd ] && systemctl is-active multi-user.target && f=$(systemctl --failed --no-legend --plain) && [ -z "$f" ] || { echo "failed: $f"; false; }'
 
 # ---- the README's install ----------------------------------------------------------------
 rm -rf "$SRC"

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages named as arguments, or without arguments what building and
 # testing shutterd needs on Debian 12: what the Swift toolchain itself runs and links with
-# (a minbase root lacks libcurl4, libncurses6, libxml2, the C and C++ runtime's -dev
+# (a minbase root lacks libcurl4, libncurses6, libxml2, libsqlite3-0, the C and C++ -dev
 # packages and binutils), the C libraries' -dev packages, the tools the unit, rule, man
 # page and install checks use, and git (make test compares the tree with main). The kernel
 # rig (Tests/rig/setup.sh), the systemd boot tier (Tests/systemd/run.sh) and the benchmark
@@ -9,7 +9,7 @@
 # is missing.
 set -eu
 
-SWIFT_PACKAGES="libcurl4 libncurses6 libxml2 libc6-dev libgcc-12-dev libstdc++-12-dev binutils"
+SWIFT_PACKAGES="libcurl4 libncurses6 libxml2 libsqlite3-0 libc6-dev libgcc-12-dev libstdc++-12-dev binutils"
 PACKAGES=${*:-$SWIFT_PACKAGES pkg-config libevdev-dev libudev-dev libsystemd-dev make systemd udev util-linux groff-base man-db git}
 
 missing=""

@@ -219,7 +219,7 @@ check-rules:
 	udev-rules/test-rules.sh || [ $$? -eq 77 ]
 
 # The systemd boot tier: Debian 12 with systemd as PID 1 under qemu, the README's
-# install, the units at work, and uninstall (Tests/systemd/run.sh; root; about 4
+# install, the units at work, and uninstall (Tests/systemd/run.sh; root; about 3
 # minutes; the image is built once into /var/cache/shutterd-systemd). `make test`
 # runs it when systemd/, udev-rules/, Tests/systemd/ or this Makefile changed.
 check-systemd:

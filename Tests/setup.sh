@@ -1,12 +1,16 @@
 #!/bin/sh
 # Installs the Debian packages named as arguments, or without arguments what building and
-# testing shutterd needs on Debian 12: the C libraries' -dev packages, and the tools the
-# unit, rule and man page checks use. The kernel rig (Tests/rig/setup.sh) and the benchmark
+# testing shutterd needs on Debian 12: what the Swift toolchain itself runs and links with
+# (a minbase root lacks libcurl4, libncurses6, libxml2, libsqlite3-0, the C and C++ -dev
+# packages and binutils), the C libraries' -dev packages, the tools the unit, rule, man
+# page and install checks use, and git (make test compares the tree with main). The kernel
+# rig (Tests/rig/setup.sh), the systemd boot tier (Tests/systemd/run.sh) and the benchmark
 # (bench/run.sh) call it with their own lists. Idempotent; needs root only when something
 # is missing.
 set -eu
 
-PACKAGES=${*:-pkg-config libevdev-dev libudev-dev libsystemd-dev make systemd udev util-linux groff-base man-db python3}
+SWIFT_PACKAGES="libcurl4 libncurses6 libxml2 libsqlite3-0 libc6-dev libgcc-12-dev libstdc++-12-dev binutils"
+PACKAGES=${*:-$SWIFT_PACKAGES pkg-config libevdev-dev libudev-dev libsystemd-dev make systemd udev util-linux groff-base man-db git python3}
 
 missing=""
 for p in $PACKAGES; do

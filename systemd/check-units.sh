@@ -9,6 +9,10 @@
 #      an exposure of 2.0 or lower.
 #   3. `systemd-sysusers --dry-run` must accept shutterd.sysusers (against an
 #      empty root, so the host's users do not matter).
+#   4. The socket stays out of the daemon's hands: no RuntimeDirectory= of
+#      shutterd.service may be the socket's directory or one above it (systemd
+#      chowns such a directory, socket node included, to the service's user),
+#      and the socket unit must say SocketUser=root.
 #
 # verify insists that ExecStart= names an executable file. The unit is made
 # with @BINDIR@ pointing at the built binary (.build/release/shutterd, or
@@ -16,7 +20,7 @@
 #
 # Needs systemd-analyze and systemd-sysusers (Debian: systemd >= 252); man-db
 # for the man page check. Exit status: 0 all checks passed, 1 a check failed,
-# 77 the tools are missing.
+# 77 the tools are missing (1 with CI=true).
 #
 # Usage: systemd/check-units.sh            (from anywhere in the tree)
 # Environment: SHUTTERD_BIN   the shutterd binary to point ExecStart= at
@@ -31,6 +35,10 @@ max_exposure=${MAX_EXPOSURE:-2.0}
 for tool in systemd-analyze systemd-sysusers; do
     if ! command -v "$tool" >/dev/null 2>&1; then
         echo "check-units: $tool not found (Debian: apt-get install systemd); skipped" >&2
+        if [ "${CI:-}" = true ]; then
+            echo "check-units: CI=true, so a check that cannot run is a failure" >&2
+            exit 1
+        fi
         exit 77
     fi
 done
@@ -119,6 +127,35 @@ if [ "$status" -ne 0 ] || grep -qiE 'fail|invalid|unknown|ignoring' "$tmp/sysuse
     failed=1
 else
     echo "ok: sysusers file accepted"
+fi
+
+# 4. socket ownership
+echo "== the socket's owner: shutterd.socket against shutterd.service's RuntimeDirectory="
+listen=$(sed -n 's/^ListenStream=//p' "$here/shutterd.socket")
+sockdir=$(dirname "$listen")
+owner_ok=1
+case $listen in
+/run/*) ;;
+*) echo "check-units: FAIL: ListenStream=$listen is not a path under /run"; owner_ok=0 ;;
+esac
+if ! grep -qx 'SocketUser=root' "$here/shutterd.socket"; then
+    echo "check-units: FAIL: shutterd.socket does not say SocketUser=root"
+    owner_ok=0
+fi
+# RuntimeDirectory= takes a space-separated list; an entry may be SOURCE:SYMLINK.
+for entry in $(sed -n 's/^RuntimeDirectory=//p' "$tmp/units/shutterd.service"); do
+    d=/run/${entry%%:*}
+    case $sockdir/ in
+    "$d"/*)
+        echo "check-units: FAIL: RuntimeDirectory=$entry ($d) holds the socket $listen:" \
+            "systemd would chown it to the service's user on start"
+        owner_ok=0 ;;
+    esac
+done
+if [ "$owner_ok" = 1 ]; then
+    echo "ok: $sockdir and $listen belong to shutterd.socket (SocketUser=root), not to the service"
+else
+    failed=1
 fi
 
 if [ "$failed" -ne 0 ]; then

@@ -10,7 +10,8 @@
 # It also fails on any parse complaint about the rules files.
 #
 # Needs root (for unshare -m and the mounts), udevadm and unshare.
-# Exit status: 0 all cases passed, 1 a case failed, 77 cannot run here.
+# Exit status: 0 all cases passed, 1 a case failed, 77 cannot run here (the
+# reason is printed); with CI=true a check that cannot run is a failure (1).
 #
 # Usage: udev-rules/test-rules.sh [RULES_FILE]
 
@@ -20,20 +21,22 @@ here=$(cd "$(dirname "$0")" && pwd)
 rules=${1:-$here/60-shutterd.rules}
 rules=$(cd "$(dirname "$rules")" && pwd)/$(basename "$rules")
 
-if [ "${SHUTTERD_RULES_TEST_INNER:-}" != 1 ]; then
-    if [ "$(id -u)" != 0 ]; then
-        echo "test-rules: needs root (unshare -m, mounts); skipped" >&2
-        exit 77
+skip() {
+    echo "test-rules: $*; skipped" >&2
+    if [ "${CI:-}" = true ]; then
+        echo "test-rules: CI=true, so a check that cannot run is a failure" >&2
+        exit 1
     fi
+    exit 77
+}
+
+if [ "${SHUTTERD_RULES_TEST_INNER:-}" != 1 ]; then
+    [ "$(id -u)" = 0 ] || skip "needs root (unshare -m, mounts)"
     for tool in udevadm unshare; do
-        if ! command -v "$tool" >/dev/null 2>&1; then
-            echo "test-rules: $tool not found; skipped" >&2
-            exit 77
-        fi
+        command -v "$tool" >/dev/null 2>&1 || skip "$tool not found (apt-get install udev util-linux)"
     done
-    if ! unshare -m true 2>/dev/null; then
-        echo "test-rules: cannot create a mount namespace here; skipped" >&2
-        exit 77
+    if ! err=$(unshare -m true 2>&1); then
+        skip "cannot create a mount namespace here (unshare -m: $err)"
     fi
     # The rules file is copied out first: the mounts below may hide it.
     work=$(mktemp -d)

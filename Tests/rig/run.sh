@@ -63,10 +63,8 @@ else
 fi
 
 # The newest Debian kernel that has its modules installed.
-KVER=
-for k in $(ls /boot/vmlinuz-* 2>/dev/null | sed 's|/boot/vmlinuz-||' | sort -V); do
-    [ -d "/lib/modules/$k" ] && KVER=$k
-done
+. "$RIG/kernel.sh"
+KVER=$(newest_kernel)
 [ -n "$KVER" ] || skip "no /boot/vmlinuz-* with modules in /lib/modules (apt-get install linux-image-amd64)"
 [ -r "/boot/vmlinuz-$KVER" ] || skip "/boot/vmlinuz-$KVER is not readable"
 for m in uinput uhid dummy_hcd usb_f_hid; do

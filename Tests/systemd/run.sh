@@ -1,0 +1,133 @@
+#!/bin/sh
+# The systemd boot tier: boots a Debian 12 image with systemd as PID 1 under qemu (TCG) and,
+# inside it, follows the README's install steps with the built binaries, then checks the
+# units for real: socket activation, READY, the socket's owner, the watchdog, a restart
+# after a crash, a grab of a uinput device through the sandbox, and `make uninstall`
+# leaving nothing behind (Tests/systemd/guest.sh).
+#
+# Usage: Tests/systemd/run.sh [SHUTTERD [SHUTTERCTL]]
+#   SHUTTERD, SHUTTERCTL  default to .build/debug/shutterd and .build/debug/shutterctl
+#
+# The image (debootstrap --variant=minbase bookworm with systemd, udev, dbus, python3, make)
+# is built once and cached in $SHUTTERD_SYSTEMD_CACHE (default /var/cache/shutterd-systemd),
+# keyed by the kernel version and this script; each run boots it with qemu's snapshot mode,
+# so the cached image never changes. The kernel is the host's /boot/vmlinuz-* (Debian's
+# linux-image-amd64, as in the kernel rig); a small busybox initramfs loads the disk and
+# ext4 modules and hands over to /lib/systemd/systemd.
+#
+# Prints one PASS/FAIL line per check and last 'N passed, N failed'. Exit 0 when all passed,
+# 1 when any failed, 77 when the tier cannot run here (the reason printed); under CI=true a
+# skip is a failure. Needs root. The first run downloads about 60 MB of packages.
+# SHUTTERD_SYSTEMD_TIMEOUT (seconds, default 900) bounds the guest;
+# SHUTTERD_SYSTEMD_KEEP=1 keeps the results directory; SHUTTERD_SYSTEMD_MIRROR picks the
+# Debian mirror (default http://deb.debian.org/debian).
+set -u
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+CACHE=${SHUTTERD_SYSTEMD_CACHE:-/var/cache/shutterd-systemd}
+TIMEOUT=${SHUTTERD_SYSTEMD_TIMEOUT:-900}
+MIRROR=${SHUTTERD_SYSTEMD_MIRROR:-http://deb.debian.org/debian}
+# What the image holds besides minbase: systemd as init, udev, dbus (systemctl and logind
+# expect it), kmod for modprobe, make for the README's install, python3 for the socket
+# client and the uinput device, the libraries shutterd links.
+IMAGE_PACKAGES=systemd,systemd-sysv,udev,dbus,kmod,procps,make,python3,libevdev2,libudev1,libsystemd0
+HOST_PACKAGES="debootstrap qemu-system-x86 linux-image-amd64 busybox-static e2fsprogs kmod"
+
+skip() {
+    echo "systemd: skipped: $*"
+    if [ "${CI:-}" = true ]; then
+        echo "systemd: CI=true, so a skip is a failure"
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+    exit 77
+}
+
+SHUTTERD=${1:-$REPO/.build/debug/shutterd}
+SHUTTERCTL=${2:-$(dirname "$SHUTTERD")/shutterctl}
+
+[ "$(uname -s)" = Linux ] || skip "needs Linux, this is $(uname -s)"
+[ "$(uname -m)" = x86_64 ] || skip "needs an x86_64 host, this is $(uname -m)"
+[ "$(id -u)" = 0 ] || skip "needs root (debootstrap, reads /boot/vmlinuz-*, installs packages)"
+[ -x "$SHUTTERD" ] || skip "shutterd binary not found at $SHUTTERD (build it with 'swift build', or pass its path)"
+[ -x "$SHUTTERCTL" ] || skip "shutterctl binary not found at $SHUTTERCTL (build it, or pass its path)"
+
+# shellcheck disable=SC2086
+sh "$REPO/Tests/setup.sh" $HOST_PACKAGES || skip "installing$HOST_PACKAGES failed (see above)"
+
+# The newest Debian kernel that has its modules installed.
+. "$REPO/Tests/rig/kernel.sh"
+KVER=$(newest_kernel)
+[ -n "$KVER" ] || skip "no /boot/vmlinuz-* with modules in /lib/modules (apt-get install linux-image-amd64)"
+KERNEL=/boot/vmlinuz-$KVER
+
+# ---- the image, cached -------------------------------------------------------------------
+
+KEY=$( (echo "$KVER $IMAGE_PACKAGES"; cat "$HERE/image.sh") | sha256sum | cut -c1-16)
+IMAGE=$CACHE/bookworm-$KEY.raw
+INITRD=$CACHE/initrd-$KEY.cpio
+. "$HERE/image.sh"
+
+mkdir -p "$CACHE"
+for f in "$CACHE"/bookworm-*.raw "$CACHE"/initrd-*.cpio; do
+    # What an older image.sh or kernel left goes.
+    [ -e "$f" ] && [ "$f" != "$IMAGE" ] && [ "$f" != "$INITRD" ] && rm -f "$f"
+done
+if [ ! -s "$INITRD" ]; then
+    t=$(mktemp -d)
+    build_initrd "$t" || { rm -rf "$t"; skip "cannot build the initramfs (no virtio_blk/ext4 modules for $KVER?)"; }
+    rm -rf "$t"
+fi
+if [ ! -s "$IMAGE" ]; then
+    build_image || { rm -rf "$CACHE/root.tmp" "$IMAGE.tmp"; skip "building the Debian image failed (see above; $CACHE/debootstrap.log)"; }
+fi
+
+# ---- the share: the tree the README's steps run in, the binaries, their libraries ----------
+
+RESULTS=$(mktemp -d /tmp/shutterd-systemd.XXXXXX)
+chmod 755 "$RESULTS"
+cleanup() { [ "${SHUTTERD_SYSTEMD_KEEP:-0}" = 1 ] || rm -rf "$RESULTS"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$RESULTS/src" "$RESULTS/bin" "$RESULTS/libs"
+(cd "$REPO" && tar cf - Makefile README.md docs man systemd udev-rules Tests/systemd) | (cd "$RESULTS/src" && tar xf -)
+cp "$SHUTTERD" "$RESULTS/bin/shutterd" && cp "$SHUTTERCTL" "$RESULTS/bin/shutterctl" || skip "cannot copy the binaries"
+# Libraries outside the system's directories (the Swift runtime, unless linked statically)
+# go to the same paths in the guest.
+for lib in $(ldd "$SHUTTERD" "$SHUTTERCTL" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | sort -u); do
+    case $lib in
+    /lib/* | /usr/lib/* | /lib64/*) ;;
+    *) mkdir -p "$RESULTS/libs$(dirname "$lib")" && cp "$lib" "$RESULTS/libs$lib" ;;
+    esac
+done
+
+echo "systemd: kernel $KERNEL, image $IMAGE, results in $RESULTS"
+START=$(date +%s)
+# stdout is piped, never a plain file (see the kernel rig).
+timeout --kill-after=10 "$TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp 2 -m 1G \
+    -display none -no-reboot -nodefaults -serial stdio -monitor none \
+    -kernel "$KERNEL" -initrd "$INITRD" \
+    -append "console=ttyS0 mitigations=off quiet systemd.show_status=0 panic=-1" \
+    -drive "file=$IMAGE,format=raw,if=virtio,snapshot=on" \
+    -virtfs "local,path=$RESULTS,mount_tag=rig,security_model=none,id=rig" \
+    -device virtio-rng-pci \
+    </dev/null 2>&1 | cat
+END=$(date +%s)
+echo "systemd: guest finished in $((END - START))s"
+
+if grep -q '^FAIL' "$RESULTS/results.txt" 2>/dev/null && [ -s "$RESULTS/journal.txt" ]; then
+    echo "systemd: last lines of the guest's journal for shutterd:"
+    tail -n 40 "$RESULTS/journal.txt" | sed 's/^/  | /'
+fi
+passed=$(grep -c '^PASS' "$RESULTS/results.txt" 2>/dev/null)
+failed=$(grep -c '^FAIL' "$RESULTS/results.txt" 2>/dev/null)
+passed=${passed:-0}
+failed=${failed:-0}
+if ! grep -q '^DONE' "$RESULTS/results.txt" 2>/dev/null; then
+    echo "systemd: the guest did not finish its checks (boot failure or timeout after ${TIMEOUT}s?)"
+    failed=$((failed + 1))
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -48,7 +48,8 @@ extension ProgramTests {
             }
             return text
         }
-        var text = readLog { $0.contains(" log lines dropped") }
+        // Until the whole notice line is in: it may come in more than one read.
+        var text = readLog { $0.contains(" log lines dropped: the log output did not take them in time\n") }
         #expect(text.contains(" log lines dropped: the log output did not take them in time\n"), "\(text.suffix(500))")
         // The daemon is still serving.
         let late = try connect(path)

@@ -109,6 +109,12 @@ final class Child {
             if !s.hasPrefix("NOTIFY_SOCKET=") && !s.hasPrefix("LISTEN_") { environment.append(s) }
             e += 1
         }
+        // A config installed on this machine must not change what the tests see: the
+        // default config is a file that does not exist, unless a test names one.
+        if !env.contains(where: { $0.hasPrefix("SHUTTERD_CONFIG=") }) {
+            environment.removeAll { $0.hasPrefix("SHUTTERD_CONFIG=") }
+            environment.append("SHUTTERD_CONFIG=" + directory + "/no-such-shutterd.conf")
+        }
         var cenv = (environment + env).map { strdup($0) } + [nil]
         // The test runner's threads block signals (libdispatch does) and a test ignores
         // SIGPIPE: give the child a clean mask and default dispositions, as a shell would.

@@ -117,10 +117,24 @@ public final class LogWriter: Sendable {
         }
     }
 
-    /// The line for `message`: at most `lineLimit` bytes with its newline, cut between
-    /// characters with a note of the whole length when longer.
+    /// The line for `message`: control characters escaped (`\n`, `\u001b`), so that one
+    /// message is one line whatever text it carries (a client's, a device name from udev);
+    /// at most `lineLimit` bytes with its newline, cut between characters with a note of the
+    /// whole length when longer.
     static func line(_ message: String) -> [UInt8] {
-        var bytes = Array(message.utf8)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(message.utf8.count)
+        for b in message.utf8 {
+            switch b {
+            case 0x0A: bytes += [0x5C, UInt8(ascii: "n")]
+            case 0x0D: bytes += [0x5C, UInt8(ascii: "r")]
+            case 0x09: bytes += [0x5C, UInt8(ascii: "t")]
+            case 0..<0x20, 0x7F:
+                let hex = Array("0123456789abcdef".utf8)
+                bytes += [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0xF)]]
+            default: bytes.append(b)
+            }
+        }
         if bytes.count + 1 > lineLimit {
             let note = Array(" [cut: the line had \(bytes.count) bytes]".utf8)
             var keep = lineLimit - 1 - note.count

@@ -26,6 +26,11 @@ struct LogTests {
         }
     }
 
+    @Test("control characters in a message are escaped: one message is one line")
+    func escapes() {
+        #expect(LogWriter.line("a\nb\rc\td\u{1b}[2J\u{7f}é") == Array(#"a\nb\rc\td\u001b[2J\u007fé"#.utf8) + [0x0A])
+    }
+
     @Test("a long line is cut to 2 KiB between characters, saying how long it was")
     func longLine() throws {
         let (r, w) = smallPipe()

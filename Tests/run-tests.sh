@@ -4,10 +4,14 @@
 #   2. swift test: the pure logic (recorded event streams), the C boundary with real file
 #      descriptors, the socket server over a real Unix socket, and the built programs
 #   3. the systemd units, the udev rules, the man pages and a staged install (make check)
-#   4. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
+#   4. fuzzing: libFuzzer over the request, JSON and config parsers (Tests/fuzz/run.sh,
+#      $FUZZ_SECONDS each, default 25) and the protocol fuzzer against the built shutterd
+#      (Tests/fuzz/protocol-fuzz.py, $FUZZ_REQUESTS requests, default 20000)
+#   5. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
 #      gadget devices (Tests/rig/run.sh)
 # A tier that cannot run here says why; under CI=true that is a failure. Ends with one
-# line 'total: N passed, N failed' (tiers 2 and 4 count tests, tier 3 counts checks).
+# line 'total: N passed, N failed' (tiers 2 and 5 count tests, tier 3 counts checks,
+# tier 4 counts one check per parser and one for the protocol fuzzer).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -59,6 +63,25 @@ for target in check-units check-rules check-man check-install; do
         failed=$((failed + 1))
     fi
 done
+
+echo "== fuzz: parsers (libFuzzer) and protocol"
+sh Tests/fuzz/run.sh "${FUZZ_SECONDS:-25}" 2>&1 | tee "$log"
+fz=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+if [ -n "$fz" ]; then
+    passed=$((passed + $(echo "$fz" | cut -d' ' -f1)))
+    failed=$((failed + $(echo "$fz" | cut -d' ' -f3)))
+elif [ "${CI:-}" = true ]; then
+    failed=$((failed + 1))
+else
+    echo "tests: the parser fuzzers did not run (see above)"
+fi
+if sh Tests/setup.sh python3 && python3 Tests/fuzz/protocol-fuzz.py --requests "${FUZZ_REQUESTS:-20000}" \
+    --daemon .build/debug/shutterd; then
+    passed=$((passed + 1))
+else
+    echo "tests: the protocol fuzzer failed"
+    failed=$((failed + 1))
+fi
 
 echo "== kernel rig"
 sh Tests/rig/run.sh .build/debug/shutterd .build/debug/shutterctl 2>&1 | tee "$log"

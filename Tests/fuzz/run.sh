@@ -35,7 +35,7 @@ fi
 export SWIFT_BACKTRACE=enable=no
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 
-echo "fuzz: $seconds s per parser, seed $seed (FUZZ_SEED=$seed Tests/fuzz/run.sh $seconds repeats it)"
+echo "fuzz: $seconds s per parser, libFuzzer seed $seed (FUZZ_SEED=$seed uses it again)"
 passed=0
 failed=0
 for p in request json config; do

@@ -14,6 +14,7 @@
 #   make test                 set up and run every test tier (Tests/run-tests.sh; root)
 #   make load                 the hostile-client tier at ten times its size
 #   make bench-hostile        what hostile clients cost the release daemon (figures)
+#   make fuzz                 fuzz the parsers and the protocol for longer (docs/TESTING.md)
 #
 # Where things go. systemd, systemd-sysusers and udev all search
 # /usr/local/lib/... as well as /usr/lib/... (see `systemd-analyze unit-paths`,
@@ -51,7 +52,7 @@ DOCS = $(wildcard README.md docs/*.md)
 
 .PHONY: all build units install post-install uninstall check check-units \
 	check-rules check-man check-install check-systemd test run clean bench load \
-	bench-hostile
+	bench-hostile fuzz
 
 all: build units
 
@@ -237,6 +238,15 @@ check-man:
 
 test:
 	sh Tests/run-tests.sh
+
+# What make test fuzzes briefly, for longer: each parser FUZZ_SECONDS under libFuzzer, then
+# FUZZ_REQUESTS protocol requests (a seed: FUZZ_FLAGS=--seed N) against a debug shutterd.
+FUZZ_SECONDS  ?= 600
+FUZZ_REQUESTS ?= 1000000
+fuzz:
+	$(SWIFT) build $(SWIFTFLAGS) --product shutterd
+	sh Tests/fuzz/run.sh $(FUZZ_SECONDS)
+	python3 Tests/fuzz/protocol-fuzz.py --requests $(FUZZ_REQUESTS) --daemon .build/debug/shutterd $(FUZZ_FLAGS)
 
 # One command from a fresh Debian 12 machine to a running daemon: the packages, a
 # release build, and shutterd in the foreground with its log on the terminal.

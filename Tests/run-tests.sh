@@ -6,16 +6,20 @@
 #   3. the systemd units, the udev rules, the man pages and a staged install (make check)
 #   4. hostile clients against the built shutterd: floods, hoarders, slow and many
 #      clients, the descriptor limit (Tests/load/hostile.py)
-#   5. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
+#   5. fuzzing: libFuzzer over the request, JSON and config parsers (Tests/fuzz/run.sh,
+#      $FUZZ_SECONDS each, default 25) and the protocol fuzzer against the built shutterd
+#      (Tests/fuzz/protocol-fuzz.py, $FUZZ_REQUESTS requests, default 20000)
+#   6. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
 #      gadget devices (Tests/rig/run.sh)
-#   6. the systemd boot tier: Debian 12 booted with systemd as PID 1, the README's
+#   7. the systemd boot tier: Debian 12 booted with systemd as PID 1, the README's
 #      install, the units at work, uninstall (Tests/systemd/run.sh). Always under CI=true;
 #      elsewhere only when systemd/, udev-rules/, Tests/systemd/ or the Makefile differ
-#      from the base: main's merge base
-#      with HEAD when HEAD is not main, else HEAD's parent (uncommitted changes count).
+#      from the base: main's merge base with HEAD when HEAD is not main, else HEAD's
+#      parent (uncommitted changes count).
 #      SHUTTERD_CHECK_SYSTEMD=1 always runs it, =0 never.
 # A tier that cannot run here says why; under CI=true that is a failure. Ends with one
-# line 'total: N passed, N failed' (tiers 2, 4, 5 and 6 count tests, tier 3 counts checks).
+# line 'total: N passed, N failed' (tiers 2, 4, 6 and 7 count tests, tier 3 counts checks,
+# tier 5 one check per parser and one for the protocol fuzzer).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -74,10 +78,9 @@ for target in check-units check-rules check-man check-install; do
     fi
 done
 
-# booted_tier NAME SCRIPT: runs a tier that boots a guest and ends with 'N passed, N
-# failed'; adds its counts. No such line: under CI=true one failure, else reported.
-booted_tier() {
-    sh "$2" .build/debug/shutterd .build/debug/shutterctl 2>&1 | tee "$log"
+# Adds the 'N passed, N failed' line that ends $log to the totals; without one the tier did
+# not run, which under CI=true is a failure.
+count_tier() {
     counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
     if [ -n "$counts" ]; then
         passed=$((passed + $(echo "$counts" | cut -d' ' -f1)))
@@ -89,14 +92,25 @@ booted_tier() {
     fi
 }
 
+# booted_tier NAME SCRIPT: runs a tier that boots a guest and ends with 'N passed, N
+# failed', and counts it.
+booted_tier() {
+    sh "$2" .build/debug/shutterd .build/debug/shutterctl 2>&1 | tee "$log"
+    count_tier "$1"
+}
+
 echo "== hostile clients (Tests/load/hostile.py)"
 python3 Tests/load/hostile.py .build/debug/shutterd 2>&1 | grep -v '^  ' | tee "$log"
-load=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
-if [ -n "$load" ]; then
-    passed=$((passed + $(echo "$load" | cut -d' ' -f1)))
-    failed=$((failed + $(echo "$load" | cut -d' ' -f3)))
+count_tier "the hostile-client tier"
+
+echo "== fuzz: parsers (libFuzzer) and protocol"
+sh Tests/fuzz/run.sh "${FUZZ_SECONDS:-25}" 2>&1 | tee "$log"
+count_tier "the parser fuzzers"
+if python3 Tests/fuzz/protocol-fuzz.py --requests "${FUZZ_REQUESTS:-20000}" --check-log \
+    --daemon .build/debug/shutterd; then
+    passed=$((passed + 1))
 else
-    echo "tests: the hostile-client tier did not run"
+    echo "tests: the protocol fuzzer failed"
     failed=$((failed + 1))
 fi
 

@@ -12,9 +12,9 @@ Standard library only. shutterd.aio has the same over asyncio; the pytest plugin
 fixture and ``expect_press``.
 """
 
-from ._client import Client, ExpectedPress, expect_press, wait_for_press
+from ._client import Client, expect_press, wait_for_press
 from ._protocol import (DEFAULT_SOCKET, PROTOCOL_MAJOR, PROTOCOL_MINOR, Capture, ConnectError, Control, Device,
-                        DeviceAdded, DeviceRemoved, Disconnected, ErrorReply, Filter, Hello, Interaction, Key,
+                        DeviceAdded, DeviceRemoved, Disconnected, ErrorReply, ExpectedPress, Filter, Hello, Interaction, Key,
                         Message, Overflow, Press, PressFailed, PressTimeout, ProtocolError, ProtocolVersionError,
                         Reconnected, Reply, ShutterdError, Slider, Timeout, Unknown, socket_path)
 

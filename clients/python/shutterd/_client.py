@@ -6,9 +6,9 @@ import socket
 import time
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
-from ._protocol import (MAX_LINE, Capture, ClientCore, ConnectError, Device, Disconnected, Hello, Interaction,
-                        Judge, Message, Press, ProtocolError, Reconnected, Reply, Slider, Timeout, check_hello,
-                        interaction_json, parse_line, remaining)
+from ._protocol import (MAX_LINE, ClientCore, ConnectError, Device, Disconnected, ExpectedPress, Hello,
+                        Interaction, Judge, Message, Press, ProtocolError, Reconnected, Reply, Slider, Timeout, check_hello,
+                        interaction_json, parse_line, remaining, _seconds)
 
 
 class Client:
@@ -94,7 +94,7 @@ class Client:
                 raise self._core.disconnected(" (the client is closed)")
             left = remaining(deadline, time.monotonic())
             if left == 0.0:
-                raise Timeout("no %s from shutterd within %s s" % (what, _s(within or 0)))
+                raise Timeout("no %s from shutterd within %s s" % (what, _seconds(within or 0)))
             self._sock.settimeout(left)
             try:
                 chunk = self._sock.recv(65536)
@@ -122,7 +122,7 @@ class Client:
             self._sock.settimeout(wait)
             self._sock.sendall(line)
         except socket.timeout:
-            raise Timeout("sending %s to shutterd took longer than %s s" % (type_, _s(wait))) from None
+            raise Timeout("sending %s to shutterd took longer than %s s" % (type_, _seconds(wait))) from None
         except OSError as e:
             self.close()
             raise self._core.disconnected(": %s" % (e.strerror or e)) from None
@@ -185,7 +185,7 @@ class Client:
         while True:
             left = remaining(deadline, time.monotonic())
             if left == 0.0:
-                raise Timeout("shutterd at %s did not come back within %s s" % (self.path, _s(within or 0)))
+                raise Timeout("shutterd at %s did not come back within %s s" % (self.path, _seconds(within or 0)))
             time.sleep(self._core.reconnect_delay if left is None else min(self._core.reconnect_delay, left))
             try:
                 left = remaining(deadline, time.monotonic())
@@ -230,26 +230,6 @@ class Client:
                 return press
 
 
-def _s(seconds: float) -> str:
-    return ("%.3f" % seconds).rstrip("0").rstrip(".")
-
-
-class ExpectedPress:
-    """What ``expect_press`` yields: the press, once the with block has ended and it came."""
-
-    def __init__(self, judge: Judge):
-        self.judge = judge
-        self.press: Optional[Press] = None
-
-    @property
-    def began(self) -> Optional[Capture]:
-        return self.press.began if self.press else None
-
-    @property
-    def ended(self) -> Optional[Capture]:
-        return self.press.ended if self.press else None
-
-
 class expect_press:  # noqa: N801 - used as a function
     """A context manager: ``with expect_press(key="KEY_VOLUMEUP", device="AB Shutter3*"):
     robot.press_shutter()``. On entry it connects (``path``, or ``$SHUTTERD_SOCKET``, or the
@@ -264,7 +244,7 @@ class expect_press:  # noqa: N801 - used as a function
         self._judge = Judge(key, device, handler)
         self._timeout, self._path, self._connect_timeout = timeout, path, connect_timeout
         self._client: Optional[Client] = None
-        self.result = ExpectedPress(self._judge)
+        self.result = ExpectedPress()
 
     def __enter__(self) -> ExpectedPress:
         self._client = Client(self._path, timeout=self._connect_timeout)

@@ -421,6 +421,22 @@ class Press:
         return self.began.handler
 
 
+class ExpectedPress:
+    """What ``expect_press`` yields: its ``press`` (and ``began``, ``ended``) once the
+    with block has ended and the press came."""
+
+    def __init__(self) -> None:
+        self.press: Optional[Press] = None
+
+    @property
+    def began(self) -> Optional[Capture]:
+        return self.press.began if self.press else None
+
+    @property
+    def ended(self) -> Optional[Capture]:
+        return self.press.ended if self.press else None
+
+
 def check_handler(handler: Optional[str]) -> None:
     if handler is not None and handler not in HANDLERS:
         raise ValueError("handler must be 'primary' or 'secondary', not %r" % (handler,))

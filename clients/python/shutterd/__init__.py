@@ -27,3 +27,10 @@ __all__ = [
     "PressFailed", "PressTimeout", "ProtocolError", "ProtocolVersionError", "Reconnected", "Reply",
     "ShutterdError", "Slider", "Timeout", "Unknown", "socket_path",
 ]
+
+# Tracebacks and reprs name the public module: shutterd.PressFailed, not shutterd._protocol.PressFailed.
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type):
+        _obj.__module__ = __name__
+del _name, _obj

@@ -217,6 +217,7 @@ class Client:
         return self._judge(Judge(key, device, handler), timeout)
 
     def _judge(self, judge: Judge, timeout: float) -> Press:
+        __tracebackhide__ = True  # pytest shows the verdict, not this loop
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -256,6 +257,7 @@ class expect_press:  # noqa: N801 - used as a function
         return self.result
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        __tracebackhide__ = True
         assert self._client is not None
         try:
             if exc_type is None:

@@ -472,6 +472,7 @@ class Judge:
     def observe(self, msg: Message) -> Optional[Press]:
         """A Press when this message completes the expected one; None while waiting;
         raises PressFailed when the message decides against it."""
+        __tracebackhide__ = True  # pytest shows the verdict, not this code
         if not isinstance(msg, Capture):
             return None
         right = msg.key.name == self.key and (self.device is None or msg.device.matches(self.device))

@@ -205,6 +205,7 @@ class AsyncClient:
         return await self._judge(Judge(key, device, handler), timeout)
 
     async def _judge(self, judge: Judge, timeout: float) -> Press:
+        __tracebackhide__ = True  # pytest shows the verdict, not this loop
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -239,6 +240,7 @@ class expect_press:  # noqa: N801 - used as a function
         return self.result
 
     async def __aexit__(self, exc_type, exc, tb) -> None:
+        __tracebackhide__ = True
         try:
             if exc_type is None:
                 self.result.press = await self._client._judge(self._judge, self._timeout)

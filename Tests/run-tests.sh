@@ -6,16 +6,18 @@
 #   3. the systemd units, the udev rules, the man pages and a staged install (make check)
 #   4. hostile clients against the built shutterd: floods, hoarders, slow and many
 #      clients, the descriptor limit (Tests/load/hostile.py)
-#   5. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
+#   5. the Python client: a wheel of clients/python installed into a fresh venv, its
+#      pytest suite against the built shutterd, the pytest plugin (Tests/python/run.sh)
+#   6. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
 #      gadget devices (Tests/rig/run.sh)
-#   6. the systemd boot tier: Debian 12 booted with systemd as PID 1, the README's
+#   7. the systemd boot tier: Debian 12 booted with systemd as PID 1, the README's
 #      install, the units at work, uninstall (Tests/systemd/run.sh). Always under CI=true;
 #      elsewhere only when systemd/, udev-rules/, Tests/systemd/ or the Makefile differ
 #      from the base: main's merge base
 #      with HEAD when HEAD is not main, else HEAD's parent (uncommitted changes count).
 #      SHUTTERD_CHECK_SYSTEMD=1 always runs it, =0 never.
 # A tier that cannot run here says why; under CI=true that is a failure. Ends with one
-# line 'total: N passed, N failed' (tiers 2, 4, 5 and 6 count tests, tier 3 counts checks).
+# line 'total: N passed, N failed' (tiers 2, 4, 5, 6 and 7 count tests, tier 3 counts checks).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -74,8 +76,8 @@ for target in check-units check-rules check-man check-install; do
     fi
 done
 
-# booted_tier NAME SCRIPT: runs a tier that boots a guest and ends with 'N passed, N
-# failed'; adds its counts. No such line: under CI=true one failure, else reported.
+# booted_tier NAME SCRIPT: runs a tier script (one that boots a guest, or the Python
+# client's) that ends with 'N passed, N failed'; adds its counts. No such line: under CI=true one failure, else reported.
 booted_tier() {
     sh "$2" .build/debug/shutterd .build/debug/shutterctl 2>&1 | tee "$log"
     counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
@@ -99,6 +101,9 @@ else
     echo "tests: the hostile-client tier did not run"
     failed=$((failed + 1))
 fi
+
+echo "== Python client (Tests/python/run.sh)"
+booted_tier "the Python client tier" Tests/python/run.sh
 
 echo "== kernel rig"
 booted_tier "the kernel rig" Tests/rig/run.sh

@@ -29,6 +29,7 @@ cannot() {
 sh Tests/setup.sh python3 python3-venv python3-pytest python3-setuptools python3-wheel ||
     cannot "the Debian packages are missing (see above)"
 [ -x "$SHUTTERD" ] || cannot "no shutterd at $SHUTTERD (swift build)"
+SHUTTERD=$(cd "$(dirname "$SHUTTERD")" && pwd)/$(basename "$SHUTTERD")
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

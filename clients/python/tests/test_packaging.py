@@ -36,10 +36,16 @@ def test_the_tests_use_the_installed_package_when_the_tier_says_so():
     assert "site-packages" in shutterd.__file__
 
 
-def test_pip_install_of_the_directory_into_a_fresh_venv(tmp_path, source):
-    venv = str(tmp_path / "venv")
+@pytest.fixture
+def venv(tmp_path):
+    """A fresh venv of the system's Python that sees its packages (setuptools, wheel)."""
+    path = str(tmp_path / "venv")
     sh("/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable, "-m", "venv",
-       "--system-site-packages", venv)
+       "--system-site-packages", path)
+    return path
+
+
+def test_pip_install_of_the_directory_into_a_fresh_venv(tmp_path, source, venv):
     py = os.path.join(venv, "bin", "python")
     sh(py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-build-isolation", "--no-index", source,
        cwd=str(tmp_path))
@@ -53,8 +59,8 @@ def test_pip_install_of_the_directory_into_a_fresh_venv(tmp_path, source):
     assert requires == ">=3.9"
 
 
-def test_the_wheel_holds_the_package_its_type_marker_and_the_entry_point(tmp_path, source):
-    sh(sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-build-isolation", "--no-index",
+def test_the_wheel_holds_the_package_its_type_marker_and_the_entry_point(tmp_path, source, venv):
+    sh(os.path.join(venv, "bin", "python"), "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-build-isolation", "--no-index",
        "--no-deps", "-w", str(tmp_path / "dist"), source, cwd=str(tmp_path))
     wheels = os.listdir(str(tmp_path / "dist"))
     assert len(wheels) == 1 and wheels[0].startswith("shutterd-") and wheels[0].endswith("-py3-none-any.whl")

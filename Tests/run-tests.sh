@@ -9,16 +9,18 @@
 #   5. fuzzing: libFuzzer over the request, JSON and config parsers (Tests/fuzz/run.sh,
 #      $FUZZ_SECONDS each, default 25) and the protocol fuzzer against the built shutterd
 #      (Tests/fuzz/protocol-fuzz.py, $FUZZ_REQUESTS requests, default 20000)
-#   6. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
+#   6. the Python client: a wheel of clients/python installed into a fresh venv, its
+#      pytest suite against the built shutterd, the pytest plugin (Tests/python/run.sh)
+#   7. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
 #      gadget devices (Tests/rig/run.sh)
-#   7. the systemd boot tier: Debian 12 booted with systemd as PID 1, the README's
+#   8. the systemd boot tier: Debian 12 booted with systemd as PID 1, the README's
 #      install, the units at work, uninstall (Tests/systemd/run.sh). Always under CI=true;
 #      elsewhere only when systemd/, udev-rules/, Tests/systemd/ or the Makefile differ
 #      from the base: main's merge base with HEAD when HEAD is not main, else HEAD's
 #      parent (uncommitted changes count).
 #      SHUTTERD_CHECK_SYSTEMD=1 always runs it, =0 never.
 # A tier that cannot run here says why; under CI=true that is a failure. Ends with one
-# line 'total: N passed, N failed' (tiers 2, 4, 6 and 7 count tests, tier 3 counts checks,
+# line 'total: N passed, N failed' (tiers 2, 4, 6, 7 and 8 count tests, tier 3 counts checks,
 # tier 5 one check per parser and one for the protocol fuzzer).
 set -u
 cd "$(dirname "$0")/.."
@@ -92,9 +94,9 @@ count_tier() {
     fi
 }
 
-# booted_tier NAME SCRIPT: runs a tier that boots a guest and ends with 'N passed, N
-# failed', and counts it.
-booted_tier() {
+# run_tier NAME SCRIPT: runs a tier script (a booted guest, the Python client) that ends
+# with 'N passed, N failed', and counts it.
+run_tier() {
     sh "$2" .build/debug/shutterd .build/debug/shutterctl 2>&1 | tee "$log"
     count_tier "$1"
 }
@@ -114,8 +116,11 @@ else
     failed=$((failed + 1))
 fi
 
+echo "== Python client (Tests/python/run.sh)"
+run_tier "the Python client tier" Tests/python/run.sh
+
 echo "== kernel rig"
-booted_tier "the kernel rig" Tests/rig/run.sh
+run_tier "the kernel rig" Tests/rig/run.sh
 
 echo "== systemd boot"
 run_systemd=${SHUTTERD_CHECK_SYSTEMD:-}
@@ -150,7 +155,7 @@ if [ -z "$run_systemd" ]; then
     fi
 fi
 if [ "$run_systemd" = 1 ]; then
-    booted_tier "the systemd boot tier" Tests/systemd/run.sh
+    run_tier "the systemd boot tier" Tests/systemd/run.sh
 fi
 
 echo "total: $passed passed, $failed failed"

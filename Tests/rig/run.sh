@@ -107,6 +107,23 @@ if [ "$SHUTTERD" != - ]; then
     SHUTTERCTL=$RESULTS/bin/shutterctl
 fi
 
+# The Python client, pip-installed into a venv for the guest's pytest scenarios, as a rig's
+# user installs it; built offline with Debian's setuptools, pytest from Debian too.
+PYTHON_VENV=-
+if [ "$SHUTTERD" != - ]; then
+    mkdir -p "$RESULTS/python-src"
+    (cd "$REPO/clients/python" && tar cf - --exclude=build --exclude='*.egg-info' --exclude=__pycache__ .) |
+        (cd "$RESULTS/python-src" && tar xf -)
+    if /usr/bin/python3 -m venv --system-site-packages "$RESULTS/venv" &&
+        "$RESULTS/venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation --no-index \
+            "$RESULTS/python-src" >"$RESULTS/pip.log" 2>&1; then
+        PYTHON_VENV=$RESULTS/venv
+    else
+        cat "$RESULTS/pip.log"
+        echo "rig: pip install of clients/python into a venv failed; the python scenarios will fail"
+    fi
+fi
+
 echo "rig: kernel $KERNEL ($KVER), qemu $([ -n "$ACCEL" ] && echo TCG || echo KVM), results in $RESULTS"
 START=$(date +%s)
 # stdout is piped, never a plain file: qemu reopens /proc/self/fd/1 per serial port and
@@ -115,7 +132,7 @@ PATH=$VENV/bin:$PATH timeout --kill-after=10 "$TIMEOUT" \
     vng --run "$KERNEL" $ACCEL --cpus 2 --memory 1G --name shutterd-rig \
     --rwdir "$RESULTS" \
     --append "mitigations=off module_blacklist=$BLACKLIST" \
-    --exec "sh $RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL" 2>&1 </dev/null | cat
+    --exec "sh $RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL $PYTHON_VENV" 2>&1 </dev/null | cat
 END=$(date +%s)
 echo "rig: guest finished in $((END - START))s"
 
@@ -135,7 +152,8 @@ if [ "$passed" = 0 ] && [ "$failed" = 0 ]; then
     failed=1
 fi
 if [ -n "${SHUTTERD_RIG_RESULTS:-}" ]; then
-    mkdir -p "$SHUTTERD_RIG_RESULTS" && rm -rf "$RESULTS/bin" && cp -r "$RESULTS"/. "$SHUTTERD_RIG_RESULTS"/
+    mkdir -p "$SHUTTERD_RIG_RESULTS" && rm -rf "$RESULTS/bin" "$RESULTS/venv" "$RESULTS/python-src" &&
+        cp -r "$RESULTS"/. "$SHUTTERD_RIG_RESULTS"/
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

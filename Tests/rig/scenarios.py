@@ -3,6 +3,7 @@
 
 Usage (inside the rig's guest, as root):
   scenarios.py --shutterd PATH --shutterctl PATH --socket PATH [--log FILE] [--only NAME,...]
+               [--python-venv DIR]
 
 Starts shutterd, makes devices from Tests/devices/ through uhid, uinput and the USB gadget,
 and asserts on the decoded JSON a client receives, per docs/PROTOCOL.md. Prints one line per
@@ -839,6 +840,65 @@ def sc_verify_wrong(rig):
     return "exit 1: %s" % err.splitlines()[-1]
 
 
+def run_pytest_press(rig, button):
+    """Runs pytest/test_expect_press.py (the shutterd package's pytest plugin, installed in
+    the venv run.sh made) against shutterd; its robot asks for a press, and button is
+    clicked. Returns (exit, output, presses made)."""
+    check(rig.args.python_venv != "-", "no venv with the shutterd package (run.sh could not make one; see its output)")
+    robot_path = os.path.join(os.path.dirname(rig.args.socket), "robot-%s.sock" % button)
+    if os.path.exists(robot_path):
+        os.unlink(robot_path)
+    robot = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    robot.bind(robot_path)
+    robot.listen(1)
+    presses = []
+
+    def serve():
+        try:
+            conn, _ = robot.accept()
+        except OSError:
+            return
+        with conn:
+            if conn.makefile().readline().strip() == "press":
+                rig.devs["ab-shutter3"].click(button)
+                presses.append(button)
+                conn.sendall(b"done\n")
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    test = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pytest", "test_expect_press.py")
+    cmd = [os.path.join(rig.args.python_venv, "bin", "python"), "-m", "pytest", "-p", "no:cacheprovider", "-q",
+           "-rf", test, "--shutterd-socket", rig.args.socket, "--shutterd-timeout", "15"]
+    env = dict(os.environ, SHUTTERD_RIG_ROBOT=robot_path, PYTHONDONTWRITEBYTECODE="1")
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                           cwd=os.path.dirname(rig.args.socket), timeout=180)
+    finally:
+        robot.close()
+    return p.returncode, p.stdout, presses
+
+
+def sc_pytest_expect_press_pass(rig):
+    """pip-installed shutterd package: expect_press passes when the iOS button (KEY_VOLUMEUP)
+    is pressed."""
+    code, out, presses = run_pytest_press(rig, "ios")
+    check(presses == ["ios"], "the test's robot never asked for a press; pytest said: %s" % out[-1500:])
+    check(code == 0 and "1 passed" in out, "pytest exit %s: %s" % (code, out[-1500:]))
+    return "pytest exit 0: %s" % out.strip().splitlines()[-1]
+
+
+def sc_pytest_expect_press_wrong(rig):
+    """The same test fails when the Android button (KEY_ENTER) is pressed, naming the
+    expected press and the key that came instead."""
+    code, out, presses = run_pytest_press(rig, "android")
+    check(presses == ["android"], "the test's robot never asked for a press; pytest said: %s" % out[-1500:])
+    check(code == 1 and "1 failed" in out, "pytest exit %s (expected 1, one failure): %s" % (code, out[-1500:]))
+    want = "PressFailed: expected KEY_VOLUMEUP from 'AB Shutter3*', got KEY_ENTER from 'AB Shutter3"
+    lines = [line for line in out.splitlines() if want in line]
+    check(lines, "pytest's output lacks %r: %s" % (want, out[-1500:]))
+    return "pytest exit 1: %s" % lines[0].strip()
+
+
 def sc_headset_sound(rig):
     """The AirPods rule: shouldPlaySound only for a headset's press, only for a client that
     set defaultCaptureSoundDisabled. The headset is BlueZ's '<name> (AVRCP)' uinput node."""
@@ -1028,6 +1088,8 @@ SCENARIOS = [
     ("unprivileged-input-group", sc_unprivileged),
     ("shutterctl-verify-pass", sc_verify_pass),
     ("shutterctl-verify-wrong-key", sc_verify_wrong),
+    ("python-expect-press-pass", sc_pytest_expect_press_pass),
+    ("python-expect-press-wrong-key", sc_pytest_expect_press_wrong),
     ("hotplug-remove-mid-press", sc_remove_mid_press),
     ("hotplug-recreate-same-id", sc_recreate),
     ("daemon-alive", sc_alive),
@@ -1042,6 +1104,7 @@ NEEDS = {
     "android-primary-by-udev-rule": "hotplug-add", "two-clients-filters": "hotplug-add",
     "grab": "hotplug-add", "grab-waits-for-release": "hotplug-add", "unprivileged-input-group": "hotplug-add", "headset-sound-rule": "hotplug-add", "shutterctl-verify-pass": "hotplug-add",
     "shutterctl-verify-wrong-key": "hotplug-add", "hotplug-remove-mid-press": "hotplug-add",
+    "python-expect-press-pass": "hotplug-add", "python-expect-press-wrong-key": "hotplug-add",
     "hotplug-recreate-same-id": "hotplug-add",
     "slow-client-overflow": "enumerate",
     "usb-two-interfaces-grab-one": "usb-two-interfaces-one-name-ids",
@@ -1057,6 +1120,7 @@ def main():
     ap.add_argument("--shutterctl", required=True)
     ap.add_argument("--socket", required=True)
     ap.add_argument("--log", default="/tmp/x/shutterd.log")
+    ap.add_argument("--python-venv", default="-", help="a venv with the shutterd package and pytest, or -")
     ap.add_argument("--only", default="", help="comma-separated scenario names (shell patterns)")
     args = ap.parse_args()
     os.makedirs(os.path.dirname(args.socket), exist_ok=True)

@@ -9,7 +9,9 @@ VENV=$CACHE/venv
 # Tested together: virtme-ng 1.42 with Debian 12's qemu 7.2 and kernel 6.1.
 VIRTME_NG_VERSION=1.42
 
-APT_PACKAGES="qemu-system-x86 linux-image-amd64 busybox-static file udev kmod procps python3 python3-venv linux-libc-dev"
+# python3-pytest, -setuptools and -wheel: the Python client's scenarios (pip-installed
+# into a venv offline, pytest from Debian).
+APT_PACKAGES="qemu-system-x86 linux-image-amd64 busybox-static file udev kmod procps python3 python3-venv linux-libc-dev python3-pytest python3-setuptools python3-wheel"
 
 if [ "$(id -u)" != 0 ]; then
     echo "setup.sh: must run as root (installs Debian packages); skipping" >&2

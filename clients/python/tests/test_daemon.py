@@ -1,0 +1,202 @@
+"""The blocking and asyncio clients against the real shutterd (no devices needed)."""
+
+import asyncio
+import os
+
+import pytest
+
+import shutterd
+import shutterd.aio
+
+EVERY_FIELD = dict(enabled=False, primary=True, secondary=False, default_capture_sound_disabled=True, grab=True,
+                   devices=["bluetooth-2717-0040-c2:1a:55:0e:b3:05"], names=["AB Shutter3*"], buses=["bluetooth"],
+                   kinds=["remote"], keys=["KEY_VOLUMEUP", "KEY_ENTER"], slider=(-10, 10, 3))
+
+
+def check_every_field(got):
+    assert got.enabled is False and got.primary is True and got.secondary is False
+    assert got.default_capture_sound_disabled is True and got.grab is True
+    assert got.filter == shutterd.Filter(devices=["bluetooth-2717-0040-c2:1a:55:0e:b3:05"], names=["AB Shutter3*"],
+                                         buses=["bluetooth"], kinds=["remote"], keys=["KEY_VOLUMEUP", "KEY_ENTER"])
+    assert got.slider == shutterd.Slider(min=-10, max=10, value=3)
+
+
+def test_hello_names_the_daemon_and_its_protocol(daemon):
+    with shutterd.Client(daemon.path) as c:
+        assert c.hello.daemon_name == "shutterd"
+        assert c.hello.protocol_major == shutterd.PROTOCOL_MAJOR
+        assert isinstance(c.hello.daemon_version, str) and c.hello.daemon_version
+        assert c.hello.raw["type"] == "hello"
+        assert c.devices == c.hello.devices
+
+
+def test_list_devices_agrees_with_hello_and_ping_answers(daemon):
+    with shutterd.Client(daemon.path) as c:
+        listed = c.list_devices()
+        assert [d.id for d in listed] == [d.id for d in c.hello.devices]
+        assert all(isinstance(d, shutterd.Device) for d in listed)
+        assert c.ping() is None
+
+
+def test_set_interaction_sends_every_field_and_returns_what_is_in_force(daemon):
+    with shutterd.Client(daemon.path) as c:
+        check_every_field(c.set_interaction(**EVERY_FIELD))
+        # An omitted field takes its default, not its previous value.
+        again = c.set_interaction(secondary=False)
+        assert again.enabled is True and again.grab is False and again.secondary is False
+        assert again.filter == shutterd.Filter() and again.slider == shutterd.Slider(0, 100, 50)
+
+
+def test_slider_as_a_dataclass(daemon):
+    with shutterd.Client(daemon.path) as c:
+        assert c.set_interaction(slider=shutterd.Slider(min=1, max=5, value=5)).slider == shutterd.Slider(1, 5, 5)
+
+
+def test_invalid_request_is_raised_with_code_message_and_id_and_the_connection_stays(daemon):
+    with shutterd.Client(daemon.path) as c:
+        with pytest.raises(shutterd.ErrorReply) as e:
+            c.set_interaction(names=["ok", 7])
+        assert e.value.code == "invalidRequest"
+        assert "names" in e.value.message
+        assert isinstance(e.value.id, int)
+        assert str(e.value).startswith("invalidRequest: ")
+        with pytest.raises(shutterd.ErrorReply) as e:
+            c.set_interaction(slider=(10, 0, 5))
+        assert e.value.code == "invalidRequest" and "slider" in e.value.message
+        c.ping()
+
+
+def test_unknown_request_is_raised_as_unknown_request(daemon):
+    with shutterd.Client(daemon.path) as c:
+        with pytest.raises(shutterd.ErrorReply) as e:
+            c.request("noSuchRequest")
+        assert e.value.code == "unknownRequest"
+        assert "noSuchRequest" in e.value.message
+        c.ping()
+
+
+def test_a_filter_given_as_a_string_is_refused_before_sending(daemon):
+    with shutterd.Client(daemon.path) as c:
+        with pytest.raises(TypeError, match="names must be a list"):
+            c.set_interaction(names="AB Shutter3*")
+
+
+def test_waiting_for_an_event_times_out(daemon):
+    with shutterd.Client(daemon.path) as c:
+        with pytest.raises(shutterd.Timeout, match="no event from shutterd within 0.2 s"):
+            c.next_event(timeout=0.2)
+        c.ping()
+
+
+def test_wait_for_press_times_out_as_shutterctl_verify_says_it(daemon):
+    with pytest.raises(shutterd.PressTimeout) as e:
+        shutterd.wait_for_press("KEY_VOLUMEUP", device="AB Shutter3*", timeout=0.3, path=daemon.path)
+    assert str(e.value) == "nothing arrived within 0.3 s: no KEY_VOLUMEUP from 'AB Shutter3*'"
+    assert isinstance(e.value, AssertionError)
+
+
+def test_socket_from_the_environment(daemon, monkeypatch):
+    monkeypatch.setenv("SHUTTERD_SOCKET", daemon.path)
+    with shutterd.Client() as c:
+        assert c.path == daemon.path and c.hello.daemon_name == "shutterd"
+
+
+def test_default_socket_is_the_daemons(monkeypatch):
+    monkeypatch.delenv("SHUTTERD_SOCKET", raising=False)
+    assert shutterd.socket_path() == "/run/shutterd/shutterd.sock" == shutterd.DEFAULT_SOCKET
+
+
+def test_no_daemon_is_a_connect_error(sockdir):
+    path = os.path.join(sockdir, "nothing.sock")
+    with pytest.raises(shutterd.ConnectError, match="cannot connect to shutterd at .*nothing.sock"):
+        shutterd.Client(path)
+
+
+def test_daemon_stopping_ends_iteration_with_disconnected(daemon):
+    with shutterd.Client(daemon.path) as c:
+        daemon.stop()
+        with pytest.raises(shutterd.Disconnected):
+            c.next_event(timeout=10)
+
+
+def test_reconnects_after_a_daemon_restart_and_restores_the_interaction(daemon):
+    with shutterd.Client(daemon.path, reconnect=True, reconnect_delay=0.05) as c:
+        c.set_interaction(secondary=False, names=["AB Shutter3*"])
+        first = c.hello
+        daemon.stop()
+        daemon.start()
+        ev = c.next_event(timeout=30)
+        assert isinstance(ev, shutterd.Reconnected)
+        assert ev.hello is c.hello and c.hello is not first
+        c.ping()
+    # The daemon's log shows the restored interaction was accepted (no error logged).
+    assert "invalidRequest" not in daemon.log()
+
+
+def test_reconnection_gives_up_at_the_timeout(daemon):
+    with shutterd.Client(daemon.path, reconnect=True, reconnect_delay=0.05) as c:
+        daemon.stop()
+        with pytest.raises(shutterd.Timeout, match="did not come back within 0.5 s"):
+            c.next_event(timeout=0.5)
+
+
+# --- asyncio -------------------------------------------------------------------------------
+
+
+def test_aio_hello_interaction_devices_and_ping(daemon):
+    async def main():
+        async with await shutterd.aio.connect(daemon.path) as c:
+            assert c.hello.daemon_name == "shutterd"
+            check_every_field(await c.set_interaction(**EVERY_FIELD))
+            assert [d.id for d in await c.list_devices()] == [d.id for d in c.devices]
+            await c.ping()
+
+    asyncio.run(main())
+
+
+def test_aio_error_replies_are_raised(daemon):
+    async def main():
+        async with shutterd.aio.AsyncClient(daemon.path) as c:
+            with pytest.raises(shutterd.ErrorReply) as e:
+                await c.set_interaction(kinds=[True])
+            assert e.value.code == "invalidRequest" and "kinds" in e.value.message
+            with pytest.raises(shutterd.ErrorReply) as e:
+                await c.request("nope")
+            assert e.value.code == "unknownRequest"
+            await c.ping()
+
+    asyncio.run(main())
+
+
+def test_aio_timeouts(daemon):
+    async def main():
+        async with await shutterd.aio.connect(daemon.path) as c:
+            with pytest.raises(shutterd.Timeout, match="no event from shutterd within 0.2 s"):
+                await c.next_event(timeout=0.2)
+        with pytest.raises(shutterd.PressTimeout, match="nothing arrived within 0.2 s: no KEY_ENTER"):
+            await shutterd.aio.wait_for_press("KEY_ENTER", timeout=0.2, path=daemon.path)
+
+    asyncio.run(main())
+
+
+def test_aio_reconnects_after_a_daemon_restart(daemon):
+    async def main():
+        async with await shutterd.aio.connect(daemon.path, reconnect=True, reconnect_delay=0.05) as c:
+            await c.set_interaction(primary=False)
+            daemon.stop()
+            daemon.start()
+            ev = await c.next_event(timeout=30)
+            assert isinstance(ev, shutterd.Reconnected) and ev.hello is c.hello
+            await c.ping()
+
+    asyncio.run(main())
+
+
+def test_aio_without_reconnection_is_disconnected(daemon):
+    async def main():
+        async with await shutterd.aio.connect(daemon.path) as c:
+            daemon.stop()
+            with pytest.raises(shutterd.Disconnected):
+                await c.next_event(timeout=10)
+
+    asyncio.run(main())

@@ -1,0 +1,308 @@
+"""The clients against the protocol stand-in (fakedaemon.py): versions, every message type,
+what this version does not know, presses, and the daemon misbehaving."""
+
+import asyncio
+import copy
+
+import pytest
+
+import shutterd
+import shutterd.aio
+from fakedaemon import HELLO, capture, click
+
+
+def hello_of(major, minor, **extra):
+    h = copy.deepcopy(HELLO)
+    h["protocol"] = {"major": major, "minor": minor}
+    h.update(extra)
+    return h
+
+
+# --- versions ------------------------------------------------------------------------------
+
+
+def test_an_unknown_major_is_refused(fake):
+    f = fake(hello=hello_of(2, 0))
+    with pytest.raises(shutterd.ProtocolVersionError) as e:
+        shutterd.Client(f.path)
+    assert (e.value.major, e.value.minor) == (2, 0)
+    assert "protocol 2.0" in str(e.value)
+
+
+def test_a_newer_minor_is_accepted_and_its_new_fields_kept(fake):
+    dev = {"id": "usb-1-x", "name": "X", "kind": "remote", "battery": 80}
+    f = fake(hello=hello_of(1, 7, devices=[dev], uptime=12))
+    with shutterd.Client(f.path) as c:
+        assert (c.hello.protocol_major, c.hello.protocol_minor) == (1, 7)
+        assert c.hello.raw["uptime"] == 12
+        assert c.devices[0].name == "X" and c.devices[0].raw["battery"] == 80
+        c.ping()
+
+
+def test_a_first_message_that_is_no_hello_is_a_protocol_error(fake):
+    f = fake(hello={"type": "capture"})
+    with pytest.raises(shutterd.ProtocolError, match="first message is 'capture', not hello"):
+        shutterd.Client(f.path)
+
+
+def test_a_refusal_instead_of_the_hello_is_raised(fake):
+    f = fake(hello={"type": "error", "code": "tooManyClients", "message": "1024 clients are connected"})
+    with pytest.raises(shutterd.ErrorReply) as e:
+        shutterd.Client(f.path)
+    assert e.value.code == "tooManyClients" and e.value.message == "1024 clients are connected"
+
+
+def test_a_line_that_is_not_json_is_a_protocol_error(fake):
+    f = fake(hello=b"hello there\n")
+    with pytest.raises(shutterd.ProtocolError, match="not JSON"):
+        shutterd.Client(f.path)
+
+
+def test_no_hello_in_time_is_a_timeout(fake):
+    f = fake(hello=b"")
+    with pytest.raises(shutterd.Timeout, match="no hello from shutterd within 0.2 s"):
+        shutterd.Client(f.path, timeout=0.2)
+
+
+# --- events --------------------------------------------------------------------------------
+
+
+def test_every_event_type_arrives_typed_and_unknown_ones_are_skipped(fake):
+    dev = {"id": "d", "group": "g", "name": "Dial", "bus": "usb", "vendor": "077d", "product": "0410",
+           "version": "0400", "kind": "dial", "node": "/dev/input/event3"}
+    began = capture("began", 1, scancode_note="new", key_extra=1)
+    began["key"]["scancode"] = 786665
+    script = [
+        {"type": "somethingNew", "x": 1},
+        began,
+        capture("cancelled", 1, reason="removed"),
+        {"type": "control", "seq": 5, "clientSeq": 3, "event": "active", "press": 9, "device": dev,
+         "key": {"code": 528, "name": "KEY_CAMERA_FOCUS"}, "kernelTime": 1, "receiveTime": 2},
+        {"type": "control", "seq": 6, "clientSeq": 4, "event": "slider", "delta": -3, "value": 47, "device": dev,
+         "key": {"code": 7, "name": "REL_DIAL"}, "kernelTime": 3, "receiveTime": 4},
+        {"type": "deviceAdded", "device": dev},
+        {"type": "reply", "request": "ping", "id": 99},
+        {"type": "deviceRemoved", "device": dev},
+        {"type": "overflow", "queued": 611, "bytes": 262011, "message": "client fell behind"},
+        None,
+    ]
+    f = fake(script=script)
+    with shutterd.Client(f.path) as c:
+        c.set_interaction()
+        got = []
+        with pytest.raises(shutterd.Disconnected):
+            for ev in c.events(timeout=5):
+                got.append(ev)
+    types = [type(e).__name__ for e in got]
+    assert types == ["Capture", "Capture", "Control", "Control", "DeviceAdded", "DeviceRemoved", "Overflow"]
+    b, x, act, sl, added, removed, over = got
+    assert (b.phase, b.press, b.handler, b.key.name, b.key.code, b.key.scancode) == (
+        "began", 1, "secondary", "KEY_VOLUMEUP", 115, 786665)
+    assert b.device.name == "AB Shutter3 Keyboard" and b.device.kind == "remote" and b.kernel_time == 1001
+    assert b.raw["scancode_note"] == "new" and b.reason is None
+    assert (x.phase, x.reason) == ("cancelled", "removed")
+    assert (act.event, act.press, act.key.name, act.delta) == ("active", 9, "KEY_CAMERA_FOCUS", None)
+    assert (sl.event, sl.delta, sl.value, sl.press) == ("slider", -3, 47, None)
+    assert added.device.node == "/dev/input/event3" and removed.device.id == "d"
+    assert (over.queued, over.bytes, over.message) == (611, 262011, "client fell behind")
+
+
+def test_an_error_among_events_is_raised(fake):
+    f = fake(script=[{"type": "error", "code": "notPermitted", "message": "not in the allow-lists"}])
+    with shutterd.Client(f.path) as c:
+        c.set_interaction()
+        with pytest.raises(shutterd.ErrorReply) as e:
+            c.next_event(timeout=5)
+    assert e.value.code == "notPermitted"
+
+
+def test_events_that_arrive_before_a_reply_are_kept_for_iteration(fake):
+    f = fake(before_reply=click(4))
+    with shutterd.Client(f.path) as c:
+        c.ping()
+        assert [(e.phase, e.press) for e in (c.next_event(1), c.next_event(1))] == [("began", 4), ("ended", 4)]
+
+
+def test_a_silent_daemon_makes_a_request_time_out(fake):
+    f = fake(silent=True)
+    with shutterd.Client(f.path, timeout=0.2) as c:
+        with pytest.raises(shutterd.Timeout, match="no reply to ping from shutterd within 0.2 s"):
+            c.ping()
+        with pytest.raises(shutterd.Timeout, match="within 0.1 s"):
+            c.list_devices(timeout=0.1)
+
+
+def test_reconnection_restores_the_last_interaction(fake):
+    f = fake()
+    with shutterd.Client(f.path, reconnect=True, reconnect_delay=0.01) as c:
+        c.set_interaction(secondary=False, keys=["KEY_ENTER"])
+        f.drop_connections()
+        assert isinstance(c.next_event(timeout=10), shutterd.Reconnected)
+    assert f.connections == 2
+    sets = [r for r in f.requests if r["type"] == "setInteraction"]
+    assert len(sets) == 2 and sets[0]["interaction"] == sets[1]["interaction"] == {
+        "secondary": False, "filter": {"keys": ["KEY_ENTER"]}}
+
+
+# --- presses -------------------------------------------------------------------------------
+
+
+def test_wait_for_press_returns_the_press_and_sets_verifys_interaction(fake):
+    f = fake(script=[capture("began", 1, key="KEY_ENTER", handler="primary", code=28)] + click(2)
+             + [capture("ended", 1, key="KEY_ENTER", handler="primary", code=28)])
+    press = shutterd.wait_for_press("KEY_VOLUMEUP", device="AB Shutter3*", handler="secondary", timeout=5,
+                                    path=f.path)
+    assert (press.key, press.handler, press.began.press, press.ended.phase) == ("KEY_VOLUMEUP", "secondary", 2, "ended")
+    assert press.device.name == "AB Shutter3 Keyboard"
+    assert f.requests[0]["interaction"] == {"primary": True, "secondary": True}
+
+
+def test_wait_for_press_primary_sets_no_secondary_handler(fake):
+    f = fake(script=click(1, handler="primary"))
+    shutterd.wait_for_press("KEY_VOLUMEUP", handler="primary", timeout=5, path=f.path)
+    assert f.requests[0]["interaction"] == {"primary": True, "secondary": False}
+
+
+def test_a_wrong_key_fails_naming_the_expected_press_and_what_came(fake):
+    f = fake(script=click(1, key="KEY_ENTER", handler="primary", code=28))
+    with pytest.raises(shutterd.PressFailed) as e:
+        shutterd.wait_for_press("KEY_VOLUMEUP", device="AB Shutter3*", timeout=5, path=f.path)
+    assert str(e.value) == ("expected KEY_VOLUMEUP from 'AB Shutter3*', "
+                            "got KEY_ENTER from 'AB Shutter3 Keyboard' (primary)")
+    assert e.value.expected == "KEY_VOLUMEUP from 'AB Shutter3*'"
+    assert [ev.key.name for ev in e.value.events] == ["KEY_ENTER"]
+
+
+def test_a_wrong_device_fails(fake):
+    f = fake(script=click(1, device="Other Remote"))
+    with pytest.raises(shutterd.PressFailed, match="got KEY_VOLUMEUP from 'Other Remote' \\(secondary\\)"):
+        shutterd.wait_for_press("KEY_VOLUMEUP", device="AB Shutter3*", timeout=5, path=f.path)
+
+
+def test_a_device_is_also_matched_by_exact_id(fake):
+    f = fake(script=click(1))
+    dev_id = capture("began", 1)["device"]["id"]
+    assert shutterd.wait_for_press("KEY_VOLUMEUP", device=dev_id, timeout=5, path=f.path).device.id == dev_id
+
+
+def test_the_other_handler_fails(fake):
+    f = fake(script=click(1, handler="primary"))
+    with pytest.raises(shutterd.PressFailed) as e:
+        shutterd.wait_for_press("KEY_VOLUMEUP", handler="secondary", timeout=5, path=f.path)
+    assert str(e.value) == ("KEY_VOLUMEUP from 'AB Shutter3 Keyboard' (primary) arrived, "
+                            "but on the primary handler, not secondary")
+
+
+def test_a_cancelled_press_fails_with_its_reason(fake):
+    f = fake(script=[capture("began", 3), capture("cancelled", 3, reason="removed")])
+    with pytest.raises(shutterd.PressFailed, match="^KEY_VOLUMEUP from 'AB Shutter3 Keyboard' \\(secondary\\) "
+                                                   "began but was cancelled \\(removed\\)$"):
+        shutterd.wait_for_press("KEY_VOLUMEUP", timeout=5, path=f.path)
+
+
+def test_at_the_timeout_the_presses_that_came_instead_are_listed(fake):
+    f = fake(script=[capture("began", 1, key="KEY_ENTER", code=28), capture("cancelled", 1, key="KEY_ENTER", code=28,
+                                                                            reason="removed")])
+    with pytest.raises(shutterd.PressFailed) as e:
+        shutterd.wait_for_press("KEY_VOLUMEUP", timeout=0.5, path=f.path)
+    assert not isinstance(e.value, shutterd.PressTimeout)
+    assert str(e.value) == "expected KEY_VOLUMEUP, got KEY_ENTER from 'AB Shutter3 Keyboard' (secondary) (cancelled)"
+
+
+def test_a_closed_connection_fails_the_wait(fake):
+    f = fake(script=[None])
+    with pytest.raises(shutterd.PressFailed, match="shutterd closed the connection before KEY_VOLUMEUP arrived"):
+        shutterd.wait_for_press("KEY_VOLUMEUP", timeout=5, path=f.path)
+
+
+def test_a_bad_handler_or_key_is_a_value_error():
+    with pytest.raises(ValueError, match="handler must be 'primary' or 'secondary'"):
+        shutterd.wait_for_press("KEY_VOLUMEUP", handler="third", path="/nonexistent")
+    with pytest.raises(ValueError, match="key must be a libevdev key name"):
+        shutterd.expect_press("")
+
+
+def test_expect_press_passes_and_yields_the_press(fake):
+    f = fake(script=click(1))
+    with shutterd.expect_press(key="KEY_VOLUMEUP", device="AB Shutter3*", timeout=5, path=f.path) as p:
+        assert p.press is None
+    assert p.began.phase == "began" and p.ended.phase == "ended" and p.press.key == "KEY_VOLUMEUP"
+
+
+def test_expect_press_does_not_wait_when_the_block_raises(fake):
+    # Had it waited, the wrong key would have raised PressFailed instead.
+    f = fake(script=click(1, key="KEY_ENTER", code=28))
+    with pytest.raises(KeyError):
+        with shutterd.expect_press(key="KEY_VOLUMEUP", timeout=5, path=f.path):
+            raise KeyError("robot broke")
+
+
+# --- asyncio -------------------------------------------------------------------------------
+
+
+def test_aio_refuses_an_unknown_major_and_accepts_a_newer_minor(fake):
+    old = fake("two.sock", hello=hello_of(2, 1))
+    new = fake("new.sock", hello=hello_of(1, 9))
+
+    async def main():
+        with pytest.raises(shutterd.ProtocolVersionError):
+            await shutterd.aio.connect(old.path)
+        c = await shutterd.aio.connect(new.path)
+        assert c.hello.protocol_minor == 9
+        await c.close()
+
+    asyncio.run(main())
+
+
+def test_aio_events_typed_unknown_skipped(fake):
+    f = fake(script=[{"type": "later", "v": 2}] + click(5) + [None])
+
+    async def main():
+        got = []
+        async with await shutterd.aio.connect(f.path) as c:
+            await c.set_interaction()
+            with pytest.raises(shutterd.Disconnected):
+                async for ev in c.events(timeout=5):
+                    got.append(ev)
+        return got
+
+    got = asyncio.run(main())
+    assert [(type(e).__name__, e.phase) for e in got] == [("Capture", "began"), ("Capture", "ended")]
+
+
+def test_aio_request_timeout(fake):
+    f = fake(silent=True)
+
+    async def main():
+        async with await shutterd.aio.connect(f.path, timeout=0.2) as c:
+            with pytest.raises(shutterd.Timeout, match="no reply to ping from shutterd within 0.2 s"):
+                await c.ping()
+
+    asyncio.run(main())
+
+
+def test_aio_reconnection_restores_the_interaction(fake):
+    f = fake()
+
+    async def main():
+        async with await shutterd.aio.connect(f.path, reconnect=True, reconnect_delay=0.01) as c:
+            await c.set_interaction(grab=True)
+            f.drop_connections()
+            assert isinstance(await c.next_event(timeout=10), shutterd.Reconnected)
+
+    asyncio.run(main())
+    assert [r["interaction"] for r in f.requests] == [{"grab": True}, {"grab": True}]
+
+
+def test_aio_wait_for_press_and_expect_press(fake):
+    right = fake("right.sock", script=click(1))
+    wrong = fake("wrong.sock", script=click(1, key="KEY_VOLUMEDOWN", handler="primary", code=114))
+
+    async def main():
+        press = await shutterd.aio.wait_for_press("KEY_VOLUMEUP", device="AB*", timeout=5, path=right.path)
+        assert press.ended.phase == "ended"
+        with pytest.raises(shutterd.PressFailed, match="^expected KEY_VOLUMEUP from 'AB\\*', got KEY_VOLUMEDOWN "):
+            async with shutterd.aio.expect_press("KEY_VOLUMEUP", device="AB*", timeout=5, path=wrong.path):
+                await asyncio.sleep(0)
+
+    asyncio.run(main())

@@ -15,8 +15,7 @@ set -u
 
 RIG=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$RIG/../.." && pwd)
-CACHE=${SHUTTERD_RIG_CACHE:-/var/cache/shutterd-rig}
-VENV=$CACHE/venv
+. "$RIG/boot.sh"
 TIMEOUT=${SHUTTERD_RIG_TIMEOUT:-420}
 
 skip() {
@@ -62,24 +61,10 @@ else
     SHUTTERCTL=-
 fi
 
-# The newest Debian kernel that has its modules installed.
-. "$RIG/kernel.sh"
-KVER=$(newest_kernel)
-[ -n "$KVER" ] || skip "no /boot/vmlinuz-* with modules in /lib/modules (apt-get install linux-image-amd64)"
-[ -r "/boot/vmlinuz-$KVER" ] || skip "/boot/vmlinuz-$KVER is not readable"
+rig_kernel || skip "$RIG_BOOT_ERROR"
 for m in uinput uhid dummy_hcd usb_f_hid; do
     modinfo -k "$KVER" "$m" >/dev/null 2>&1 || skip "kernel $KVER has no $m module"
 done
-
-# The uncompressed ELF kernel boots about 5 s faster under TCG (no decompressor run in
-# emulation); it is extracted once per kernel version. The bzImage is the fallback.
-KERNEL=/boot/vmlinuz-$KVER
-VMLINUX=$CACHE/vmlinux-$KVER
-if [ ! -s "$VMLINUX" ]; then
-    mkdir -p "$CACHE"
-    /usr/bin/python3 "$RIG/extract_vmlinux.py" "$KERNEL" "$VMLINUX" || rm -f "$VMLINUX"
-fi
-[ -s "$VMLINUX" ] && KERNEL=$VMLINUX
 
 # TCG: on the machines this was built on /dev/kvm is kvm-pvm, which stock kernels hang in.
 # SHUTTERD_RIG_KVM=1 opts into KVM where it is real hardware virtualization.
@@ -87,9 +72,6 @@ ACCEL=--disable-kvm
 if [ "${SHUTTERD_RIG_KVM:-0}" = 1 ] && [ -w /dev/kvm ] && [ ! -d /sys/module/kvm_pvm ]; then
     ACCEL=
 fi
-
-# Modules that udev's coldplug would load and no check uses: each costs boot time under TCG.
-BLACKLIST=kvm,kvm_amd,kvm_intel,ahci,libahci,libata,sr_mod,cdrom,sg,iTCO_wdt,iTCO_vendor_support,lpc_ich,i2c_i801,i2c_smbus,psmouse,pcspkr,serio_raw,joydev,floppy,parport_pc,ppdev,button,evbug,crc32_pclmul,crc32c_intel,ghash_clmulni_intel,aesni_intel,sha512_ssse3,sha256_ssse3,sha1_ssse3,polyval_clmulni,polyval_generic,crct10dif_pclmul,rapl,intel_rapl_msr,intel_rapl_common,intel_pmc_core,bochs,drm_vram_helper,drm_ttm_helper,ttm,drm_kms_helper,drm,virtio_balloon,virtio_rng,rng_core,qemu_fw_cfg,snd_pcsp,mac_hid
 
 RESULTS=$(mktemp -d /tmp/shutterd-rig.XXXXXX)
 chmod 755 "$RESULTS"
@@ -126,13 +108,7 @@ fi
 
 echo "rig: kernel $KERNEL ($KVER), qemu $([ -n "$ACCEL" ] && echo TCG || echo KVM), results in $RESULTS"
 START=$(date +%s)
-# stdout is piped, never a plain file: qemu reopens /proc/self/fd/1 per serial port and
-# the writes to a file overwrite each other.
-PATH=$VENV/bin:$PATH timeout --kill-after=10 "$TIMEOUT" \
-    vng --run "$KERNEL" $ACCEL --cpus 2 --memory 1G --name shutterd-rig \
-    --rwdir "$RESULTS" \
-    --append "mitigations=off module_blacklist=$BLACKLIST" \
-    --exec "sh $RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL $PYTHON_VENV" 2>&1 </dev/null | cat
+rig_boot shutterd-rig "$TIMEOUT" "$RESULTS" "sh $RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL $PYTHON_VENV"
 END=$(date +%s)
 echo "rig: guest finished in $((END - START))s"
 

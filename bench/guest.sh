@@ -4,7 +4,7 @@
 # Usage: guest.sh OUT_DIR BIN_DIR [--quick] [--profile]
 #
 # Loads the input modules, installs the project's udev rules, settles udev (as
-# Tests/rig/guest.sh does), then runs bench/bench.py, which writes OUT_DIR/raw.json.
+# Tests/rig/guest.sh does), then runs bench/guest.py, which writes OUT_DIR/raw.json.
 set -u
 
 OUT=$1
@@ -24,4 +24,4 @@ udevadm control --reload
 udevadm trigger --action=add --subsystem-match=input --subsystem-match=misc
 udevadm settle --timeout=20
 echo "bench: udev settled at $(cut -d' ' -f1 /proc/uptime)s"
-/usr/bin/python3 -u "$BENCH/bench.py" guest "$BIN" "$OUT" "$@"
+/usr/bin/python3 -u "$BENCH/guest.py" "$BIN" "$OUT" "$@"

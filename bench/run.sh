@@ -17,8 +17,7 @@ set -eu
 BENCH=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$BENCH/.." && pwd)
 RIG=$REPO/Tests/rig
-CACHE=${SHUTTERD_RIG_CACHE:-/var/cache/shutterd-rig}
-VENV=$CACHE/venv
+. "$RIG/boot.sh"
 BUILD=$REPO/.build/bench
 TIMEOUT=${SHUTTERD_BENCH_TIMEOUT:-900}
 QUICK=
@@ -54,25 +53,18 @@ WATCH=
 trap '[ -z "$WATCH" ] || kill "$WATCH" 2>/dev/null || :; rm -rf "$RESULTS"' EXIT
 trap 'exit 130' INT TERM
 mkdir -p "$RESULTS/bin"
-for c in inject reader notifywait; do
+for c in inject reader notifywait relay; do
     gcc -O2 -Wall -Wextra -o "$BUILD/$c" "$BENCH/$c.c" || die "gcc $c.c failed"
     cp "$BUILD/$c" "$RESULTS/bin/"
 done
+gcc -O2 -Wall -Wextra -shared -fPIC -o "$BUILD/alloccount.so" "$BENCH/alloccount.c" -ldl ||
+    die "gcc alloccount.c failed"
+cp "$BUILD/alloccount.so" "$RESULTS/bin/"
 cp "$REPO/.build/release/shutterd" "$RESULTS/bin/"
 
-# Booted as Tests/rig/run.sh boots it: the newest kernel with its modules, the uncompressed
-# vmlinux it extracts into the cache, TCG, and the same module blacklist.
-KVER=
-for k in $(ls /boot/vmlinuz-* 2>/dev/null | sed 's|/boot/vmlinuz-||' | sort -V); do
-    [ -d "/lib/modules/$k" ] && KVER=$k
-done
-[ -n "$KVER" ] || die "no /boot/vmlinuz-* with modules (apt-get install linux-image-amd64)"
-KERNEL=/boot/vmlinuz-$KVER
-if [ ! -s "$CACHE/vmlinux-$KVER" ]; then
-    /usr/bin/python3 "$RIG/extract_vmlinux.py" "$KERNEL" "$CACHE/vmlinux-$KVER" || rm -f "$CACHE/vmlinux-$KVER"
-fi
-[ -s "$CACHE/vmlinux-$KVER" ] && KERNEL=$CACHE/vmlinux-$KVER
-BLACKLIST=kvm,kvm_amd,kvm_intel,ahci,libahci,libata,sr_mod,cdrom,sg,iTCO_wdt,iTCO_vendor_support,lpc_ich,i2c_i801,i2c_smbus,psmouse,pcspkr,serio_raw,joydev,floppy,parport_pc,ppdev,button,evbug,crc32_pclmul,crc32c_intel,ghash_clmulni_intel,aesni_intel,sha512_ssse3,sha256_ssse3,sha1_ssse3,polyval_clmulni,polyval_generic,crct10dif_pclmul,rapl,intel_rapl_msr,intel_rapl_common,intel_pmc_core,bochs,drm_vram_helper,drm_ttm_helper,ttm,drm_kms_helper,drm,virtio_balloon,virtio_rng,rng_core,qemu_fw_cfg,snd_pcsp,mac_hid
+# Booted as Tests/rig/run.sh boots it (Tests/rig/boot.sh): the newest kernel with its
+# modules, extracted once into the cache, TCG, and the same module blacklist.
+rig_kernel || die "$RIG_BOOT_ERROR"
 
 # One boot at a time on this machine: two TCG guests on two cores would each time the other.
 waited=0
@@ -98,12 +90,7 @@ OTHERS=$RESULTS/others
     done
 ) &
 WATCH=$!
-# stdout is piped, never a plain file: qemu reopens /proc/self/fd/1 per serial port.
-PATH=$VENV/bin:$PATH timeout --kill-after=10 "$TIMEOUT" \
-    vng --run "$KERNEL" --disable-kvm --cpus 2 --memory 1G --name shutterd-bench \
-    --rwdir "$RESULTS" \
-    --append "mitigations=off module_blacklist=$BLACKLIST" \
-    --exec "sh $BENCH/guest.sh $RESULTS $RESULTS/bin $QUICK $PROFILE" 2>&1 </dev/null | cat
+rig_boot shutterd-bench "$TIMEOUT" "$RESULTS" "sh $BENCH/guest.sh $RESULTS $RESULTS/bin $QUICK $PROFILE"
 echo "bench: guest finished in $(($(date +%s) - START))s"
 kill "$WATCH" 2>/dev/null || :
 WATCH=
@@ -136,8 +123,8 @@ cat >"$RESULTS/facts.json" <<JSON
 JSON
 if [ -n "$QUICK" ]; then
     mkdir -p "$BUILD/quick"
-    /usr/bin/python3 "$BENCH/bench.py" report "$RESULTS/raw.json" "$RESULTS/facts.json" "$BUILD/quick"
+    /usr/bin/python3 "$BENCH/report.py" "$RESULTS/raw.json" "$RESULTS/facts.json" "$BUILD/quick"
     echo "bench: --quick: results in $BUILD/quick, bench/ left alone"
 else
-    /usr/bin/python3 "$BENCH/bench.py" report "$RESULTS/raw.json" "$RESULTS/facts.json" "$BENCH"
+    /usr/bin/python3 "$BENCH/report.py" "$RESULTS/raw.json" "$RESULTS/facts.json" "$BENCH"
 fi

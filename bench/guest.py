@@ -1,16 +1,14 @@
 #!/usr/bin/python3
-"""The benchmark's driver.
+"""The benchmark's guest runner.
 
-  bench.py guest BIN_DIR OUT_DIR [--quick]
-      inside the rig's guest: runs every contender against the same uinput devices with the
-      C helpers in BIN_DIR (inject, reader, notifywait, shutterd) and writes
-      OUT_DIR/raw.json
-  bench.py report RAW_JSON FACTS_JSON OUT_DIR
-      on the host: adds the host's facts (date, versions) and writes OUT_DIR/results.json
-      and OUT_DIR/results.md, and prints the table
+  guest.py BIN_DIR OUT_DIR [--quick] [--profile]
+      inside the rig's guest (bench/guest.sh starts it): runs every contender against the
+      same uinput devices with the C helpers in BIN_DIR (inject, reader, notifywait, relay,
+      alloccount.so) and shutterd, and writes OUT_DIR/raw.json
 
-Timing is done by the C helpers (CLOCK_MONOTONIC just before each write in inject, on each
-read's return in reader); this script only orchestrates and computes the statistics.
+bench/report.py turns raw.json into the tables, on the host. Timing is done by the C helpers
+(CLOCK_MONOTONIC just before each write in inject, on each read's return in reader); this
+script only orchestrates, and computes the statistics of each run.
 """
 import array
 import bisect
@@ -22,8 +20,6 @@ import struct
 import subprocess
 import sys
 import time
-
-# --- in the guest -------------------------------------------------------------------------
 
 WORK = "/tmp/shutterd-bench"
 WARMUP = 20
@@ -108,6 +104,20 @@ def status_fields(pid):
     out["cpu_ticks"] = int(fields[11]) + int(fields[12])
     out["threads"] = len(os.listdir("/proc/%d/task" % pid))
     return out
+
+
+def cpu_ns(pid):
+    """The CPU time pid has run, all its threads, in ns (schedstat: not rounded to ticks)."""
+    return status_fields(pid)["run_ns"]
+
+
+def alloc_counts(path):
+    """The counters bench/alloccount.c keeps in path."""
+    with open(path, "rb") as f:
+        magic, allocations, reallocs, frees, nbytes = struct.unpack("=5Q", f.read(40))
+    if magic != 0x616c6c6f63636e74:
+        raise RuntimeError("%s holds no allocation counters" % path)
+    return {"allocations": allocations, "reallocs": reallocs, "frees": frees, "bytes": nbytes}
 
 
 def memory(pid):
@@ -209,8 +219,10 @@ class Bench:
     def b(self, name):
         return os.path.join(self.bin, name)
 
-    def latency_run(self, name, reader_args, clients, settle=1.0, reader=None, gap_us=None):
-        """One latency run: presses while `clients` readers listen."""
+    def latency_run(self, name, reader_args, clients, settle=1.0, reader=None, gap_us=None, pid=None):
+        """One latency run: presses while `clients` readers listen. With the pid of the
+        daemon under test, also the CPU it used per press (every press, warm-up included,
+        and its release: from the first write to the last press's release)."""
         gap_us = gap_us or self.gap_us
         total = WARMUP + self.presses
         inj_file = self.path(name + ".inject")
@@ -223,8 +235,12 @@ class Bench:
             time.sleep(settle)
         else:
             rec_file = reader.out
+        cpu_before = cpu_ns(pid) if pid else None
         took = self.inj.command("keys %d %d %s" % (total, gap_us, inj_file), timeout=timeout)
         summary = reader.wait(timeout)
+        if pid:
+            time.sleep(gap_us / 1e6)  # the last release
+            cpu_per_press_us = round((cpu_ns(pid) - cpu_before) / total / 1000.0, 1)
         injected = array.array("Q")
         injected.frombytes(open(inj_file, "rb").read())
         all_lat, missing, per_client_p50 = [], 0, []
@@ -242,11 +258,14 @@ class Bench:
             "max_us": us(all_lat[-1] if all_lat else None),
             "inject_s": round(took / 1e9, 2), "reader": summary,
         }
+        if pid:
+            row["cpu_us_per_press"] = cpu_per_press_us
         if clients > 1:
             firsts = sorted(x for x in per_client_p50 if x is not None)
             row["client_p50_spread_us"] = [us(firsts[0]), us(firsts[-1])] if firsts else None
-        log("%s: p50 %s us, p99 %s us, max %s us over %d samples (%d missing); %s" % (
-            name, row["p50_us"], row["p99_us"], row["max_us"], row["samples"], missing, summary))
+        log("%s: p50 %s us, p99 %s us, max %s us over %d samples (%d missing), CPU %s us a press; %s" % (
+            name, row["p50_us"], row["p99_us"], row["max_us"], row["samples"], missing,
+            row.get("cpu_us_per_press", "-"), summary))
         self.raw["latency"].append(row)
         return row
 
@@ -366,12 +385,12 @@ class Bench:
         time.sleep(1)
         self.raw["idle"]["shutterd"] = idle_cost(pid, self.idle_s)
         self.raw["memory"]["shutterd_idle_16_clients"] = memory(pid)
-        self.latency_run("shutterd-16", None, 16, reader=r16)
-        self.latency_run("shutterd-1", args + ["--clients", "1"], 1, settle=0.3)
+        self.latency_run("shutterd-16", None, 16, reader=r16, pid=pid)
+        self.latency_run("shutterd-1", args + ["--clients", "1"], 1, settle=0.3, pid=pid)
         # 128 clients cost shutterd more than 4 ms per press under TCG: at 4 ms (and still at
         # 20 ms) the presses queue and the kernel's buffer for shutterd overflows.
         self.latency_run("shutterd-128", args + ["--clients", "128"], 128, settle=1.0,
-                         gap_us=self.gap_us_128)
+                         gap_us=self.gap_us_128, pid=pid)
         slider = ('{"type":"setInteraction","id":1,"interaction":{"slider":'
                   '{"min":-1000000000,"max":1000000000,"value":0}}}')
         for n in (16, 1):
@@ -386,6 +405,67 @@ class Bench:
         self.raw["memory"]["shutterd_after_runs"] = memory(pid)
         self.stop_pid(pid)
 
+    def relay(self):
+        """The reference: bench/relay.c, the least a relay of presses to socket clients does."""
+        sock = WORK + "/relay.sock"
+        p = subprocess.Popen([self.b("relay"), self.inj.nodes["keys"], sock], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL)
+        self.c_daemon("relay", p, sock, " down ")
+
+    def c_daemon(self, name, p, sock, match):
+        """A daemon started as p that listens on sock: its memory, its idle cost with 16
+        clients, then latency runs with 16 and 1 clients (a line containing match is a
+        press); stopped at the end."""
+        try:
+            self.wait_socket(sock)
+            time.sleep(1)
+            self.raw["memory"][name + "_idle_no_clients"] = memory(p.pid)
+            args = ["--unix", sock, "--match", match]
+            r16 = self.idle_reader(name + "-16", args + ["--clients", "16", "--show", "2"], 16)
+            time.sleep(1)
+            self.raw["idle"][name] = idle_cost(p.pid, self.idle_s)
+            self.raw["memory"][name + "_idle_16_clients"] = memory(p.pid)
+            self.latency_run(name + "-16", None, 16, reader=r16, pid=p.pid)
+            self.latency_run(name + "-1", args + ["--clients", "1"], 1, settle=1.0, pid=p.pid)
+        finally:
+            p.terminate()
+            p.wait(10)
+
+    def allocations(self):
+        """shutterd under bench/alloccount.c (LD_PRELOAD): its calls to the C heap per press
+        in the steady state, with 1 and then 16 clients connected. The counters are read
+        after warm-up presses and again after the measured ones."""
+        sock = WORK + "/alloc.sock"
+        logfile = WORK + "/shutterd-alloc.log"
+        counters = WORK + "/alloccount"
+        pid, _ready_ns = self.start_shutterd(sock, logfile, wrapper=[
+            "env", "ALLOCCOUNT_FILE=" + counters, "LD_PRELOAD=" + self.b("alloccount.so")])
+        out = self.raw["allocations"] = {"presses": self.presses, "warmup": WARMUP,
+                                         "until_ready": alloc_counts(counters), "runs": []}
+        try:
+            for n in (1, 16):
+                total = WARMUP + self.presses
+                timeout = 60 + total * self.gap_us / 1e6 * 3
+                r = Reader(self.b("reader"), ["--unix", sock, "--clients", str(n), "--hello", "--match",
+                                              '"phase":"began"', "--expect", str(total), "--timeout",
+                                              str(int(timeout)), "--idle-ms", "5000"], "alloc %d" % n)
+                time.sleep(0.5)
+                self.inj.command("keys %d %d %s" % (WARMUP, self.gap_us, self.path("alloc-warmup")))
+                time.sleep(0.5)
+                before = alloc_counts(counters)
+                self.inj.command("keys %d %d %s" % (self.presses, self.gap_us, self.path("alloc-%d" % n)),
+                                 timeout=timeout)
+                summary = r.wait(timeout)
+                time.sleep(0.5)
+                after = alloc_counts(counters)
+                row = {"clients": n, "reader": summary}
+                for k in ("allocations", "reallocs", "frees", "bytes"):
+                    row[k + "_per_press"] = round((after[k] - before[k]) / self.presses, 2)
+                log("allocations with %d clients: %s" % (n, json.dumps(row)))
+                out["runs"].append(row)
+        finally:
+            self.stop_pid(pid)
+
     def acpid(self):
         sock = WORK + "/acpid.sock"
         conf = WORK + "/acpid.d"
@@ -393,18 +473,7 @@ class Bench:
         logf = open(WORK + "/acpid.log", "w")
         p = subprocess.Popen(["acpid", "-f", "-n", "-s", sock, "-c", conf, "-p", WORK + "/acpid.pid",
                               "-L", WORK + "/acpid.lock"], stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
-        self.wait_socket(sock)
-        time.sleep(1)
-        self.raw["memory"]["acpid_idle_no_clients"] = memory(p.pid)
-        args = ["--unix", sock, "--match", "button/volumeup"]
-        r16 = self.idle_reader("acpid-16", args + ["--clients", "16", "--show", "2"], 16)
-        time.sleep(1)
-        self.raw["idle"]["acpid"] = idle_cost(p.pid, self.idle_s)
-        self.raw["memory"]["acpid_idle_16_clients"] = memory(p.pid)
-        self.latency_run("acpid-16", None, 16, reader=r16)
-        self.latency_run("acpid-1", args + ["--clients", "1"], 1, settle=1.0)
-        p.terminate()
-        p.wait(10)
+        self.c_daemon("acpid", p, sock, "button/volumeup")
 
     def lircd(self):
         sock = WORK + "/lircd.sock"
@@ -413,18 +482,7 @@ class Bench:
                               "-o", sock, "-P", WORK + "/lircd.pid", "-L", logfile,
                               "/etc/lirc/lircd.conf.d/devinput.lircd.conf"],
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        self.wait_socket(sock)
-        time.sleep(1)
-        self.raw["memory"]["lircd_idle_no_clients"] = memory(p.pid)
-        args = ["--unix", sock, "--match", "KEY_VOLUMEUP"]
-        r16 = self.idle_reader("lircd-16", args + ["--clients", "16", "--show", "2"], 16)
-        time.sleep(1)
-        self.raw["idle"]["lircd"] = idle_cost(p.pid, self.idle_s)
-        self.raw["memory"]["lircd_idle_16_clients"] = memory(p.pid)
-        self.latency_run("lircd-16", None, 16, reader=r16)
-        self.latency_run("lircd-1", args + ["--clients", "1"], 1, settle=1.0)
-        p.terminate()
-        p.wait(10)
+        self.c_daemon("lircd", p, sock, "KEY_VOLUMEUP")
 
     def startup_32(self):
         """exec to READY=1 with 32 devices present, then memory with 128 clients."""
@@ -493,7 +551,8 @@ class Bench:
         self.raw["devices"] = self.inj.nodes
         log("devices %s" % self.inj.nodes)
         steps = [("floor", lambda: self.floor("")), ("floor burst", self.floor_burst),
-                 ("shutterd", self.shutterd), ("acpid", self.acpid), ("lircd", self.lircd),
+                 ("relay", self.relay), ("shutterd", self.shutterd), ("allocations", self.allocations),
+                 ("acpid", self.acpid), ("lircd", self.lircd),
                  ("floor again", lambda: self.floor("-again")), ("start-up", self.startup_32)]
         if self.profiling:
             steps.append(("profile", self.profile))
@@ -518,140 +577,11 @@ class Bench:
             json.dump(self.raw, f, indent=1)
 
 
-# --- on the host ---------------------------------------------------------------------------
-
-def fmt(v, unit=""):
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        v = ("%.1f" % v) if v < 100 else ("%.0f" % v)
-    return "%s%s" % (v, unit)
-
-
-def report(raw_path, facts_path, outdir):
-    raw = json.load(open(raw_path))
-    facts = json.load(open(facts_path))
-    lat = {r["name"]: r for r in raw["latency"]}
-    floors = [lat[n] for n in ("floor", "floor-again") if n in lat and lat[n]["p50_us"]]
-    floor50 = sum(f["p50_us"] for f in floors) / len(floors) if floors else None
-    floor99 = sum(f["p99_us"] for f in floors) / len(floors) if floors else None
-    for r in raw["latency"]:
-        r["p50_ratio"] = round(r["p50_us"] / floor50, 2) if floor50 and r["p50_us"] else None
-        r["p99_ratio"] = round(r["p99_us"] / floor99, 2) if floor99 and r["p99_us"] else None
-    results = dict(facts)
-    results.update(raw)
-    results["floor_p50_us"] = floor50
-    results["floor_p99_us"] = floor99
-    with open(os.path.join(outdir, "results.json"), "w") as f:
-        json.dump(results, f, indent=1)
-        f.write("\n")
-
-    L = []
-    L.append("# shutterd benchmark results")
-    L.append("")
-    L.append("Produced by `make bench` (bench/run.sh) on %s, commit %s." % (facts["date"], facts["commit"]))
-    L.append("")
-    L.append("- Kernel: Debian %s in a qemu %s guest under **TCG emulation** (no KVM), %s vCPUs, "
-             "host root filesystem over 9p (virtme-ng %s). Absolute times are inflated by the "
-             "emulation; **only the ratios compare**." % (raw.get("kernel"), facts["qemu"],
-                                                          raw.get("cpus"), facts["virtme_ng"]))
-    L.append("- Contenders: the floor (bench/reader.c reading the evdev node: epoll + read), "
-             "shutterd %s (release build), acpid %s, lircd %s (devinput driver, the shipped "
-             "devinput.lircd.conf)." % (facts["shutterd"], facts["acpid"], facts["lirc"]))
-    if facts.get("other_guests_during_run"):
-        L.append("- **Another qemu guest was running on the host for about %s s of this run**: "
-                 "the figures are noisier than usual." % facts.get("other_guest_seconds", "?"))
-    L.append("- Devices: uinput (bench/inject.c), \"shutterd-bench keys\" (KEY_VOLUMEUP, "
-             "KEY_VOLUMEDOWN, KEY_PLAYPAUSE) and \"shutterd-bench dial\" (REL_DIAL, BTN_0), the "
-             "same nodes for every contender; each contender runs alone.")
-    L.append("")
-    L.append("## Latency: KEY_VOLUMEUP press to a client's read")
-    L.append("")
-    L.append("%d presses per run after %d warm-up presses, one every %d us (release half-way); "
-             "injection stamped with CLOCK_MONOTONIC just before the write to /dev/uinput, "
-             "receipt when the client's read returns; statistics over every client's samples. "
-             "The floor ran first and last; ratios are to the mean of the two." % (
-                 raw["presses"], raw["warmup"], raw["gap_us"]))
-    L.append("")
-    L.append("| contender | clients | gap ms | samples | missing | p50 us | p99 us | max us | p50 / floor | p99 / floor |")
-    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for r in raw["latency"]:
-        L.append("| %s | %d | %g | %d | %d | %s | %s | %s | %s | %s |" % (
-            r["name"], r["clients"], r["gap_us"] / 1000.0, r["samples"], r["missing"], fmt(r["p50_us"]), fmt(r["p99_us"]),
-            fmt(r["max_us"]), fmt(r["p50_ratio"], "x"), fmt(r["p99_ratio"], "x")))
-    L.append("")
-    L.append("## Throughput and loss: %d REL_DIAL steps, unpaced" % raw["dial_steps"])
-    L.append("")
-    L.append("One write per step (REL_DIAL +1, SYN_REPORT) as fast as the injector can write. "
-             "Intact = every client's summed delta equals the steps written, no clientSeq gap, "
-             "no overflow. Delivered time is from the first write to the last read of any client.")
-    L.append("")
-    L.append("| reader | clients | injector steps/s | delivered in s | messages/s (all clients) | summed delta (min..max) | clientSeq gaps | overflows | SYN_DROPPED | intact |")
-    L.append("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |")
-    for r in raw["burst"]:
-        dropped = r.get("daemon_syn_dropped_logged", r["syn_dropped"])
-        L.append("| %s | %d | %s | %s | %s | %d..%d | %d | %d | %d | %s |" % (
-            r["name"], r["clients"], r["inject_steps_per_s"], r["delivered_s"], fmt(r["messages_per_s"]),
-            r["min_summed_delta"], r["max_summed_delta"], r["clientseq_gaps"], r["overflows"],
-            dropped, "yes" if r["intact"] else "no"))
-    L.append("")
-    L.append("SYN_DROPPED: what the kernel's per-reader evdev buffer dropped because the reader "
-             "fell behind, as seen by the floor, and for shutterd as its log totals them "
-             "(`events dropped (SYN_DROPPED) ... total=N`, reported on SIGHUP). Relative steps lost there are "
-             "lost for every reader; clientSeq and overflow show shutterd's own losses.")
-    L.append("")
-    L.append("## Idle cost: devices present, 16 clients connected, no input")
-    L.append("")
-    L.append("| daemon | seconds | voluntary ctx switches | involuntary | CPU ms (utime+stime) | CPU ms (schedstat) | threads |")
-    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for name, r in raw["idle"].items():
-        L.append("| %s | %d | %d | %d | %s | %s | %d |" % (
-            name, r["seconds"], r["voluntary_ctxt_switches"], r["involuntary_ctxt_switches"],
-            fmt(r["cpu_ms_proc_stat"]), fmt(r["cpu_ms_schedstat"]), r["threads"]))
-    L.append("")
-    L.append("## Memory")
-    L.append("")
-    L.append("| daemon, state | VmRSS KiB | VmHWM KiB |")
-    L.append("| --- | ---: | ---: |")
-    for name, r in raw["memory"].items():
-        L.append("| %s | %d | %d |" % (name.replace("_", " "), r["VmRSS_kib"], r["VmHWM_kib"]))
-    L.append("")
-    L.append("## Start-up: exec to READY=1 (sd_notify)")
-    L.append("")
-    s = raw.get("startup", {})
-    if "shutterd_32_devices_ms" in s:
-        d = s["shutterd_32_devices_ms"]
-        L.append("- shutterd with the 32 benchmark devices present (%d event nodes in all): median "
-                 "**%s ms** over %d starts (%s)." % (d["event_nodes_present"], d["median"], len(d["runs"]),
-                                                    ", ".join(str(x) for x in d["runs"])))
-    if "shutterd_few_devices_ms" in s:
-        L.append("- shutterd with the 2 benchmark devices: %s ms (one start)." % s["shutterd_few_devices_ms"])
-    if "shutterd_version_exec_to_exit_ms" in s:
-        L.append("- For scale: exec to exit of `shutterd --version` (loading the binary and the "
-                 "Swift runtime over 9p, nothing else): %s ms." % ", ".join(
-                     str(x) for x in s["shutterd_version_exec_to_exit_ms"]))
-    if raw.get("notes"):
-        L.append("")
-        L.append("## Notes")
-        L.append("")
-        for n in raw["notes"]:
-            L.append("- %s" % n)
-    L.append("")
-    L.append("Guest run time: %s s." % raw.get("guest_seconds"))
-    text = "\n".join(L) + "\n"
-    with open(os.path.join(outdir, "results.md"), "w") as f:
-        f.write(text)
-    print(text)
-
-
 def main():
-    if len(sys.argv) >= 4 and sys.argv[1] == "guest":
-        Bench(sys.argv[2], sys.argv[3], "--quick" in sys.argv[4:], "--profile" in sys.argv[4:]).run()
-    elif len(sys.argv) == 5 and sys.argv[1] == "report":
-        report(sys.argv[2], sys.argv[3], sys.argv[4])
-    else:
+    if len(sys.argv) < 3 or any(a not in ("--quick", "--profile") for a in sys.argv[3:]):
         print(__doc__, file=sys.stderr)
         sys.exit(64)
+    Bench(sys.argv[1], sys.argv[2], "--quick" in sys.argv[3:], "--profile" in sys.argv[3:]).run()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,235 @@
+#!/usr/bin/python3
+"""The benchmark's report.
+
+  report.py RAW_JSON FACTS_JSON OUT_DIR
+      on the host (bench/run.sh runs it after the guest): adds the host's facts (date,
+      versions) to what bench/guest.py measured, writes OUT_DIR/results.json and
+      OUT_DIR/results.md, and prints the tables
+
+It measures nothing: the same raw.json always gives the same report.
+"""
+import json
+import os
+import sys
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        v = ("%.1f" % v) if v < 100 else ("%.0f" % v)
+    return "%s%s" % (v, unit)
+
+
+def ratio(value, reference):
+    return round(value / reference, 2) if value and reference else None
+
+
+def kept_sections(path):
+    """What follows the generated part in an existing results.md (sections written by
+    hand or by other commands, as "Hostile clients"): kept as it is."""
+    try:
+        lines = open(path).read().split("\n")
+    except FileNotFoundError:
+        return ""
+    for i, line in enumerate(lines):
+        if line.startswith(GENERATED_END):
+            return "\n".join(lines[i + 1:]).rstrip("\n")
+    return ""
+
+
+# The last line report() writes; what comes after it in results.md is not its own.
+GENERATED_END = "Guest run time: "
+
+
+def summary(raw, lat, floor50):
+    """The figures a change to the press path is judged by, in a few lines."""
+    L = []
+    for n in (1, 16):
+        s, relay = lat.get("shutterd-%d" % n), lat.get("relay-%d" % n)
+        if not s:
+            continue
+        L.append("- %d client%s: shutterd's p50 is %s the floor's and %s the relay's; its CPU per press "
+                 "is %s the relay's (%s us against %s us)." % (
+                     n, "" if n == 1 else "s", fmt(s.get("p50_ratio"), "x"), fmt(s.get("p50_relay_ratio"), "x"),
+                     fmt(s.get("cpu_relay_ratio"), "x"), fmt(s.get("cpu_us_per_press")),
+                     fmt(relay and relay.get("cpu_us_per_press"))))
+    allocs = raw.get("allocations", {}).get("runs", [])
+    if allocs:
+        L.append("- Heap allocations per press in the steady state: %s." % ", ".join(
+            "%s with %d client%s" % (fmt(a["allocations_per_press"]), a["clients"], "" if a["clients"] == 1 else "s")
+            for a in allocs))
+    burst = {b["name"]: b for b in raw.get("burst", [])}
+    floor, one = burst.get("floor"), burst.get("shutterd-1")
+    if floor and one:
+        L.append("- Unpaced dial burst, one reader: the floor read %s frames/s, shutterd delivered %s steps/s "
+                 "(%.0f%% of the floor's), %s." % (
+                     floor["steps_per_s_per_client"], one["steps_per_s_per_client"],
+                     100.0 * one["steps_per_s_per_client"] / max(floor["steps_per_s_per_client"], 1),
+                     "no clientSeq gap and no overflow" if one["clientseq_gaps"] == 0 and one["overflows"] == 0
+                     else "with clientSeq gaps or overflows"))
+    return L
+
+
+def report(raw_path, facts_path, outdir):
+    raw = json.load(open(raw_path))
+    facts = json.load(open(facts_path))
+    lat = {r["name"]: r for r in raw["latency"]}
+    floors = [lat[n] for n in ("floor", "floor-again") if n in lat and lat[n]["p50_us"]]
+    floor50 = sum(f["p50_us"] for f in floors) / len(floors) if floors else None
+    floor99 = sum(f["p99_us"] for f in floors) / len(floors) if floors else None
+    for r in raw["latency"]:
+        r["p50_ratio"] = round(r["p50_us"] / floor50, 2) if floor50 and r["p50_us"] else None
+        r["p99_ratio"] = round(r["p99_us"] / floor99, 2) if floor99 and r["p99_us"] else None
+        # Against the reference relay with as many clients (bench/relay.c).
+        relay = lat.get("relay-%d" % r["clients"])
+        r["p50_relay_ratio"] = ratio(r.get("p50_us"), relay and relay.get("p50_us"))
+        r["cpu_relay_ratio"] = ratio(r.get("cpu_us_per_press"), relay and relay.get("cpu_us_per_press"))
+    results = dict(facts)
+    results.update(raw)
+    results["floor_p50_us"] = floor50
+    results["floor_p99_us"] = floor99
+    with open(os.path.join(outdir, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+        f.write("\n")
+
+    L = []
+    L.append("# shutterd benchmark results")
+    L.append("")
+    L.append("Produced by `make bench` (bench/run.sh) on %s, commit %s." % (facts["date"], facts["commit"]))
+    L.append("")
+    L.append("- Kernel: Debian %s in a qemu %s guest under **TCG emulation** (no KVM), %s vCPUs, "
+             "host root filesystem over 9p (virtme-ng %s). Absolute times are inflated by the "
+             "emulation; **only the ratios compare**." % (raw.get("kernel"), facts["qemu"],
+                                                          raw.get("cpus"), facts["virtme_ng"]))
+    L.append("- Contenders: the floor (bench/reader.c reading the evdev node: epoll + read), "
+             "the relay (bench/relay.c: epoll, one read of the node per frame, one short line per "
+             "key-down to each client; the reference for a daemon's cost), "
+             "shutterd %s (release build), acpid %s, lircd %s (devinput driver, the shipped "
+             "devinput.lircd.conf)." % (facts["shutterd"], facts["acpid"], facts["lirc"]))
+    if facts.get("other_guests_during_run"):
+        L.append("- **Another qemu guest was running on the host for about %s s of this run**: "
+                 "the figures are noisier than usual." % facts.get("other_guest_seconds", "?"))
+    L.append("- Devices: uinput (bench/inject.c), \"shutterd-bench keys\" (KEY_VOLUMEUP, "
+             "KEY_VOLUMEDOWN, KEY_PLAYPAUSE) and \"shutterd-bench dial\" (REL_DIAL, BTN_0), the "
+             "same nodes for every contender; each contender runs alone.")
+    L.append("")
+    lines = summary(raw, lat, floor50)
+    if lines:
+        L.append("## Summary")
+        L.append("")
+        L.extend(lines)
+        L.append("")
+    L.append("## Latency: KEY_VOLUMEUP press to a client's read")
+    L.append("")
+    L.append("%d presses per run after %d warm-up presses, one every %d us (release half-way); "
+             "injection stamped with CLOCK_MONOTONIC just before the write to /dev/uinput, "
+             "receipt when the client's read returns; statistics over every client's samples. "
+             "The floor ran first and last; ratios are to the mean of the two. Ratios to the relay "
+             "are to its run with as many clients. CPU per press is the daemon's (every thread's "
+             "run time from /proc/PID/schedstat, from the first press to the last release, divided "
+             "by the presses, warm-up included); the readers' own CPU is not in it." % (
+                 raw["presses"], raw["warmup"], raw["gap_us"]))
+    L.append("")
+    L.append("| contender | clients | gap ms | samples | missing | p50 us | p99 us | max us | p50 / floor "
+             "| p99 / floor | p50 / relay | CPU us per press | CPU per press / relay |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in raw["latency"]:
+        L.append("| %s | %d | %g | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["name"], r["clients"], r["gap_us"] / 1000.0, r["samples"], r["missing"], fmt(r["p50_us"]), fmt(r["p99_us"]),
+            fmt(r["max_us"]), fmt(r["p50_ratio"], "x"), fmt(r["p99_ratio"], "x"), fmt(r.get("p50_relay_ratio"), "x"),
+            fmt(r.get("cpu_us_per_press")), fmt(r.get("cpu_relay_ratio"), "x")))
+    L.append("")
+    L.append("## Throughput and loss: %d REL_DIAL steps, unpaced" % raw["dial_steps"])
+    L.append("")
+    L.append("One write per step (REL_DIAL +1, SYN_REPORT) as fast as the injector can write. "
+             "Intact = every client's summed delta equals the steps written, no clientSeq gap, "
+             "no overflow. Delivered time is from the first write to the last read of any client.")
+    L.append("")
+    L.append("| reader | clients | injector steps/s | delivered in s | messages/s (all clients) | summed delta (min..max) | clientSeq gaps | overflows | SYN_DROPPED | intact |")
+    L.append("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |")
+    for r in raw["burst"]:
+        dropped = r.get("daemon_syn_dropped_logged", r["syn_dropped"])
+        L.append("| %s | %d | %s | %s | %s | %d..%d | %d | %d | %d | %s |" % (
+            r["name"], r["clients"], r["inject_steps_per_s"], r["delivered_s"], fmt(r["messages_per_s"]),
+            r["min_summed_delta"], r["max_summed_delta"], r["clientseq_gaps"], r["overflows"],
+            dropped, "yes" if r["intact"] else "no"))
+    L.append("")
+    L.append("SYN_DROPPED: what the kernel's per-reader evdev buffer dropped because the reader "
+             "fell behind, as seen by the floor, and for shutterd as its log totals them "
+             "(`events dropped (SYN_DROPPED) ... total=N`, reported on SIGHUP). Relative steps lost there are "
+             "lost for every reader; clientSeq and overflow show shutterd's own losses.")
+    L.append("")
+    a = raw.get("allocations")
+    if a:
+        L.append("## Heap allocations per press")
+        L.append("")
+        L.append("shutterd run again under bench/alloccount.c (LD_PRELOAD; it counts every call to malloc, "
+                 "calloc, realloc, posix_memalign, aligned_alloc, memalign and free). With the clients "
+                 "connected and %d warm-up presses made, the counters are read before and after %d "
+                 "presses (each a key-down and its release); the difference divided by the presses. "
+                 "Until READY=1 it made %s allocations." % (
+                     a["warmup"], a["presses"], a["until_ready"]["allocations"]))
+        L.append("")
+        L.append("| clients | allocations per press | reallocs per press | frees per press | bytes asked per press |")
+        L.append("| ---: | ---: | ---: | ---: | ---: |")
+        for r in a["runs"]:
+            L.append("| %d | %s | %s | %s | %s |" % (
+                r["clients"], fmt(r["allocations_per_press"]), fmt(r["reallocs_per_press"]),
+                fmt(r["frees_per_press"]), fmt(r["bytes_per_press"])))
+        L.append("")
+    L.append("## Idle cost: devices present, 16 clients connected, no input")
+    L.append("")
+    L.append("| daemon | seconds | voluntary ctx switches | involuntary | CPU ms (utime+stime) | CPU ms (schedstat) | threads |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, r in raw["idle"].items():
+        L.append("| %s | %d | %d | %d | %s | %s | %d |" % (
+            name, r["seconds"], r["voluntary_ctxt_switches"], r["involuntary_ctxt_switches"],
+            fmt(r["cpu_ms_proc_stat"]), fmt(r["cpu_ms_schedstat"]), r["threads"]))
+    L.append("")
+    L.append("## Memory")
+    L.append("")
+    L.append("| daemon, state | VmRSS KiB | VmHWM KiB |")
+    L.append("| --- | ---: | ---: |")
+    for name, r in raw["memory"].items():
+        L.append("| %s | %d | %d |" % (name.replace("_", " "), r["VmRSS_kib"], r["VmHWM_kib"]))
+    L.append("")
+    L.append("## Start-up: exec to READY=1 (sd_notify)")
+    L.append("")
+    s = raw.get("startup", {})
+    if "shutterd_32_devices_ms" in s:
+        d = s["shutterd_32_devices_ms"]
+        L.append("- shutterd with the 32 benchmark devices present (%d event nodes in all): median "
+                 "**%s ms** over %d starts (%s)." % (d["event_nodes_present"], d["median"], len(d["runs"]),
+                                                    ", ".join(str(x) for x in d["runs"])))
+    if "shutterd_few_devices_ms" in s:
+        L.append("- shutterd with the 2 benchmark devices: %s ms (one start)." % s["shutterd_few_devices_ms"])
+    if "shutterd_version_exec_to_exit_ms" in s:
+        L.append("- For scale: exec to exit of `shutterd --version` (loading the binary and the "
+                 "Swift runtime over 9p, nothing else): %s ms." % ", ".join(
+                     str(x) for x in s["shutterd_version_exec_to_exit_ms"]))
+    if raw.get("notes"):
+        L.append("")
+        L.append("## Notes")
+        L.append("")
+        for n in raw["notes"]:
+            L.append("- %s" % n)
+    L.append("")
+    L.append(GENERATED_END + "%s s." % raw.get("guest_seconds"))
+    text = "\n".join(L) + "\n"
+    path = os.path.join(outdir, "results.md")
+    kept = kept_sections(path)
+    with open(path, "w") as f:
+        f.write(text + (kept + "\n" if kept else ""))
+    print(text)
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__, file=sys.stderr)
+        sys.exit(64)
+    report(sys.argv[1], sys.argv[2], sys.argv[3])
+
+
+if __name__ == "__main__":
+    main()

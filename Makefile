@@ -256,8 +256,9 @@ run:
 	$(SWIFT) build -c release $(SWIFTFLAGS) --product shutterctl
 	$(SWIFT_BIN)/shutterd --verbose $(RUNFLAGS)
 
-# shutterd against acpid, lircd and a direct evdev reader in the kernel rig (root; about
-# 6 minutes; not a test). Writes bench/results.md and bench/results.json.
+# shutterd against a minimal C relay, acpid, lircd and a direct evdev reader in the kernel
+# rig (root; about 7 minutes; not a test; bench/README.md). Writes bench/results.md and
+# bench/results.json.
 bench:
 	sh bench/run.sh
 

@@ -1,6 +1,7 @@
 #!/bin/sh
-# The benchmark: shutterd against acpid, lircd (devinput) and a direct evdev reader, inside
-# the kernel rig's guest (Debian's kernel under qemu/virtme-ng, TCG, booted once).
+# The benchmark: shutterd against a minimal C relay (relay.c), acpid, lircd (devinput) and a
+# direct evdev reader, inside the kernel rig's guest (Debian's kernel under qemu/virtme-ng,
+# TCG, booted once through Tests/rig/boot.sh). bench/README.md says what it measures.
 #
 # Usage: bench/run.sh [--quick] [--profile]
 #   --quick    small counts, for trying the benchmark out (results are not written to bench/)
@@ -10,7 +11,7 @@
 # Installs what it needs (Tests/rig/setup.sh for qemu, the kernel and virtme-ng; apt: acpid,
 # lirc, gcc), builds shutterd (release) and the C helpers (into .build/bench/), boots the
 # guest once and writes bench/results.md and bench/results.json. Needs root. Not a test:
-# `make test` does not run it. Takes about 6 minutes on 2 cores; run nothing else meanwhile,
+# `make test` does not run it. Takes about 7 minutes on 2 cores; run nothing else meanwhile,
 # and only one boot of the rig at a time.
 set -eu
 

@@ -106,6 +106,15 @@ if [ "$SHUTTERD" != - ]; then
     fi
 fi
 
+# The scenario modules load on the host as in the guest: a broken one fails here, before the
+# boot, and not after it.
+if [ "$SHUTTERD" != - ] && ! out=$(/usr/bin/python3 "$RIG/scenarios.py" --list 2>&1); then
+    echo "$out" | tail -n 5
+    echo "FAIL scenarios-load: Tests/rig/scenarios.py --list failed (above)"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
 echo "rig: kernel $KERNEL ($KVER), qemu $([ -n "$ACCEL" ] && echo TCG || echo KVM), results in $RESULTS"
 START=$(date +%s)
 rig_boot shutterd-rig "$TIMEOUT" "$RESULTS" "sh $RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL $PYTHON_VENV"

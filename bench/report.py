@@ -96,7 +96,9 @@ def report(raw_path, facts_path, outdir):
     L = []
     L.append("# shutterd benchmark results")
     L.append("")
-    L.append("Produced by `make bench` (bench/run.sh) on %s, commit %s." % (facts["date"], facts["commit"]))
+    L.append("Produced by `make bench` (bench/run.sh) on %s, commit %s; shutterd's sources as of commit %s%s." % (
+        facts["date"], facts["commit"], facts.get("sources_commit", "?"),
+        ", with changes not committed" if facts.get("sources_modified") else ""))
     L.append("")
     L.append("- Kernel: Debian %s in a qemu %s guest under **TCG emulation** (no KVM), %s vCPUs, "
              "host root filesystem over 9p (virtme-ng %s). Absolute times are inflated by the "
@@ -107,6 +109,10 @@ def report(raw_path, facts_path, outdir):
              "key-down to each client; the reference for a daemon's cost), "
              "shutterd %s (release build), acpid %s, lircd %s (devinput driver, the shipped "
              "devinput.lircd.conf)." % (facts["shutterd"], facts["acpid"], facts["lirc"]))
+    if facts.get("host_load_before"):
+        L.append("- Host load average (1, 5, 15 min) before the guest: %s; after: %s. The guest's 2 vCPUs "
+                 "are 2 host threads: other load on the host's 2 cores slows the guest unevenly and "
+                 "inflates what it measures." % (facts["host_load_before"], facts["host_load_after"]))
     if facts.get("other_guests_during_run"):
         L.append("- **Another qemu guest was running on the host for about %s s of this run**: "
                  "the figures are noisier than usual." % facts.get("other_guest_seconds", "?"))

@@ -78,6 +78,7 @@ done
 
 echo "bench: kernel $KERNEL ($KVER), qemu TCG, 2 vCPUs"
 START=$(date +%s)
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 # Whether another guest started during the run (its figures would then be noisier).
 OTHERS=$RESULTS/others
 : >"$OTHERS"
@@ -115,6 +116,9 @@ ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo unknown; }
 cat >"$RESULTS/facts.json" <<JSON
 {"date": "$(date -u +%Y-%m-%d)",
  "commit": "$(cd "$REPO" && git rev-parse --short HEAD 2>/dev/null || echo unknown)",
+ "sources_commit": "$(cd "$REPO" && git log -1 --format=%h -- Sources Package.swift 2>/dev/null || echo unknown)",
+ "sources_modified": $(cd "$REPO" && git diff --quiet HEAD -- Sources Package.swift 2>/dev/null && echo false || echo true),
+ "host_load_before": "$LOAD_BEFORE", "host_load_after": "$(cut -d' ' -f1-3 /proc/loadavg)",
  "shutterd": "$("$RESULTS/bin/shutterd" --version | sed 's/^shutterd //')",
  "acpid": "$(ver acpid)", "lirc": "$(ver lirc)",
  "qemu": "$(ver qemu-system-x86)", "kernel_package": "$(ver "linux-image-$KVER")",

@@ -144,4 +144,3 @@ def main():
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -2,6 +2,7 @@
 and kind in hello, listDevices and deviceAdded."""
 from harness import check, device_matches, scenario
 
+
 @scenario("enumerate")
 def sc_enumerate(rig):
     """Devices present before shutterd starts are in hello's list with the right identity."""

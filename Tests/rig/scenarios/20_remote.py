@@ -2,6 +2,7 @@
 carries (device, key, times, sequence numbers)."""
 from harness import check, short, press_of, device_matches, scenario
 
+
 @scenario("attribution-ios-secondary", needs="hotplug-add")
 def sc_ios_secondary(rig):
     """iOS button: KEY_VOLUMEUP, secondary for a client with a secondary handler; attributed."""

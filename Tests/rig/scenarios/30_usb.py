@@ -7,6 +7,7 @@ import rigdev
 from harness import check, is_capture, press_of, describe_capture, device_matches, scenario
 from rigdev import EV_KEY
 
+
 @scenario("usb-headset")
 def sc_headset(rig):
     """USB headset through dummy_hcd: usb identity, Play/Pause and Vol- primary, Vol+ secondary."""

@@ -7,6 +7,7 @@ import time
 import rigdev
 from harness import Failure, check, short, press_of, describe_capture, scenario, measurement
 
+
 @scenario("keyboard-enter-no-capture")
 def sc_keyboard_enter(rig):
     """An ordinary keyboard's Enter is no capture (its volume key, the fence, is one)."""

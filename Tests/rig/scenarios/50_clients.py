@@ -1,6 +1,7 @@
 """Per-client interaction: filters, the headset sound rule, a camera key's focus control."""
 from harness import check, short, is_capture, press_of, describe_capture, device_matches, scenario
 
+
 @scenario("two-clients-filters", needs="hotplug-add")
 def sc_two_clients(rig):
     """Two clients with different filters get exactly their events, in order, without gaps."""

@@ -10,6 +10,7 @@ import rigdev
 from harness import check, Client, short, is_capture, press_of, scenario
 from rigdev import EV_KEY
 
+
 @scenario("grab", needs="hotplug-add")
 def sc_grab(rig):
     """grab:true hides the remote's presses from a plain evdev reader until the client leaves."""

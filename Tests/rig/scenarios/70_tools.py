@@ -8,6 +8,7 @@ import time
 
 from harness import RIG, check, scenario
 
+
 def run_shutterctl(rig, button, timeout=15):
     """Starts shutterctl verify, presses button once it waits, returns (exit, stdout, stderr)."""
     cmd = [rig.args.shutterctl, "verify", "--key", "KEY_VOLUMEUP", "--device", "AB Shutter3*",

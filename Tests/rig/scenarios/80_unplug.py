@@ -1,6 +1,7 @@
 """The remote destroyed mid-press, then made again."""
 from harness import check, is_capture, press_of, scenario
 
+
 @scenario("hotplug-remove-mid-press", needs="hotplug-add")
 def sc_remove_mid_press(rig):
     """Destroyed mid-press: the client gets cancelled (reason removed), then deviceRemoved.

@@ -1,6 +1,7 @@
 """Last: the daemon survived everything before."""
 from harness import check, scenario
 
+
 @scenario("daemon-alive")
 def sc_alive(rig):
     """shutterd is still running after all of the above, and answers ping."""

@@ -405,22 +405,28 @@ class Bench:
         self.raw["memory"]["shutterd_after_runs"] = memory(pid)
         self.stop_pid(pid)
 
-    def relay(self):
-        """The reference: bench/relay.c, the least a relay of presses to socket clients does."""
+    def relay(self, again=False):
+        """The reference: bench/relay.c, the least a relay of presses to socket clients
+        does. It runs early and again late (latency alone), as the floor does: the report
+        compares with the mean of the two."""
         sock = WORK + "/relay.sock"
         p = subprocess.Popen([self.b("relay"), self.inj.nodes["keys"], sock], stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL)
-        self.c_daemon("relay", p, sock, " down ")
+        self.c_daemon("relay", p, sock, " down ", tag="-again" if again else None)
 
-    def c_daemon(self, name, p, sock, match):
+    def c_daemon(self, name, p, sock, match, tag=None):
         """A daemon started as p that listens on sock: its memory, its idle cost with 16
         clients, then latency runs with 16 and 1 clients (a line containing match is a
-        press); stopped at the end."""
+        press); stopped at the end. With a tag, the latency runs alone, named with it."""
         try:
             self.wait_socket(sock)
             time.sleep(1)
-            self.raw["memory"][name + "_idle_no_clients"] = memory(p.pid)
             args = ["--unix", sock, "--match", match]
+            if tag:
+                self.latency_run(name + "-16" + tag, args + ["--clients", "16"], 16, settle=1.0, pid=p.pid)
+                self.latency_run(name + "-1" + tag, args + ["--clients", "1"], 1, settle=1.0, pid=p.pid)
+                return
+            self.raw["memory"][name + "_idle_no_clients"] = memory(p.pid)
             r16 = self.idle_reader(name + "-16", args + ["--clients", "16", "--show", "2"], 16)
             time.sleep(1)
             self.raw["idle"][name] = idle_cost(p.pid, self.idle_s)
@@ -552,7 +558,7 @@ class Bench:
         log("devices %s" % self.inj.nodes)
         steps = [("floor", lambda: self.floor("")), ("floor burst", self.floor_burst),
                  ("relay", self.relay), ("shutterd", self.shutterd), ("allocations", self.allocations),
-                 ("acpid", self.acpid), ("lircd", self.lircd),
+                 ("acpid", self.acpid), ("lircd", self.lircd), ("relay again", lambda: self.relay(again=True)),
                  ("floor again", lambda: self.floor("-again")), ("start-up", self.startup_32)]
         if self.profiling:
             steps.append(("profile", self.profile))

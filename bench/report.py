@@ -25,6 +25,17 @@ def ratio(value, reference):
     return round(value / reference, 2) if value and reference else None
 
 
+def relay_reference(lat, clients):
+    """The relay's p50 and CPU per press with as many clients: the mean of its first and
+    last run (either alone when the other is missing)."""
+    runs = [lat[n] for n in ("relay-%d" % clients, "relay-%d-again" % clients) if n in lat]
+    out = {}
+    for k in ("p50_us", "cpu_us_per_press"):
+        values = [r[k] for r in runs if r.get(k)]
+        out[k] = round(sum(values) / len(values), 1) if values else None
+    return out
+
+
 def kept_sections(path):
     """What follows the generated part in an existing results.md (sections written by
     hand or by other commands, as "Hostile clients"): kept as it is."""
@@ -42,22 +53,22 @@ def kept_sections(path):
 GENERATED_END = "Guest run time: "
 
 
-def summary(raw, lat, floor50):
+def summary(raw, lat, relays):
     """The figures a change to the press path is judged by, in a few lines."""
     L = []
     for n in (1, 16):
-        s, relay = lat.get("shutterd-%d" % n), lat.get("relay-%d" % n)
+        s, relay = lat.get("shutterd-%d" % n), relays.get(n, {})
         if not s:
             continue
         L.append("- %d client%s: shutterd's p50 is %s the floor's and %s the relay's; its CPU per press "
                  "is %s the relay's (%s us against %s us)." % (
                      n, "" if n == 1 else "s", fmt(s.get("p50_ratio"), "x"), fmt(s.get("p50_relay_ratio"), "x"),
                      fmt(s.get("cpu_relay_ratio"), "x"), fmt(s.get("cpu_us_per_press")),
-                     fmt(relay and relay.get("cpu_us_per_press"))))
+                     fmt(relay.get("cpu_us_per_press"))))
     allocs = raw.get("allocations", {}).get("runs", [])
     if allocs:
         L.append("- Heap allocations per press in the steady state: %s." % ", ".join(
-            "%s with %d client%s" % (fmt(a["allocations_per_press"]), a["clients"], "" if a["clients"] == 1 else "s")
+            "%.2f with %d client%s" % (a["allocations_per_press"], a["clients"], "" if a["clients"] == 1 else "s")
             for a in allocs))
     burst = {b["name"]: b for b in raw.get("burst", [])}
     floor, one = burst.get("floor"), burst.get("shutterd-1")
@@ -78,13 +89,14 @@ def report(raw_path, facts_path, outdir):
     floors = [lat[n] for n in ("floor", "floor-again") if n in lat and lat[n]["p50_us"]]
     floor50 = sum(f["p50_us"] for f in floors) / len(floors) if floors else None
     floor99 = sum(f["p99_us"] for f in floors) / len(floors) if floors else None
+    relays = {n: relay_reference(lat, n) for n in (1, 16)}
     for r in raw["latency"]:
         r["p50_ratio"] = round(r["p50_us"] / floor50, 2) if floor50 and r["p50_us"] else None
         r["p99_ratio"] = round(r["p99_us"] / floor99, 2) if floor99 and r["p99_us"] else None
-        # Against the reference relay with as many clients (bench/relay.c).
-        relay = lat.get("relay-%d" % r["clients"])
-        r["p50_relay_ratio"] = ratio(r.get("p50_us"), relay and relay.get("p50_us"))
-        r["cpu_relay_ratio"] = ratio(r.get("cpu_us_per_press"), relay and relay.get("cpu_us_per_press"))
+        # Against the reference relay with as many clients (bench/relay.c), the mean of its runs.
+        relay = relays.get(r["clients"], {})
+        r["p50_relay_ratio"] = ratio(r.get("p50_us"), relay.get("p50_us"))
+        r["cpu_relay_ratio"] = ratio(r.get("cpu_us_per_press"), relay.get("cpu_us_per_press"))
     results = dict(facts)
     results.update(raw)
     results["floor_p50_us"] = floor50
@@ -120,7 +132,7 @@ def report(raw_path, facts_path, outdir):
              "KEY_VOLUMEDOWN, KEY_PLAYPAUSE) and \"shutterd-bench dial\" (REL_DIAL, BTN_0), the "
              "same nodes for every contender; each contender runs alone.")
     L.append("")
-    lines = summary(raw, lat, floor50)
+    lines = summary(raw, lat, relays)
     if lines:
         L.append("## Summary")
         L.append("")
@@ -131,8 +143,8 @@ def report(raw_path, facts_path, outdir):
     L.append("%d presses per run after %d warm-up presses, one every %d us (release half-way); "
              "injection stamped with CLOCK_MONOTONIC just before the write to /dev/uinput, "
              "receipt when the client's read returns; statistics over every client's samples. "
-             "The floor ran first and last; ratios are to the mean of the two. Ratios to the relay "
-             "are to its run with as many clients. CPU per press is the daemon's (every thread's "
+             "The floor ran first and last; ratios are to the mean of the two. The relay ran early and "
+             "late too; ratios to the relay are to the mean of its two runs with as many clients. CPU per press is the daemon's (every thread's "
              "run time from /proc/PID/schedstat, from the first press to the last release, divided "
              "by the presses, warm-up included); the readers' own CPU is not in it." % (
                  raw["presses"], raw["warmup"], raw["gap_us"]))
@@ -180,9 +192,9 @@ def report(raw_path, facts_path, outdir):
         L.append("| clients | allocations per press | reallocs per press | frees per press | bytes asked per press |")
         L.append("| ---: | ---: | ---: | ---: | ---: |")
         for r in a["runs"]:
-            L.append("| %d | %s | %s | %s | %s |" % (
-                r["clients"], fmt(r["allocations_per_press"]), fmt(r["reallocs_per_press"]),
-                fmt(r["frees_per_press"]), fmt(r["bytes_per_press"])))
+            L.append("| %d | %.2f | %.2f | %.2f | %s |" % (
+                r["clients"], r["allocations_per_press"], r["reallocs_per_press"],
+                r["frees_per_press"], fmt(r["bytes_per_press"])))
         L.append("")
     L.append("## Idle cost: devices present, 16 clients connected, no input")
     L.append("")

@@ -30,6 +30,9 @@ let package = Package(
 
         .executableTarget(name: "shutterd", dependencies: ["ShutterLinux", "ShutterCore"]),
         .executableTarget(name: "shutterctl", dependencies: ["ShutterLinux", "ShutterCore"]),
+        // The press path in one process, for instruction and allocation counts (bench/).
+        .executableTarget(
+            name: "presspath", dependencies: ["ShutterLinux", "ShutterCore"], path: "bench/presspath"),
 
         .testTarget(
             name: "ShutterCoreTests", dependencies: ["ShutterCore"],

@@ -40,7 +40,12 @@ public struct RequestID: Equatable, Sendable, ExpressibleByStringLiteral {
     /// The deepest id: containers inside containers.
     public static let maxDepth = 8
 
-    public init<C: Collection>(_ text: C) where C.Element == UInt8 { self.text = Array(text) }
+    /// The id's text, with any tab, CR or LF in it (JSON white space: a string cannot hold
+    /// them raw) written as a space, so that a reply holds no control character a client
+    /// might take for a line end.
+    public init<C: Collection>(_ text: C) where C.Element == UInt8 {
+        self.text = text.map { $0 == 0x09 || $0 == 0x0A || $0 == 0x0D ? 0x20 : $0 }
+    }
     public init(_ text: String) { self.text = Array(text.utf8) }
     public init(stringLiteral text: String) { self.init(text) }
 }

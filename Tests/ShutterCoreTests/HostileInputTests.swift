@@ -80,6 +80,16 @@ struct HostileInputTests {
         #expect(text == #"{"type":"reply","request":"ping","id":"# + id + "}\n")
     }
 
+    @Test("tabs and CRs between an id's tokens come back as spaces: no control character in a reply")
+    func idWhiteSpace() throws {
+        guard case .success(let r) = request("{\"type\":\"ping\",\"id\":[1,\t2,\r3]}") else {
+            Issue.record("refused")
+            return
+        }
+        #expect(r.id == RequestID("[1, 2, 3]"))
+        #expect(!Message.reply(.ping, id: r.id).dropLast().contains { $0 < 0x20 })
+    }
+
     @Test("an id of 256 bytes is echoed; one of 257 is refused without being echoed")
     func idSize() throws {
         let fits = "\"" + String(repeating: "x", count: 254) + "\""

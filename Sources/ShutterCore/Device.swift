@@ -70,20 +70,6 @@ public struct DeviceInfo: Equatable, Sendable {
     }
 
     public var busName: String { BusType.name(bus) }
-
-    public var json: JSON {
-        var m: [(String, JSON)] = [
-            ("id", .string(id)), ("group", .string(group)), ("name", .string(name)),
-            ("bus", .string(busName)), ("vendor", .string(hex(vendor, width: 4))),
-            ("product", .string(hex(product, width: 4))), ("version", .string(hex(version, width: 4))),
-        ]
-        if let uniq { m.append(("uniq", .string(uniq))) }
-        if let phys { m.append(("phys", .string(phys))) }
-        m.append(("syspath", .string(syspath)))
-        m.append(("node", .string(node)))
-        m.append(("kind", .string(kind.rawValue)))
-        return .object(m)
-    }
 }
 
 /// The stable names of a node and of the physical device it belongs to.

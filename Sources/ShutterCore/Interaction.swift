@@ -23,14 +23,6 @@ public struct Filter: Equatable, Sendable {
     public func matches(_ device: DeviceInfo, key: String) -> Bool {
         matches(device) && (keys.isEmpty || keys.contains(key))
     }
-
-    public var json: JSON {
-        .object([
-            ("devices", .array(devices.map(JSON.string))), ("names", .array(names.map(JSON.string))),
-            ("buses", .array(buses.map(JSON.string))), ("kinds", .array(kinds.map { .string($0.rawValue) })),
-            ("keys", .array(keys.map(JSON.string))),
-        ])
-    }
 }
 
 /// A client's slider: its range and current value.
@@ -44,8 +36,6 @@ public struct SliderRange: Equatable, Sendable {
         self.max = max
         self.value = value
     }
-
-    public var json: JSON { .object([("min", .int(min)), ("max", .int(max)), ("value", .int(value))]) }
 }
 
 /// A client's AVCaptureEventInteraction: its handlers and what it listens to.
@@ -69,14 +59,6 @@ public struct Interaction: Equatable, Sendable {
         case .secondary: secondary ? .secondary : (primary ? .primary : nil)
         case .focus: nil
         }
-    }
-
-    public var json: JSON {
-        .object([
-            ("enabled", .bool(enabled)), ("primary", .bool(primary)), ("secondary", .bool(secondary)),
-            ("defaultCaptureSoundDisabled", .bool(defaultCaptureSoundDisabled)), ("grab", .bool(grab)),
-            ("filter", filter.json), ("slider", slider.json),
-        ])
     }
 }
 

@@ -1,7 +1,7 @@
 /// The protocol version spoken; see docs/PROTOCOL.md.
 public enum ProtocolVersion {
     public static let major = 1
-    public static let minor = 0
+    public static let minor = 1
 }
 
 /// The longest request line accepted, without its newline.
@@ -243,82 +243,5 @@ extension SliderRange {
         guard value >= min && value <= max else {
             throw FieldError(message: "\"interaction.slider.value\" \(value) is outside \(min)...\(max)")
         }
-    }
-}
-
-/// Builders of the daemon's messages, each a JSON line with its newline.
-public enum Message {
-    public static func line(_ json: JSON) -> [UInt8] {
-        var out: [UInt8] = []
-        json.write(into: &out)
-        out.append(0x0A)
-        return out
-    }
-
-    public static func hello(version: String, devices: [JSON]) -> [UInt8] {
-        line(
-            .object([
-                ("type", .string("hello")),
-                (
-                    "protocol",
-                    .object([
-                        ("major", .int(Int64(ProtocolVersion.major))), ("minor", .int(Int64(ProtocolVersion.minor))),
-                    ])
-                ),
-                ("daemon", .object([("name", .string("shutterd")), ("version", .string(version))])),
-                ("devices", .array(devices)),
-            ]))
-    }
-
-    public static func reply(_ request: Request, id: RequestID?, _ extra: [(String, JSON)] = []) -> [UInt8] {
-        line([("type", .string("reply")), ("request", .string(request.name))], id: id, extra)
-    }
-
-    public static func error(_ e: RequestError) -> [UInt8] {
-        line(
-            [("type", .string("error")), ("code", .string(e.code.rawValue)), ("message", .string(e.message))],
-            id: e.id, [])
-    }
-
-    /// An object line: `head`, the id as the client wrote it, then `tail`.
-    static func line(_ head: [(String, JSON)], id: RequestID?, _ tail: [(String, JSON)]) -> [UInt8] {
-        var out: [UInt8] = []
-        func name(_ key: String) {
-            out.append(out.isEmpty ? UInt8(ascii: "{") : UInt8(ascii: ","))
-            JSON.writeString(key, into: &out)
-            out.append(UInt8(ascii: ":"))
-        }
-        for (key, value) in head {
-            name(key)
-            value.write(into: &out)
-        }
-        if let id {
-            name("id")
-            out.append(contentsOf: id.text)
-        }
-        for (key, value) in tail {
-            name(key)
-            value.write(into: &out)
-        }
-        out.append(contentsOf: [UInt8(ascii: "}"), 0x0A])
-        return out
-    }
-
-    public static func device(added: Bool, _ device: JSON) -> [UInt8] {
-        line(.object([("type", .string(added ? "deviceAdded" : "deviceRemoved")), ("device", device)]))
-    }
-
-    /// The last message to a client that fell behind: how far, and the limits it passed.
-    public static func overflow(queued: Int, bytes: Int, limits: ClientLimits) -> [UInt8] {
-        line(
-            .object([
-                ("type", .string("overflow")), ("queued", .int(Int64(queued))), ("bytes", .int(Int64(bytes))),
-                (
-                    "message",
-                    .string(
-                        "client fell behind by \(queued) messages, \(bytes) bytes (limits: \(limits.queueMessages) messages, \(limits.queueBytes) bytes); disconnecting"
-                    )
-                ),
-            ]))
     }
 }

@@ -4,7 +4,7 @@ import ShutterCore
 /// What the client side asks of the rest of the daemon.
 public protocol ClientHubDelegate: AnyObject {
     /// The devices as now open, for `hello` and `listDevices`.
-    var deviceList: [JSON] { get }
+    var deviceList: [DeviceRecord] { get }
     /// The next daemon-wide sequence number (for a client's own cancels).
     func nextSeq() -> UInt64
     /// Some interaction's grab wish may have changed.
@@ -23,7 +23,7 @@ public final class ClientHub {
         let mayGrab: Bool
         var session = ClientSession()
         var reader = LineReader()
-        var queue: OutboundQueue
+        var out: OutBuffer
         /// Being closed: nothing more is queued, what is queued is flushed, then it closes.
         var closing = false
         /// When a closing client is closed whether or not it read its last messages.
@@ -35,7 +35,7 @@ public final class ClientHub {
         init(serial: Int, fd: Int32, peer: PeerCredentials?, limits: ClientLimits, mayGrab: Bool) {
             self.fd = fd
             self.peer = peer
-            self.queue = OutboundQueue(limit: limits.queueMessages, byteLimit: limits.queueBytes)
+            self.out = OutBuffer(limit: limits.queueMessages, byteLimit: limits.queueBytes)
             self.mayGrab = mayGrab
             // The serial tells apart clients that get the same descriptor number in turn.
             label = "client \(serial) fd=\(fd)" + (peer.map { " pid=\($0.pid) uid=\($0.uid)" } ?? "")
@@ -49,6 +49,10 @@ public final class ClientHub {
     let closeTimer: Timer
     public weak var delegate: ClientHubDelegate?
     var clients: [Int32: Client] = [:]
+    /// The clients in the order they came: publishing walks this, not the dictionary.
+    var order: [Client] = []
+    /// The shared tail of the occurrence being published, reused.
+    var tail: [UInt8] = []
     var accepted = 0
     var readBuffer = [UInt8](repeating: 0, count: 65536)
     /// How long a client being closed may take to read its last messages (the overflow
@@ -190,6 +194,7 @@ public final class ClientHub {
             return
         }
         clients[fd] = client
+        order.append(client)
         Log.info("\(client.label): connected")
         send(client, Message.hello(version: shutterdVersion, devices: delegate?.deviceList ?? []))
         flush(client)
@@ -279,7 +284,7 @@ public final class ClientHub {
         case .ping:
             send(client, Message.reply(line.request, id: line.id))
         case .listDevices:
-            send(client, Message.reply(line.request, id: line.id, [("devices", .array(delegate?.deviceList ?? []))]))
+            send(client, Message.devices(id: line.id, delegate?.deviceList ?? []))
         case .setInteraction(let interaction):
             if interaction.grab && !client.mayGrab {
                 let who = client.peer.map { "uid \($0.uid)" } ?? "this client"
@@ -304,15 +309,19 @@ public final class ClientHub {
     /// Queues a message; a client whose queue is full is told so and dropped.
     func send(_ client: Client, _ message: [UInt8]) {
         guard !client.closing else { return }
-        if !client.queue.push(message) {
-            let q = client.queue
-            Log.info(
-                "\(client.label): fell behind by \(q.count) messages, \(q.bytes) bytes (limits \(q.limit), \(q.byteLimit)), disconnecting"
-            )
-            client.queue.discardUnstarted()
-            client.queue.pushFinal(Message.overflow(queued: q.count, bytes: q.bytes, limits: limits))
-            startClosing(client)
-        }
+        if !client.out.push(message) { overflow(client) }
+    }
+
+    /// The client fell behind: what it has not started reading is dropped and replaced by
+    /// the overflow notice, and it is closed once that is read.
+    func overflow(_ client: Client) {
+        let q = client.out
+        Log.info(
+            "\(client.label): fell behind by \(q.count) messages, \(q.pending) bytes (limits \(q.limit), \(q.byteLimit)), disconnecting"
+        )
+        client.out.discardUnstarted()
+        client.out.pushFinal(Message.overflow(queued: q.count, bytes: q.pending, limits: limits))
+        startClosing(client)
     }
 
     func startClosing(_ client: Client) {
@@ -331,13 +340,13 @@ public final class ClientHub {
     /// Writes what the socket takes now; waits for writability for the rest.
     func flush(_ client: Client) {
         do {
-            _ = try client.queue.drain { (slices) throws(SystemError) -> Int in try UnixSocket.send(client.fd, slices) }
+            _ = try client.out.drain { (bytes) throws(SystemError) -> Int in try UnixSocket.send(client.fd, bytes) }
         } catch {
             closeClient(
                 client, why: error.errno == EPIPE || error.errno == ECONNRESET ? "disconnected" : error.description)
             return
         }
-        if client.queue.isEmpty {
+        if client.out.isEmpty {
             if client.closing {
                 closeClient(client, why: nil)
                 return
@@ -355,6 +364,7 @@ public final class ClientHub {
 
     func closeClient(_ client: Client, why: String?) {
         guard clients.removeValue(forKey: client.fd) != nil else { return }
+        order.removeAll { $0 === client }
         loop.remove(client.fd)
         close(client.fd)
         if let why { Log.info("\(client.label): \(why)") }
@@ -382,21 +392,23 @@ public final class ClientHub {
         if let next { closeTimer.arm(after: UInt64(next - now)) }
     }
 
-    /// Sends each client what its interaction selects of `occurrences`.
-    public func fanOut(_ occurrences: [Occurrence]) {
-        guard !occurrences.isEmpty else { return }
-        for client in Array(clients.values) where !client.closing {
-            var any = false
-            for o in occurrences {
-                if let line = client.session.deliver(o) {
-                    send(client, line)
-                    any = true
-                }
+    /// Publishes a batch of occurrences: each client gets what its interaction selects,
+    /// written straight into its output buffer (the shared tail of each occurrence written
+    /// once), then as much as its socket takes now.
+    public func publish(_ batch: [Occurrence]) {
+        guard !batch.isEmpty else { return }
+        for o in batch {
+            tail.removeAll(keepingCapacity: true)
+            Wire.eventTail(o, into: &tail)
+            for client in order where !client.closing {
+                let mark = client.out.mark
+                guard client.session.deliver(o, tail: tail, into: &client.out.bytes) else { continue }
+                if !client.out.commit(from: mark) { overflow(client) }
             }
-            // A client whose socket was full is written when epoll says it is writable,
-            // not retried on every event.
-            if any && !client.watchingWritable { flush(client) }
         }
+        // A client whose socket was full is written when epoll says it is writable, not
+        // retried on every batch.
+        for client in order where !client.out.isEmpty && !client.watchingWritable { flush(client) }
     }
 
     /// Sends every client the same message (device added or removed).

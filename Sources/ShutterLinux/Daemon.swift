@@ -18,18 +18,17 @@ public struct DaemonOptions {
 /// The daemon: udev discovery, evdev reading, the engine, and the clients, on one loop.
 public final class Daemon {
     final class OpenDevice {
-        let handle: Int
         let evdev: EvdevDevice
-        let info: DeviceInfo
-        let json: JSON
+        let record: DeviceRecord
         /// A grab was wanted while keys were held; retry once they are released.
         var grabPending = false
 
-        init(handle: Int, evdev: EvdevDevice, info: DeviceInfo) {
-            self.handle = handle
+        var handle: Int { record.handle }
+        var info: DeviceInfo { record.info }
+
+        init(evdev: EvdevDevice, record: DeviceRecord) {
             self.evdev = evdev
-            self.info = info
-            self.json = info.json
+            self.record = record
         }
     }
 
@@ -45,6 +44,10 @@ public final class Daemon {
     var devices: [Int: OpenDevice] = [:]
     var bySyspath: [String: Int] = [:]
     var lastHandle = 0
+    /// What one read of a device brought, and what the engine made of it: buffers reused
+    /// from read to read, so a press allocates nothing here.
+    var events: [RawEvent] = []
+    var occurrences: [Occurrence] = []
 
     /// Sets everything up: signals, socket, udev monitor, first enumeration. The daemon is
     /// ready (and says so to systemd) when this returns.
@@ -123,7 +126,7 @@ public final class Daemon {
         }
         Systemd.notify("STOPPING=1")
         let cancels = engine.shutdown(now: monotonicMicros())
-        hub.fanOut(cancels)
+        hub.publish(cancels)
         hub.closeAll()
         for device in devices.values {
             try? device.evdev.grab(false)
@@ -189,7 +192,7 @@ public final class Daemon {
             name: name, bus: evdev.bus, vendor: evdev.vendor, product: evdev.product, version: evdev.version,
             uniq: evdev.uniq, phys: evdev.phys, syspath: record.syspath, node: node, kind: plan.kind)
         lastHandle += 1
-        let device = OpenDevice(handle: lastHandle, evdev: evdev, info: info)
+        let device = OpenDevice(evdev: evdev, record: DeviceRecord(handle: lastHandle, info: info))
         do {
             try loop.add(evdev.raw, events: EventLoop.readable) { [unowned self] _ in deviceReady(device) }
         } catch {
@@ -198,39 +201,28 @@ public final class Daemon {
         }
         devices[device.handle] = device
         bySyspath[record.syspath] = device.handle
-        engine.addDevice(handle: device.handle, info: info, mapping: plan.mapping)
+        engine.addDevice(device.record, mapping: plan.mapping)
         Log.info("\(evdev.nodeName) - \(name): added id=\(info.id) kind=\(plan.kind.rawValue) bus=\(info.busName)")
-        hub.broadcast(Message.device(added: true, device.json))
+        hub.broadcast(Message.device(added: true, device.record))
         updateGrab(device)
         Systemd.notify("STATUS=\(status)")
         // Events that arrived before the fd was watched are pending and readable: epoll
         // reports them at once, as it is level-triggered.
     }
 
-    /// Reads the device to EAGAIN (libevdev may hold events the descriptor no longer shows,
-    /// so stopping early could strand them), handing the clients what it produced every
-    /// `chunk` events: a long burst reaches the sockets while it is read, rather than piling
-    /// up past the clients' queues, and each chunk has its own receive time.
+    /// A device is readable: read it, let the engine make occurrences of its events, and
+    /// publish them to the clients. Nothing here calls back up.
     func deviceReady(_ device: OpenDevice) {
-        let chunk = 64
-        var produced: [Occurrence] = []
+        events.removeAll(keepingCapacity: true)
+        occurrences.removeAll(keepingCapacity: true)
         var gone: SystemError?
-        var now = monotonicMicros()
-        var read = 0
         do {
-            try device.evdev.drain { event in
-                produced.append(contentsOf: engine.handle(device.handle, event, now: now))
-                read += 1
-                if read % chunk == 0 {
-                    hub.fanOut(produced)
-                    produced.removeAll(keepingCapacity: true)
-                    now = monotonicMicros()
-                }
-            }
+            try device.evdev.read(into: &events)
         } catch {
             gone = error
         }
-        hub.fanOut(produced)
+        engine.handle(device.handle, events, now: monotonicMicros(), into: &occurrences)
+        hub.publish(occurrences)
         if let gone {
             removeDevice(device.handle, why: gone.errno == ENODEV ? "unplugged" : gone.description)
         } else if device.grabPending {
@@ -241,11 +233,11 @@ public final class Daemon {
     func removeDevice(_ handle: Int, why: String) {
         guard let device = devices.removeValue(forKey: handle) else { return }
         bySyspath[device.info.syspath] = nil
-        hub.fanOut(engine.removeDevice(handle: handle, now: monotonicMicros()))
+        hub.publish(engine.removeDevice(handle: handle, now: monotonicMicros()))
         loop.remove(device.evdev.raw)
         device.evdev.logUnreportedDrops()
         Log.info("\(device.evdev.nodeName) - \(device.info.name): removed (\(why))")
-        hub.broadcast(Message.device(added: false, device.json))
+        hub.broadcast(Message.device(added: false, device.record))
         Systemd.notify("STATUS=\(status)")
     }
 
@@ -275,8 +267,8 @@ public final class Daemon {
         for device in devices.values { updateGrab(device) }
     }
 
-    public var deviceList: [JSON] {
-        devices.values.sorted { $0.handle < $1.handle }.map(\.json)
+    public var deviceList: [DeviceRecord] {
+        devices.values.sorted { $0.handle < $1.handle }.map(\.record)
     }
 
     // MARK: Signals

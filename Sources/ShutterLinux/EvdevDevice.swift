@@ -70,10 +70,12 @@ public final class EvdevDevice {
         return (0...UInt32(KEY_MAX)).contains { libevdev_get_event_value(dev, UInt32(EV_KEY), $0) != 0 }
     }
 
-    /// Reads every pending event, to EAGAIN. After a SYN_DROPPED, libevdev resynchronises
-    /// the state and the events that bring it up to date are delivered with `resync` set.
-    /// Throws ENODEV when the device is gone.
-    public func drain(_ body: (RawEvent) -> Void) throws(SystemError) {
+    /// Reads every pending event into `events` (appended; the caller reuses the buffer), to
+    /// EAGAIN: libevdev may hold events the descriptor no longer shows, so stopping early
+    /// could strand them. After a SYN_DROPPED, libevdev resynchronises the state, and the
+    /// events that bring it up to date come with `resync` set. Throws ENODEV when the device
+    /// is gone (with what was read before in `events`).
+    public func read(into events: inout [RawEvent]) throws(SystemError) {
         var flags = LIBEVDEV_READ_FLAG_NORMAL.rawValue
         var ev = input_event()
         while true {
@@ -83,15 +85,13 @@ public final class EvdevDevice {
                 time: Int64(ev.time.tv_sec) * 1_000_000 + Int64(ev.time.tv_usec),
                 resync: flags == LIBEVDEV_READ_FLAG_SYNC.rawValue)
             if rc == LIBEVDEV_READ_STATUS_SUCCESS.rawValue {
-                body(event)
+                events.append(event)
             } else if rc == LIBEVDEV_READ_STATUS_SYNC.rawValue {
+                events.append(event)
                 if flags == LIBEVDEV_READ_FLAG_NORMAL.rawValue {
                     // This is the SYN_DROPPED itself; the next reads are the resync.
                     logDrop()
-                    body(event)
                     flags = LIBEVDEV_READ_FLAG_SYNC.rawValue
-                } else {
-                    body(event)
                 }
             } else if rc == -EAGAIN {
                 if flags == LIBEVDEV_READ_FLAG_SYNC.rawValue {

@@ -74,6 +74,19 @@ public enum UnixSocket {
         }
     }
 
+    /// Sends bytes with one `send`, never raising SIGPIPE. Returns the bytes sent, 0 when
+    /// the socket buffer is full; throws when the peer is gone.
+    public static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Int {
+        while true {
+            let n = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+            if n >= 0 { return n }
+            let e = errno
+            if e == EINTR { continue }
+            if e == EAGAIN || e == EWOULDBLOCK { return 0 }
+            throw SystemError("send", errno: e)
+        }
+    }
+
     /// Reads what is available into `buffer`; returns the count, 0 at end of stream, nil when
     /// nothing is available now.
     public static func receive(_ fd: Int32, into buffer: inout [UInt8]) throws(SystemError) -> Int? {

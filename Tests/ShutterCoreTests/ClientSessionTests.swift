@@ -216,7 +216,7 @@ struct ClientSessionTests {
     func sliderNoWrap() throws {
         var s = try session(#"{"slider":{"min":0,"max":9223372036854775807,"value":9223372036854775807}}"#)
         let o = Occurrence(
-            seq: 1, kind: .slider(delta: 1), press: 0, device: remote, deviceJSON: remote.json,
+            seq: 1, kind: .slider(delta: 1), press: 0, device: DeviceRecord(handle: 1, info: remote),
             key: KeyInfo(code: RelCode.wheel, name: "REL_WHEEL"), kernelTime: 0, receiveTime: 0)
         _ = s.deliver(o)
         #expect(s.interaction.slider.value == Int64.max)

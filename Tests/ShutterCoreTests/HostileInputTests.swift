@@ -138,17 +138,17 @@ struct HostileInputTests {
         #expect(g.message.utf8.count < 200)
     }
 
-    @Test("the outbound queue is bounded in bytes as well as messages")
+    @Test("the output buffer is bounded in bytes as well as messages")
     func queueBytes() throws {
-        var q = OutboundQueue(limit: 1000, byteLimit: 100)
+        var q = OutBuffer(limit: 1000, byteLimit: 100)
         var taken = [q.push([UInt8](repeating: 1, count: 60)), q.push([UInt8](repeating: 2, count: 40)), q.push([3])]
         #expect(taken == [true, true, false])
-        #expect(q.bytes == 100)
-        let written = q.drain { slices in min(70, slices.reduce(0) { $0 + $1.count }) }
+        #expect(q.pending == 100)
+        let written = q.drain { b in min(70, b.count) }
         #expect(written == 100)
-        #expect(q.bytes == 0)
-        // An empty queue takes one message larger than the limit: the daemon's own hello must
-        // reach a client that reads, whatever the number of devices.
+        #expect(q.pending == 0)
+        // An empty buffer takes one message larger than the limit: the daemon's own hello
+        // must reach a client that reads, whatever the number of devices.
         taken = [q.push([UInt8](repeating: 4, count: 500)), q.push([5])]
         #expect(taken == [true, false])
         var calls = 0
@@ -156,9 +156,9 @@ struct HostileInputTests {
             calls += 1
             return calls == 1 ? 10 : 0
         }
-        #expect(q.bytes == 490)
+        #expect(q.pending == 490)
         q.pushFinal([6, 6])
         q.discardUnstarted()
-        #expect(q.bytes == 490)
+        #expect(q.pending == 490)
     }
 }

@@ -204,13 +204,16 @@ struct InteractionRequestTests {
 struct MessageTests {
     @Test("hello carries the protocol version, the daemon and the devices")
     func hello() throws {
-        let m = try oneLine(Message.hello(version: "1.2.3", devices: [.object([("id", .string("d"))])]))
+        let info = DeviceInfo(
+            name: "AB Shutter3", bus: 5, vendor: 0x2717, product: 0x0040, version: 1, uniq: "aa:bb", phys: nil,
+            syspath: "/sys/x", node: "/dev/input/event3", kind: .remote)
+        let m = try oneLine(Message.hello(version: "1.2.3", devices: [DeviceRecord(handle: 1, info: info)]))
         #expect(m["type"] == .string("hello"))
         #expect(m["protocol"]?["major"] == .int(1))
-        #expect(m["protocol"]?["minor"] == .int(0))
+        #expect(m["protocol"]?["minor"] == .int(1))
         #expect(m["daemon"]?["name"] == .string("shutterd"))
         #expect(m["daemon"]?["version"] == .string("1.2.3"))
-        #expect(m["devices"]?.arrayValue?.first?["id"] == .string("d"))
+        #expect(m["devices"]?.arrayValue == [info.json])
     }
 
     @Test("a reply names the request, echoes the id and carries the extra members")
@@ -249,9 +252,13 @@ struct MessageTests {
 
     @Test("deviceAdded, deviceRemoved and overflow")
     func deviceAndOverflow() throws {
-        let d = JSON.object([("id", .string("x"))])
-        #expect(try oneLine(Message.device(added: true, d)) == .object([("type", .string("deviceAdded")), ("device", d)]))
-        #expect(try oneLine(Message.device(added: false, d)) == .object([("type", .string("deviceRemoved")), ("device", d)]))
+        let info = DeviceInfo(
+            name: "USB Headset", bus: 3, vendor: 0x0b0e, product: 0x0348, version: 1, uniq: nil, phys: "usb-1/input3",
+            syspath: "/sys/y", node: "/dev/input/event4", kind: .headset)
+        let r = DeviceRecord(handle: 2, info: info)
+        let d = info.json
+        #expect(try oneLine(Message.device(added: true, r)) == .object([("type", .string("deviceAdded")), ("device", d)]))
+        #expect(try oneLine(Message.device(added: false, r)) == .object([("type", .string("deviceRemoved")), ("device", d)]))
         let o = try oneLine(Message.overflow(queued: 600, bytes: 262_100, limits: ClientLimits()))
         #expect(
             o == .object([

@@ -144,7 +144,7 @@ struct ProgramTests {
     }
 
     /// Serves one client a hello listing `devices`, as shutterd would, and closes.
-    func fakeDaemon(at path: String, devices: [JSON], while run: () -> Void) throws {
+    func fakeDaemon(at path: String, devices: [DeviceRecord], while run: () -> Void) throws {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var (addr, len) = try UnixSocket.address(path)
@@ -165,12 +165,12 @@ struct ProgramTests {
     func devicesJSONLines() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
-        func device(_ n: Int, _ name: String) -> JSON {
-            DeviceInfo(
+        func device(_ n: Int, _ name: String) -> DeviceRecord {
+            DeviceRecord(handle: n, info: DeviceInfo(
                 name: name, bus: 0x03, vendor: 0x05ac, product: 0x0221, version: 0x0110, uniq: nil,
                 phys: "usb-0000:00:14.0-2/input\(n)", syspath: "/sys/x/event\(n + 4)", node: "/dev/input/event\(n + 4)",
                 kind: n == 0 ? .keyboard : .media
-            ).json
+            ))
         }
         for devices in [[device(0, "Apple Inc. Apple Keyboard"), device(1, "Apple Inc. Apple Keyboard")], []] {
             let path = dir + "/fake-\(devices.count).sock"
@@ -184,7 +184,7 @@ struct ProgramTests {
             #expect(text.isEmpty || text.hasSuffix("\n"), "every line ends with a newline")
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
             #expect(lines.count == devices.count, "\(devices.count) devices: \(text.debugDescription)")
-            #expect(try lines.map { try JSON.parse(String($0)) } == devices)
+            #expect(try lines.map { try JSON.parse(String($0)) } == devices.map(\.info.json))
         }
     }
 

@@ -14,7 +14,7 @@ import ShutterLinux
 final class Delegate: ClientHubDelegate {
     let engine: Engine
     init(_ engine: Engine) { self.engine = engine }
-    var deviceList: [JSON] { [] }
+    var deviceList: [DeviceRecord] { [] }
     func nextSeq() -> UInt64 { engine.nextSeq() }
     func grabWishesChanged() {}
     func clientCountChanged() {}
@@ -58,11 +58,16 @@ func run() throws {
     pumpAndRead()
 
     var time: Int64 = 1_000_000
-    func frame(_ events: [(UInt16, UInt16, Int32)]) {
+    // As the daemon does: one read's events, then the engine, then publish; buffers reused.
+    var events: [RawEvent] = []
+    var occurrences: [Occurrence] = []
+    func frame(_ frame: [(UInt16, UInt16, Int32)]) {
         time += 1000
-        for (type, code, value) in events {
-            hub.fanOut(engine.handle(1, RawEvent(type: type, code: code, value: value, time: time), now: time + 50))
-        }
+        events.removeAll(keepingCapacity: true)
+        occurrences.removeAll(keepingCapacity: true)
+        for (type, code, value) in frame { events.append(RawEvent(type: type, code: code, value: value, time: time)) }
+        engine.handle(1, events, now: time + 50, into: &occurrences)
+        hub.publish(occurrences)
     }
     let down: [(UInt16, UInt16, Int32)] = dial ? [(2, 7, 1), (0, 0, 0)] : [(4, 4, 0xc00e9), (1, 115, 1), (0, 0, 0)]
     let up: [(UInt16, UInt16, Int32)] = dial ? [(2, 7, -1), (0, 0, 0)] : [(4, 4, 0xc00e9), (1, 115, 0), (0, 0, 0)]

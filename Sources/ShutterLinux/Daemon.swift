@@ -156,13 +156,12 @@ public final class Daemon {
     }
 
     func addDevice(_ record: UdevRecord) {
-        guard record.isEventNode, let node = record.devnode, bySyspath[record.syspath] == nil else { return }
-        guard record.initialized else {
-            Log.debug("\(record.sysname): not initialized by udev yet, waiting for its add event")
-            return
-        }
-        if record.properties["SHUTTERD_IGNORE"] == "1" {
-            Log.debug("\(record.sysname): SHUTTERD_IGNORE=1, not opened")
+        guard let node = record.devnode, bySyspath[record.syspath] == nil else { return }
+        let udev = Admission.UdevFacts(
+            sysname: record.sysname, isEventNode: record.isEventNode, initialized: record.initialized,
+            properties: record.properties)
+        if let why = Admission.skipBeforeOpening(udev) {
+            if udev.isEventNode { Log.debug("\(record.sysname): \(why)") }
             return
         }
         let evdev: EvdevDevice
@@ -173,24 +172,14 @@ public final class Daemon {
             return
         }
         let name = evdev.name
-        let identity = DeviceIdentity(
-            bus: evdev.bus, vendor: evdev.vendor, product: evdev.product, uniq: evdev.uniq, phys: evdev.phys, name: name
-        )
-        let configured = options.config.override(
-            name: name, bus: evdev.bus, vendor: evdev.vendor, product: evdev.product, id: identity.id,
-            group: identity.group)
-        let (fromUdev, problems) = MappingOverride.fromUdev(record.properties, keyCode: KeyNames.keyCode)
+        let (plan, info, problems) = Admission.decide(
+            udev, evdev.facts, syspath: record.syspath, devnode: node, config: options.config,
+            keyCode: KeyNames.keyCode)
         for p in problems { Log.error("\(record.sysname) - \(name): udev property \(p)") }
-        let plan = DevicePlan(
-            name: name, capabilities: evdev.capabilities, override: configured.overlaid(by: fromUdev),
-            audio: hasAudioInterface(record.properties["ID_USB_INTERFACES"]))
         guard plan.open else {
             Log.debug("\(record.sysname) - \(name): not used: \(plan.reason)")
             return
         }
-        let info = DeviceInfo(
-            name: name, bus: evdev.bus, vendor: evdev.vendor, product: evdev.product, version: evdev.version,
-            uniq: evdev.uniq, phys: evdev.phys, syspath: record.syspath, node: node, kind: plan.kind)
         lastHandle += 1
         let device = OpenDevice(evdev: evdev, record: DeviceRecord(handle: lastHandle, info: info))
         do {
@@ -244,23 +233,25 @@ public final class Daemon {
     /// Grabs the device when an enabled interaction asks for it and no key is held (mapped
     /// or not, by libevdev's state), and releases it when none asks.
     func updateGrab(_ device: OpenDevice) {
-        let wanted = hub.wantsGrab(device.info)
-        if wanted && !device.evdev.grabbed {
-            if engine.heldCount(device.handle) > 0 || device.evdev.anyKeyDown {
-                device.grabPending = true
-                return
-            }
+        let action = Admission.grabAction(
+            wanted: hub.wantsGrab(device.info), grabbed: device.evdev.grabbed,
+            anyKeyDown: engine.heldCount(device.handle) > 0 || device.evdev.anyKeyDown)
+        device.grabPending = action == .waitForRelease
+        let label = "\(device.evdev.nodeName) - \(device.info.name)"
+        switch action {
+        case .grab:
             do {
                 try device.evdev.grab(true)
-                Log.info("\(device.evdev.nodeName) - \(device.info.name): grabbed")
+                Log.info("\(label): grabbed")
             } catch {
-                Log.error("\(device.evdev.nodeName) - \(device.info.name): grab failed: \(error), ignoring")
+                Log.error("\(label): grab failed: \(error), ignoring")
             }
-        } else if !wanted && device.evdev.grabbed {
+        case .release:
             try? device.evdev.grab(false)
-            Log.info("\(device.evdev.nodeName) - \(device.info.name): released")
+            Log.info("\(label): released")
+        case .waitForRelease, .nothing:
+            break
         }
-        device.grabPending = false
     }
 
     func updateGrabs() {

@@ -47,6 +47,13 @@ public final class EvdevDevice {
     public var product: UInt16 { UInt16(truncatingIfNeeded: libevdev_get_id_product(dev)) }
     public var version: UInt16 { UInt16(truncatingIfNeeded: libevdev_get_id_version(dev)) }
 
+    /// What the node says of itself, for the admission policy.
+    public var facts: Admission.NodeFacts {
+        Admission.NodeFacts(
+            name: name, bus: bus, vendor: vendor, product: product, version: version, uniq: uniq, phys: phys,
+            capabilities: capabilities)
+    }
+
     /// The keys and relative axes the device declares.
     public var capabilities: Capabilities {
         var caps = Capabilities()

@@ -101,23 +101,29 @@ extension RequestLine {
         guard let typeName = type.stringValue else {
             return .failure(RequestError(.invalidRequest, "\"type\" must be a string, not \(type.typeName)", id: id))
         }
-        switch typeName {
-        case "ping": return .success(RequestLine(request: .ping, id: id))
-        case "listDevices": return .success(RequestLine(request: .listDevices, id: id))
-        case "setInteraction":
-            do {
-                let interaction = try Interaction(request: value["interaction"] ?? .object([]))
-                return .success(RequestLine(request: .setInteraction(interaction), id: id))
-            } catch {
-                return .failure(RequestError(.invalidRequest, "setInteraction: \(error.message)", id: id))
-            }
-        default:
+        guard let decode = Request.decoders.first(where: { $0.type == typeName })?.decode else {
             return .failure(
                 RequestError(
                     .unknownRequest,
-                    "unknown request type \(quoted(typeName)) (known: setInteraction, listDevices, ping)", id: id))
+                    "unknown request type \(quoted(typeName)) (known: \(Request.decoders.map(\.type).joined(separator: ", ")))",
+                    id: id))
+        }
+        do {
+            return .success(RequestLine(request: try decode(value), id: id))
+        } catch {
+            return .failure(RequestError(.invalidRequest, "\(typeName): \(error.message)", id: id))
         }
     }
+}
+
+extension Request {
+    /// The requests, by `type`, each with how its fields are read: the one list the
+    /// decoder and its error messages ("known: ...") come from.
+    static let decoders: [(type: String, decode: @Sendable (JSON) throws(FieldError) -> Request)] = [
+        ("setInteraction", { (r: JSON) throws(FieldError) in .setInteraction(try Interaction(request: r["interaction"] ?? .object([]))) }),
+        ("listDevices", { _ in .listDevices }),
+        ("ping", { _ in .ping }),
+    ]
 }
 
 /// A client's string as it may appear in a message or the log: in JSON's quotes and
@@ -145,22 +151,32 @@ extension Interaction {
             throw FieldError(message: "\"interaction\" must be an object, not \(json.typeName)")
         }
         for (key, value) in members {
-            switch key {
-            case "enabled": enabled = try Self.bool(value, key)
-            case "primary": primary = try Self.bool(value, key)
-            case "secondary": secondary = try Self.bool(value, key)
-            case "defaultCaptureSoundDisabled": defaultCaptureSoundDisabled = try Self.bool(value, key)
-            case "grab": grab = try Self.bool(value, key)
-            case "filter": filter = try Filter(request: value)
-            case "slider": slider = try SliderRange(request: value)
-            default:
+            guard let read = Self.fields.first(where: { $0.name == key })?.read else {
                 throw FieldError(
                     message:
-                        "unknown field \(quoted("interaction." + key)) (known: enabled, primary, secondary, defaultCaptureSoundDisabled, grab, filter, slider)"
+                        "unknown field \(quoted("interaction." + key)) (known: \(Self.fields.map(\.name).joined(separator: ", ")))"
                 )
             }
+            try read(&self, value)
         }
     }
+
+    /// The fields of an interaction, each with how it is read: the one list the decoder and
+    /// its error messages come from.
+    static let fields: [(name: String, read: @Sendable (inout Interaction, JSON) throws(FieldError) -> Void)] = [
+        ("enabled", { (i: inout Interaction, v: JSON) throws(FieldError) in i.enabled = try bool(v, "enabled") }),
+        ("primary", { (i: inout Interaction, v: JSON) throws(FieldError) in i.primary = try bool(v, "primary") }),
+        ("secondary", { (i: inout Interaction, v: JSON) throws(FieldError) in i.secondary = try bool(v, "secondary") }),
+        (
+            "defaultCaptureSoundDisabled",
+            { (i: inout Interaction, v: JSON) throws(FieldError) in
+                i.defaultCaptureSoundDisabled = try bool(v, "defaultCaptureSoundDisabled")
+            }
+        ),
+        ("grab", { (i: inout Interaction, v: JSON) throws(FieldError) in i.grab = try bool(v, "grab") }),
+        ("filter", { (i: inout Interaction, v: JSON) throws(FieldError) in i.filter = try Filter(request: v) }),
+        ("slider", { (i: inout Interaction, v: JSON) throws(FieldError) in i.slider = try SliderRange(request: v) }),
+    ]
 
     static func bool(_ v: JSON, _ key: String) throws(FieldError) -> Bool {
         guard let b = v.boolValue else {
@@ -177,8 +193,11 @@ extension Filter {
             throw FieldError(message: "\"interaction.filter\" must be an object, not \(json.typeName)")
         }
         for (key, value) in members {
-            let path = "interaction.filter.\(key)"
-            let name = quoted(path)
+            let name = quoted("interaction.filter.\(key)")
+            guard let set = Self.fields.first(where: { $0.name == key })?.set else {
+                throw FieldError(
+                    message: "unknown field \(name) (known: \(Self.fields.map(\.name).joined(separator: ", ")))")
+            }
             guard let items = value.arrayValue else {
                 throw FieldError(message: "\(name) must be an array of strings, not \(value.typeName)")
             }
@@ -189,32 +208,43 @@ extension Filter {
                 }
                 strings.append(s)
             }
-            switch key {
-            case "devices": devices = strings
-            case "names": names = strings
-            case "buses": buses = strings
-            case "keys":
-                for s in strings where !(s.hasPrefix("KEY_") || s.hasPrefix("BTN_") || s.hasPrefix("REL_")) {
-                    throw FieldError(
-                        message: "\(name): \(quoted(s)) is not a libevdev key or axis name (KEY_..., BTN_..., REL_...)")
-                }
-                keys = strings
-            case "kinds":
-                kinds = []
-                for s in strings {
-                    guard let k = DeviceKind(rawValue: s) else {
-                        throw FieldError(
-                            message:
-                                "\(name): unknown kind \(quoted(s)) (known: \(DeviceKind.allCases.map(\.rawValue).joined(separator: ", ")))"
-                        )
-                    }
-                    kinds.append(k)
-                }
-            default:
-                throw FieldError(message: "unknown field \(name) (known: devices, names, buses, kinds, keys)")
-            }
+            try set(&self, strings, name)
         }
     }
+
+    /// The lists of a filter, each with how it is set from the strings given (and the
+    /// field's quoted name, for errors): the one list the decoder and its errors come from.
+    static let fields:
+        [(name: String, set: @Sendable (inout Filter, [String], String) throws(FieldError) -> Void)] = [
+            ("devices", { (f: inout Filter, s: [String], _: String) throws(FieldError) in f.devices = s }),
+            ("names", { (f: inout Filter, s: [String], _: String) throws(FieldError) in f.names = s }),
+            ("buses", { (f: inout Filter, s: [String], _: String) throws(FieldError) in f.buses = s }),
+            (
+                "kinds",
+                { (f: inout Filter, strings: [String], name: String) throws(FieldError) in
+                    f.kinds = []
+                    for s in strings {
+                        guard let k = DeviceKind(rawValue: s) else {
+                            throw FieldError(
+                                message:
+                                    "\(name): unknown kind \(quoted(s)) (known: \(DeviceKind.allCases.map(\.rawValue).joined(separator: ", ")))"
+                            )
+                        }
+                        f.kinds.append(k)
+                    }
+                }
+            ),
+            (
+                "keys",
+                { (f: inout Filter, strings: [String], name: String) throws(FieldError) in
+                    for s in strings where !(s.hasPrefix("KEY_") || s.hasPrefix("BTN_") || s.hasPrefix("REL_")) {
+                        throw FieldError(
+                            message: "\(name): \(quoted(s)) is not a libevdev key or axis name (KEY_..., BTN_..., REL_...)")
+                    }
+                    f.keys = strings
+                }
+            ),
+        ]
 }
 
 extension SliderRange {
@@ -225,17 +255,14 @@ extension SliderRange {
         }
         var valueSet = false
         for (key, v) in members {
-            guard let n = v.intValue else {
-                throw FieldError(message: "\(quoted("interaction.slider." + key)) must be an integer, not \(v.typeName)")
+            let name = quoted("interaction.slider." + key)
+            guard let field = Self.fields.first(where: { $0.name == key })?.field else {
+                throw FieldError(
+                    message: "unknown field \(name) (known: \(Self.fields.map(\.name).joined(separator: ", ")))")
             }
-            switch key {
-            case "min": min = n
-            case "max": max = n
-            case "value":
-                value = n
-                valueSet = true
-            default: throw FieldError(message: "unknown field \(quoted("interaction.slider." + key)) (known: min, max, value)")
-            }
+            guard let n = v.intValue else { throw FieldError(message: "\(name) must be an integer, not \(v.typeName)") }
+            self[keyPath: field] = n
+            if key == "value" { valueSet = true }
         }
         guard min <= max else { throw FieldError(message: "\"interaction.slider\": min \(min) is above max \(max)") }
         // The midpoint without overflow, for any range Int64 can hold.
@@ -244,4 +271,9 @@ extension SliderRange {
             throw FieldError(message: "\"interaction.slider.value\" \(value) is outside \(min)...\(max)")
         }
     }
+
+    /// The fields of a slider: the one list the decoder and its errors come from.
+    static let fields: [(name: String, field: WritableKeyPath<SliderRange, Int64> & Sendable)] = [
+        ("min", \.min), ("max", \.max), ("value", \.value),
+    ]
 }

@@ -21,6 +21,7 @@ public enum ClientError: Error, Equatable, CustomStringConvertible {
     /// A socket call failed: the call and the error.
     case system(String)
 
+    /// The error in words.
     public var description: String {
         switch self {
         case .cannotConnect(let path, let reason): "cannot connect to shutterd at \(path): \(reason)"
@@ -56,6 +57,7 @@ public final class Client {
         return defaultSocketPath
     }
 
+    /// The socket connected to.
     public let socketPath: String
     /// Bounds connecting, the hello, and every request.
     public let timeout: Duration

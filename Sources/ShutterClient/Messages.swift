@@ -3,9 +3,12 @@ package import ShutterCore
 /// A protocol version: the major changes only when a field changes meaning or disappears,
 /// the minor when fields or message types are added.
 public struct ProtocolVersion: Sendable, Equatable, CustomStringConvertible {
+    /// Changes only when a field changes meaning or disappears.
     public var major: Int
+    /// Rises when fields or message types are added.
     public var minor: Int
 
+    /// The version `major`.`minor`.
     public init(major: Int, minor: Int) {
         self.major = major
         self.minor = minor
@@ -15,14 +18,17 @@ public struct ProtocolVersion: Sendable, Equatable, CustomStringConvertible {
     /// minor is accepted, and what it adds is ignored.
     public static let supported = ProtocolVersion(major: 1, minor: 0)
 
+    /// `1.0`.
     public var description: String { "\(major).\(minor)" }
 }
 
 /// The daemon's greeting, the first message of every connection.
 public struct Hello: Sendable, Equatable {
+    /// The protocol the daemon speaks: the same major as `ProtocolVersion.supported`.
     public var protocolVersion: ProtocolVersion
-    /// The daemon's name (`shutterd`) and version.
+    /// The daemon's name: `shutterd`.
     public var daemonName: String
+    /// The daemon's version, such as `0.1.0`.
     public var daemonVersion: String
     /// The devices shutterd had open when the connection was made.
     public var devices: [Device]
@@ -38,15 +44,19 @@ public struct Device: Sendable, Equatable {
     public var name: String
     /// `usb`, `bluetooth`, `virtual`, ... or `0xNN`.
     public var bus: String
-    /// Four lowercase hex digits each, as `lsusb` prints them.
+    /// The vendor id: four lowercase hex digits, as `lsusb` prints it.
     public var vendor: String
+    /// The product id: four lowercase hex digits.
     public var product: String
+    /// The version: four lowercase hex digits.
     public var version: String
-    /// The kernel's unique id and physical path, when the device has them.
+    /// The kernel's unique id (a Bluetooth address, a serial number), when the device has one.
     public var uniq: String?
+    /// The kernel's physical path, when the device has one.
     public var phys: String?
-    /// The udev syspath and the `/dev/input/eventN` node as of now (not stable).
+    /// The udev syspath as of now (not stable).
     public var syspath: String
+    /// The `/dev/input/eventN` node as of now (not stable).
     public var node: String
     /// How shutterd maps the device's keys: `remote`, `headset`, `dial`, `keyboard`,
     /// `camera`, `media` or `mouse`.
@@ -72,6 +82,7 @@ public enum Handler: String, Sendable {
 
 /// A press of a key mapped to a handler, as this client's interaction sees it.
 public struct Capture: Sendable, Equatable {
+    /// Key down, key up, or the press ended without a key up (see `reason`).
     public enum Phase: String, Sendable {
         case began, ended, cancelled
     }
@@ -80,47 +91,65 @@ public struct Capture: Sendable, Equatable {
     public var seq: Int64
     /// This client's sequence number of capture and control messages, from 1, without gaps.
     public var clientSeq: Int64
+    /// The handler the press drives.
     public var handler: Handler
+    /// Where the press is.
     public var phase: Phase
     /// The same for a press's `began` and its `ended` or `cancelled`.
     public var press: Int64
+    /// True only for a headset's events when the interaction disabled the default capture sound.
     public var shouldPlaySound: Bool
     /// Why a `cancelled` was: `removed`, `dropped`, `shutdown`, `disabled`, `filtered`.
     public var reason: String?
+    /// The device the press came from.
     public var device: Device
+    /// The key pressed.
     public var key: Key
-    /// Microseconds of CLOCK_MONOTONIC: the kernel's timestamp, and when shutterd read it.
+    /// The kernel's timestamp of the event, in microseconds of CLOCK_MONOTONIC.
     public var kernelTime: Int64
+    /// When shutterd read the event, in microseconds of CLOCK_MONOTONIC.
     public var receiveTime: Int64
 }
 
 /// The Camera Control analog: a half press makes the controls active and inactive, a dial
 /// moves the slider.
 public struct Control: Sendable, Equatable {
+    /// The controls became active or inactive (a half press), or the slider moved.
     public enum Kind: String, Sendable {
         case active, inactive, slider
     }
 
+    /// Daemon-wide sequence number, as a capture's.
     public var seq: Int64
+    /// This client's sequence number, as a capture's.
     public var clientSeq: Int64
+    /// What happened.
     public var event: Kind
     /// The half press, for `active` and `inactive`.
     public var press: Int64?
-    /// For `slider`: the frame's summed movement and this client's clamped value.
+    /// For `slider`: the frame's summed movement.
     public var delta: Int64?
+    /// For `slider`: this client's value after it, clamped to its range.
     public var value: Int64?
     /// Why an `inactive` ended the half press early, when it did.
     public var reason: String?
+    /// The device the event came from.
     public var device: Device
+    /// The key (`KEY_CAMERA_FOCUS`) or the axis (`REL_DIAL`).
     public var key: Key
+    /// The kernel's timestamp, in microseconds of CLOCK_MONOTONIC.
     public var kernelTime: Int64
+    /// When shutterd read the event, in microseconds of CLOCK_MONOTONIC.
     public var receiveTime: Int64
 }
 
 /// The daemon's last message to a client that fell behind; the connection closes after it.
 public struct Overflow: Sendable, Equatable {
+    /// How many messages the client was behind.
     public var queued: Int64
+    /// How many bytes the client was behind.
     public var bytes: Int64
+    /// The same in words, with the limits.
     public var message: String
 }
 
@@ -149,11 +178,14 @@ public struct Interaction: Sendable, Equatable {
         public var devices: [String]
         /// Shell patterns (`*`, `?`, `[...]`) on the device name.
         public var names: [String]
+        /// Buses: `usb`, `bluetooth`, `virtual`, ...
         public var buses: [String]
+        /// Kinds: `remote`, `headset`, `dial`, `keyboard`, `camera`, `media`, `mouse`.
         public var kinds: [String]
         /// libevdev key names.
         public var keys: [String]
 
+        /// A filter of these lists; the default matches everything.
         public init(
             devices: [String] = [], names: [String] = [], buses: [String] = [], kinds: [String] = [],
             keys: [String] = []
@@ -168,10 +200,14 @@ public struct Interaction: Sendable, Equatable {
 
     /// The range of this client's slider and its starting value.
     public struct Slider: Sendable, Equatable {
+        /// The lowest value.
         public var min: Int64
+        /// The highest value.
         public var max: Int64
+        /// The starting value, from `min` to `max`.
         public var value: Int64
 
+        /// A range and its starting value.
         public init(min: Int64, max: Int64, value: Int64) {
             self.min = min
             self.max = max
@@ -179,15 +215,22 @@ public struct Interaction: Sendable, Equatable {
         }
     }
 
+    /// When false the client receives no capture or control events (default true).
     public var enabled: Bool?
+    /// Whether the interaction has a primary handler (default true).
     public var primary: Bool?
+    /// Whether it has a secondary handler (default true); without one, volume up drives primary.
     public var secondary: Bool?
+    /// Makes `shouldPlaySound` true for a headset's events (default false).
     public var defaultCaptureSoundDisabled: Bool?
     /// Ask shutterd to grab the matching devices, so other readers do not see their presses.
     public var grab: Bool?
+    /// Which devices and keys (default: all).
     public var filter: Filter?
+    /// The slider's range and start (default 0 to 100, from 50).
     public var slider: Slider?
 
+    /// An interaction with these fields set and the others left out.
     public init(
         enabled: Bool? = nil, primary: Bool? = nil, secondary: Bool? = nil, defaultCaptureSoundDisabled: Bool? = nil,
         grab: Bool? = nil, filter: Filter? = nil, slider: Slider? = nil

@@ -9,6 +9,7 @@ public struct PressExpectation: Sendable, Equatable, CustomStringConvertible {
     /// The handler the press must drive; nil for either.
     public var handler: Handler?
 
+    /// A press of `key`, from a device matching `device`, on `handler`.
     public init(key: String, device: String? = nil, handler: Handler? = nil) {
         self.key = key
         self.device = device
@@ -31,7 +32,9 @@ public struct PressExpectation: Sendable, Equatable, CustomStringConvertible {
 
 /// A complete press: its `began` and its `ended`.
 public struct Press: Sendable, Equatable {
+    /// The key down.
     public var began: Capture
+    /// The key up, with the same `press`.
     public var ended: Capture
 }
 
@@ -46,6 +49,7 @@ public enum PressError: Error, Equatable, CustomStringConvertible {
     /// The connection failed before the press came.
     case client(ClientError)
 
+    /// The verdict in words.
     public var description: String {
         switch self {
         case .wrong(let s), .nothing(let s): s

@@ -19,8 +19,17 @@ struct ClientLibraryTests {
     func start(_ dir: String, reconnect: Bool = false) throws -> (Child, Client) {
         let path = dir + "/s.sock"
         let d = Child([shutterd, "--socket", path], directory: dir)
-        #expect(waitForFile(path))
-        return (d, try Client(socketPath: path, reconnect: reconnect, retryInterval: .milliseconds(50)))
+        // The socket's file exists from bind on; connecting waits for listen.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            do {
+                let client = try Client(socketPath: path, reconnect: reconnect, retryInterval: .milliseconds(50))
+                return (d, client)
+            } catch {
+                guard case .cannotConnect = error, ContinuousClock.now < deadline else { throw error }
+                usleep(20_000)
+            }
+        }
     }
 
     func stop(_ d: Child) {
@@ -32,8 +41,9 @@ struct ClientLibraryTests {
     func hello() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
-        let (d, _) = try start(dir)
+        let (d, first) = try start(dir)
         defer { stop(d) }
+        first.close()
         setenv("SHUTTERD_SOCKET", dir + "/s.sock", 1)
         #expect(Client.environmentSocketPath == dir + "/s.sock")
         let client = try Client()

@@ -190,16 +190,15 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
     rejectLeftovers(watchUsage)
     // The first connection is retried here; the client reconnects after that.
     var client: Client?
+    var said = false
     while client == nil {
         do {
             client = try Client(socketPath: socketPath, reconnect: true, retryInterval: .seconds(1))
         } catch {
-            if case .cannotConnect = error {
-                say("shutterctl: \(error); retrying every second")
-                sleep(1)
-                continue
-            }
-            unreachable(error)
+            guard case .cannotConnect = error else { unreachable(error) }
+            if !said { say("shutterctl: \(error); retrying every second") }
+            said = true
+            sleep(1)
         }
     }
     let c = client!

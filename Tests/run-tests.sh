@@ -11,16 +11,19 @@
 #      (Tests/fuzz/protocol-fuzz.py, $FUZZ_REQUESTS requests, default 20000)
 #   6. the Python client: a wheel of clients/python installed into a fresh venv, its
 #      pytest suite against the built shutterd, the pytest plugin (Tests/python/run.sh)
-#   7. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
+#   7. the Swift client: Tests/ClientFixture, a package of its own that depends on the
+#      ShutterClient library by path, built with swift build and run against the built
+#      shutterd (Tests/ClientFixture/run.sh)
+#   8. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
 #      gadget devices (Tests/rig/run.sh)
-#   8. the systemd boot tier: Debian 12 booted with systemd as PID 1, the README's
+#   9. the systemd boot tier: Debian 12 booted with systemd as PID 1, the README's
 #      install, the units at work, uninstall (Tests/systemd/run.sh). Always under CI=true;
 #      elsewhere only when systemd/, udev-rules/, Tests/systemd/ or the Makefile differ
 #      from the base: main's merge base with HEAD when HEAD is not main, else HEAD's
 #      parent (uncommitted changes count).
 #      SHUTTERD_CHECK_SYSTEMD=1 always runs it, =0 never.
 # A tier that cannot run here says why; under CI=true that is a failure. Ends with one
-# line 'total: N passed, N failed' (tiers 2, 4, 6, 7 and 8 count tests, tier 3 counts checks,
+# line 'total: N passed, N failed' (tiers 2, 4, 6, 8 and 9 count tests, tiers 3 and 7 count checks,
 # tier 5 one check per parser and one for the protocol fuzzer).
 set -u
 cd "$(dirname "$0")/.."
@@ -118,6 +121,9 @@ fi
 
 echo "== Python client (Tests/python/run.sh)"
 run_tier "the Python client tier" Tests/python/run.sh
+
+echo "== Swift client (Tests/ClientFixture/run.sh)"
+run_tier "the Swift client tier" Tests/ClientFixture/run.sh
 
 echo "== kernel rig"
 run_tier "the kernel rig" Tests/rig/run.sh

@@ -1,5 +1,6 @@
 import Glibc
 import ShutterCore
+import class ShutterClient.LineClient
 import Testing
 
 @testable import ShutterLinux

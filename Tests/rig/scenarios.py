@@ -840,6 +840,35 @@ def sc_verify_wrong(rig):
     return "exit 1: %s" % err.splitlines()[-1]
 
 
+def sc_swift_client_fixture(rig):
+    """Tests/ClientFixture, a Swift package of its own built on the ShutterClient library,
+    receives a real press: began and ended of KEY_VOLUMEUP from the AB Shutter3."""
+    fixture = os.path.join(os.path.dirname(rig.args.shutterctl), "shutterd-client-fixture")
+    check(os.path.exists(fixture), "no %s: build Tests/ClientFixture first (Tests/ClientFixture/run.sh)" % fixture)
+    p = subprocess.Popen([fixture, "--socket", rig.args.socket, "--events", "2", "--timeout", "15",
+                          "--name", "AB Shutter3*"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    # The fixture prints the interaction once the reply says it is in force.
+    while True:
+        line = p.stdout.readline()
+        lines.append(line)
+        if not line or line.startswith("interaction in force"):
+            break
+    rig.devs["ab-shutter3"].click("ios")
+    try:
+        out, _ = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+    text = "".join(lines) + out
+    check(p.returncode == 0, "exit %s: %r" % (p.returncode, text))
+    check(any(l.startswith("device 'AB Shutter3") for l in text.splitlines()), "no AB Shutter3 in its devices: %r" % text)
+    for phase in ("began", "ended"):
+        check(re.search(r"^capture secondary %s press=\d+ KEY_VOLUMEUP from 'AB Shutter3" % phase, text, re.M),
+              "no %s of KEY_VOLUMEUP: %r" % (phase, text))
+    return "received %s" % " | ".join(l for l in text.splitlines() if l.startswith("capture"))
+
+
 def run_pytest_press(rig, button):
     """Runs pytest/test_expect_press.py (the shutterd package's pytest plugin, installed in
     the venv run.sh made) against shutterd; its robot asks for a press, and button is
@@ -1090,6 +1119,7 @@ SCENARIOS = [
     ("shutterctl-verify-wrong-key", sc_verify_wrong),
     ("python-expect-press-pass", sc_pytest_expect_press_pass),
     ("python-expect-press-wrong-key", sc_pytest_expect_press_wrong),
+    ("swift-client-fixture", sc_swift_client_fixture),
     ("hotplug-remove-mid-press", sc_remove_mid_press),
     ("hotplug-recreate-same-id", sc_recreate),
     ("daemon-alive", sc_alive),
@@ -1105,7 +1135,7 @@ NEEDS = {
     "grab": "hotplug-add", "grab-waits-for-release": "hotplug-add", "unprivileged-input-group": "hotplug-add", "headset-sound-rule": "hotplug-add", "shutterctl-verify-pass": "hotplug-add",
     "shutterctl-verify-wrong-key": "hotplug-add", "hotplug-remove-mid-press": "hotplug-add",
     "python-expect-press-pass": "hotplug-add", "python-expect-press-wrong-key": "hotplug-add",
-    "hotplug-recreate-same-id": "hotplug-add",
+    "hotplug-recreate-same-id": "hotplug-add", "swift-client-fixture": "hotplug-add",
     "slow-client-overflow": "enumerate",
     "usb-two-interfaces-grab-one": "usb-two-interfaces-one-name-ids",
     "usb-two-interfaces-unplug-mid-press": "usb-two-interfaces-one-name-ids",

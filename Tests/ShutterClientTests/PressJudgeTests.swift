@@ -1,19 +1,46 @@
+import ShutterClient
 import ShutterCore
 import Testing
 
 private let shutter = JSON.object([
     ("id", .string("bluetooth-2717-0040-c2:1a:55:0e:b3:05-ab-shutter3-keyboard")),
     ("group", .string("bluetooth-2717-0040-c2:1a:55:0e:b3:05")), ("name", .string("AB Shutter3 Keyboard")),
-    ("bus", .string("bluetooth")), ("vendor", .string("2717")), ("product", .string("0040")), ("node", .string("/dev/input/event5")),
+    ("bus", .string("bluetooth")), ("vendor", .string("2717")), ("product", .string("0040")), ("version", .string("0023")),
+    ("syspath", .string("/sys/devices/virtual/input/input7/event5")), ("node", .string("/dev/input/event5")),
     ("kind", .string("remote")),
 ])
 private let k380 = JSON.object([
     ("id", .string("usb-046d-b342-usb-1-logitech-k380")), ("group", .string("usb-046d-b342-usb-1")),
     ("name", .string("Logitech K380")), ("bus", .string("usb")), ("vendor", .string("046d")),
-    ("product", .string("b342")), ("node", .string("/dev/input/event9")), ("kind", .string("keyboard")),
+    ("product", .string("b342")), ("version", .string("0111")), ("syspath", .string("/sys/devices/x/input9/event9")),
+    ("node", .string("/dev/input/event9")), ("kind", .string("keyboard")),
 ])
 
+private let activeControl = try! Control(
+    json: .object([
+        ("type", .string("control")), ("seq", .int(6)), ("clientSeq", .int(3)), ("event", .string("active")),
+        ("press", .int(9)), ("device", shutter), ("key", .object([("code", .int(528)), ("name", .string("KEY_CAMERA_FOCUS"))])),
+        ("kernelTime", .int(2_000_001)), ("receiveTime", .int(2_000_051)),
+    ]))
+
+/// A message as the client decodes it; nil when it is not an event.
+private func event(_ json: JSON) -> Event? {
+    do {
+        return try Event(json: json)
+    } catch {
+        Issue.record("\(json.serialized) does not decode: \(error)")
+        return nil
+    }
+}
+
 private func capture(
+    _ phase: String, press: Int64, key: String = "KEY_ENTER", device: JSON = shutter, handler: String = "primary",
+    reason: String? = nil, scancode: Int64? = nil, sound: Bool = false, kernelTime: Int64 = 12_000_345
+) -> Event {
+    event(captureJSON(phase, press: press, key: key, device: device, handler: handler, reason: reason, scancode: scancode, sound: sound, kernelTime: kernelTime))!
+}
+
+private func captureJSON(
     _ phase: String, press: Int64, key: String = "KEY_ENTER", device: JSON = shutter, handler: String = "primary",
     reason: String? = nil, scancode: Int64? = nil, sound: Bool = false, kernelTime: Int64 = 12_000_345
 ) -> JSON {
@@ -28,13 +55,26 @@ private func capture(
     return .object(m)
 }
 
-@Suite("VerifyJudge")
-struct VerifyJudgeTests {
+private func judge(key: String, device: String?, handler: ShutterClient.Handler?) -> PressJudge {
+    PressJudge(PressExpectation(key: key, device: device, handler: handler))
+}
+
+/// The outcome's press as shutterctl verify says it, or the outcome.
+private func verdict(_ o: PressJudge.Outcome) -> String {
+    switch o {
+    case .pending: "pending"
+    case .passed(let p): "passed: \(PressJudge.describe(p.ended)), press \(p.began.press) \(p.began.phase) and \(p.ended.phase)"
+    case .failed(let s): "failed: \(s)"
+    }
+}
+
+@Suite("PressJudge: waitForPress and shutterctl verify")
+struct PressJudgeTests {
     @Test("began and ended of the right key on the right device passes")
     func passes() {
-        var j = VerifyJudge(key: "KEY_ENTER", device: "AB Shutter3*", handler: .primary)
+        var j = judge(key: "KEY_ENTER", device: "AB Shutter3*", handler: .primary)
         #expect(j.observe(capture("began", press: 1)) == .pending)
-        #expect(j.observe(capture("ended", press: 1)) == .passed("KEY_ENTER from 'AB Shutter3 Keyboard' (primary): began and ended"))
+        #expect(verdict(j.observe(capture("ended", press: 1))) == "passed: KEY_ENTER from 'AB Shutter3 Keyboard' (primary), press 1 began and ended")
     }
 
     @Test("the device may be named by pattern, id or group, or not at all")
@@ -43,7 +83,7 @@ struct VerifyJudgeTests {
             "AB Shutter3 Keyboard", "*Shutter3*", "bluetooth-2717-0040-c2:1a:55:0e:b3:05-ab-shutter3-keyboard",
             "bluetooth-2717-0040-c2:1a:55:0e:b3:05", nil,
         ] as [String?] {
-            var j = VerifyJudge(key: "KEY_ENTER", device: device, handler: nil)
+            var j = judge(key: "KEY_ENTER", device: device, handler: nil)
             _ = j.observe(capture("began", press: 1))
             guard case .passed = j.observe(capture("ended", press: 1)) else {
                 Issue.record("device \(device ?? "nil") did not pass")
@@ -54,7 +94,7 @@ struct VerifyJudgeTests {
 
     @Test("another key completing fails, naming it")
     func otherKeyFails() {
-        var j = VerifyJudge(key: "KEY_VOLUMEUP", device: "AB Shutter3*", handler: nil)
+        var j = judge(key: "KEY_VOLUMEUP", device: "AB Shutter3*", handler: nil)
         _ = j.observe(capture("began", press: 1))
         let outcome = j.observe(capture("ended", press: 1))
         #expect(outcome == .failed("expected KEY_VOLUMEUP from 'AB Shutter3*', got KEY_ENTER from 'AB Shutter3 Keyboard' (primary)"))
@@ -63,15 +103,15 @@ struct VerifyJudgeTests {
 
     @Test("the right key from another device fails")
     func otherDeviceFails() {
-        var j = VerifyJudge(key: "KEY_ENTER", device: "AB Shutter3*", handler: nil)
+        var j = judge(key: "KEY_ENTER", device: "AB Shutter3*", handler: nil)
         _ = j.observe(capture("began", press: 4, device: k380))
         #expect(j.observe(capture("ended", press: 4, device: k380)) == .failed("expected KEY_ENTER from 'AB Shutter3*', got KEY_ENTER from 'Logitech K380' (primary)"))
     }
 
     @Test("the right key on the wrong handler fails, naming both handlers")
     func wrongHandler() {
-        var j = VerifyJudge(key: "KEY_VOLUMEUP", device: nil, handler: .secondary)
-        #expect(j.expectation == "KEY_VOLUMEUP on the secondary handler")
+        var j = judge(key: "KEY_VOLUMEUP", device: nil, handler: .secondary)
+        #expect(j.expected.description == "KEY_VOLUMEUP on the secondary handler")
         _ = j.observe(capture("began", press: 2, key: "KEY_VOLUMEUP", handler: "primary"))
         #expect(
             j.observe(capture("ended", press: 2, key: "KEY_VOLUMEUP", handler: "primary"))
@@ -80,7 +120,7 @@ struct VerifyJudgeTests {
 
     @Test("the expected press cancelled fails with the reason")
     func cancelledFails() {
-        var j = VerifyJudge(key: "KEY_ENTER", device: nil, handler: nil)
+        var j = judge(key: "KEY_ENTER", device: nil, handler: nil)
         _ = j.observe(capture("began", press: 3))
         #expect(
             j.observe(capture("cancelled", press: 3, reason: "removed"))
@@ -89,7 +129,7 @@ struct VerifyJudgeTests {
 
     @Test("another press cancelled is noted, and the judge keeps waiting")
     func otherCancelledWaits() {
-        var j = VerifyJudge(key: "KEY_ENTER", device: nil, handler: nil)
+        var j = judge(key: "KEY_ENTER", device: nil, handler: nil)
         _ = j.observe(capture("began", press: 1, key: "KEY_VOLUMEUP"))
         #expect(j.observe(capture("cancelled", press: 1, key: "KEY_VOLUMEUP", reason: "filtered")) == .pending)
         #expect(j.others == ["KEY_VOLUMEUP from 'AB Shutter3 Keyboard' (primary) (cancelled)"])
@@ -102,12 +142,11 @@ struct VerifyJudgeTests {
 
     @Test("ends without a began seen, and messages that are not captures, change nothing")
     func ignored() {
-        var j = VerifyJudge(key: "KEY_ENTER", device: nil, handler: nil)
+        var j = judge(key: "KEY_ENTER", device: nil, handler: nil)
         #expect(j.observe(capture("ended", press: 7)) == .pending)
         #expect(j.observe(capture("cancelled", press: 8)) == .pending)
-        #expect(j.observe(.object([("type", .string("control")), ("event", .string("active")), ("press", .int(9))])) == .pending)
-        #expect(j.observe(.object([("type", .string("reply")), ("request", .string("setInteraction"))])) == .pending)
-        #expect(j.observe(.object([("type", .string("capture")), ("phase", .string("began"))])) == .pending)
+        #expect(j.observe(.control(activeControl)) == .pending)
+        #expect(j.observe(.deviceAdded(try! Device(json: shutter))) == .pending)
         #expect(j.others.isEmpty)
         // A press is judged once: its second end is ignored.
         _ = j.observe(capture("began", press: 10))
@@ -117,7 +156,7 @@ struct VerifyJudgeTests {
 
     @Test("a press of the expected key that began before another's end is judged by its own end")
     func interleaved() {
-        var j = VerifyJudge(key: "KEY_ENTER", device: nil, handler: nil)
+        var j = judge(key: "KEY_ENTER", device: nil, handler: nil)
         _ = j.observe(capture("began", press: 1))
         _ = j.observe(capture("began", press: 2, key: "KEY_VOLUMEUP"))
         guard case .passed = j.observe(capture("ended", press: 1)) else {
@@ -128,9 +167,21 @@ struct VerifyJudgeTests {
 
     @Test("the expectation in words")
     func expectation() {
-        #expect(VerifyJudge(key: "KEY_ENTER", device: nil, handler: nil).expectation == "KEY_ENTER")
-        #expect(VerifyJudge(key: "KEY_ENTER", device: "AB*", handler: .primary).expectation == "KEY_ENTER from 'AB*' on the primary handler")
-        #expect(VerifyJudge.describe(.object([])) == "? from '?'")
+        #expect(PressExpectation(key: "KEY_ENTER").description == "KEY_ENTER")
+        #expect(
+            PressExpectation(key: "KEY_ENTER", device: "AB*", handler: .primary).description
+                == "KEY_ENTER from 'AB*' on the primary handler")
+    }
+
+    @Test("at the timeout: nothing, or what came instead")
+    func timedOut() {
+        var j = judge(key: "KEY_ENTER", device: "AB*", handler: nil)
+        #expect(j.timedOut(after: .milliseconds(500)) == .nothing("nothing arrived within 0.5 s: no KEY_ENTER from 'AB*'"))
+        _ = j.observe(capture("began", press: 1, key: "KEY_VOLUMEUP"))
+        _ = j.observe(capture("cancelled", press: 1, key: "KEY_VOLUMEUP", reason: "removed"))
+        #expect(
+            j.timedOut(after: .seconds(30))
+                == .wrong("expected KEY_ENTER from 'AB*', got KEY_VOLUMEUP from 'AB Shutter3 Keyboard' (primary) (cancelled)"))
     }
 }
 
@@ -155,27 +206,26 @@ struct EventTextTests {
     @Test("control lines: slider and controls")
     func control() {
         let slider = JSON.object([
-            ("type", .string("control")), ("event", .string("slider")), ("delta", .int(-3)), ("value", .int(47)),
-            ("device", k380), ("key", .object([("code", .int(7)), ("name", .string("REL_DIAL"))])), ("kernelTime", .int(1_500_000)),
+            ("type", .string("control")), ("seq", .int(5)), ("clientSeq", .int(2)), ("event", .string("slider")),
+            ("delta", .int(-3)), ("value", .int(47)), ("device", k380),
+            ("key", .object([("code", .int(7)), ("name", .string("REL_DIAL"))])), ("kernelTime", .int(1_500_000)),
+            ("receiveTime", .int(1_500_050)),
         ])
-        #expect(EventText.line(slider) == "1.500000 slider delta=-3 value=47 REL_DIAL from 'Logitech K380' [usb 046d:b342 keyboard]")
-        let active = JSON.object([
-            ("type", .string("control")), ("event", .string("active")), ("device", shutter),
-            ("key", .object([("name", .string("KEY_CAMERA_FOCUS"))])), ("kernelTime", .int(2_000_001)),
-        ])
-        #expect(EventText.line(active) == "2.000001 controls active KEY_CAMERA_FOCUS from 'AB Shutter3 Keyboard' [bluetooth 2717:0040 remote]")
+        #expect(EventText.line(event(slider)!) == "1.500000 slider delta=-3 value=47 REL_DIAL from 'Logitech K380' [usb 046d:b342 keyboard]")
+        #expect(EventText.line(.control(activeControl)) == "2.000001 controls active KEY_CAMERA_FOCUS from 'AB Shutter3 Keyboard' [bluetooth 2717:0040 remote]")
     }
 
-    @Test("device, overflow and error lines; replies are not shown")
+    @Test("device and overflow lines; a disconnection is not an event line")
     func others() {
         #expect(
-            EventText.line(.object([("type", .string("deviceAdded")), ("device", shutter)]))
+            EventText.line(event(.object([("type", .string("deviceAdded")), ("device", shutter)]))!)
                 == "added 'AB Shutter3 Keyboard' id=bluetooth-2717-0040-c2:1a:55:0e:b3:05-ab-shutter3-keyboard node=/dev/input/event5")
-        #expect(EventText.line(.object([("type", .string("deviceRemoved")), ("device", k380)])) == "removed 'Logitech K380' id=usb-046d-b342-usb-1-logitech-k380 node=/dev/input/event9")
-        #expect(EventText.line(.object([("type", .string("overflow")), ("message", .string("fell behind"))])) == "overflow: fell behind")
-        #expect(EventText.line(.object([("type", .string("error")), ("message", .string("bad"))])) == "error: bad")
-        #expect(EventText.line(.object([("type", .string("reply")), ("request", .string("ping"))])) == nil)
-        #expect(EventText.line(.object([("type", .string("hello"))])) == nil)
+        #expect(EventText.line(event(.object([("type", .string("deviceRemoved")), ("device", k380)]))!) == "removed 'Logitech K380' id=usb-046d-b342-usb-1-logitech-k380 node=/dev/input/event9")
+        let overflow = JSON.object([
+            ("type", .string("overflow")), ("queued", .int(611)), ("bytes", .int(262011)), ("message", .string("fell behind")),
+        ])
+        #expect(EventText.line(event(overflow)!) == "overflow: fell behind")
+        #expect(EventText.line(.disconnected("gone")) == nil)
     }
 
     @Test("a line straight from a ClientSession reads as expected")
@@ -183,7 +233,7 @@ struct EventTextTests {
         let device = DeviceInfo(
             name: "AB Shutter3 Keyboard", bus: 0x05, vendor: 0x2717, product: 0x0040, version: 1, uniq: "u", phys: nil,
             syspath: "/s", node: "/dev/input/event1", kind: .remote)
-        let engine = Engine(name: TestNames.name)
+        let engine = Engine(name: { type, code in type == EventType.key && code == KeyCode.enter ? "KEY_ENTER" : "?" })
         engine.addDevice(handle: 1, info: device, mapping: .standard(for: .remote))
         _ = engine.handle(1, RawEvent(type: EventType.msc, code: MscCode.scan, value: 0x70028, time: 5_250_000), now: 5_250_100)
         let o = engine.handle(1, RawEvent(type: EventType.key, code: KeyCode.enter, value: 1, time: 5_250_000), now: 5_250_100)
@@ -191,7 +241,8 @@ struct EventTextTests {
         let began = try #require(o.first)
         let delivered = s.deliver(began)
         let line = try #require(delivered)
-        let text = EventText.line(try JSON.parse(line.dropLast()))
+        let decoded = try #require(try Event(json: try JSON.parse(line.dropLast())))
+        let text = EventText.line(decoded)
         #expect(text == "5.250000 primary began press=1 KEY_ENTER scan=0x70028 from 'AB Shutter3 Keyboard' [bluetooth 2717:0040 remote]")
     }
 }
@@ -199,6 +250,6 @@ struct EventTextTests {
 /// `capture` under another name, for the EventText suite whose test is also called capture.
 private func capture_(
     _ phase: String, reason: String? = nil, scancode: Int64? = nil, sound: Bool = false, kernelTime: Int64 = 12_000_345
-) -> JSON {
+) -> Event {
     capture(phase, press: 1, reason: reason, scancode: scancode, sound: sound, kernelTime: kernelTime)
 }

@@ -1,15 +1,15 @@
 /// Which input nodes shutterd takes, how, and when it grabs them: the daemon's policy,
 /// pure, so that it is tested as logic (Tests/ShutterCoreTests/AdmissionTests.swift). The
 /// Linux side gathers the facts (udev, libevdev) and carries out what is decided here.
-public enum Admission {
+package enum Admission {
     /// What udev says of a node, before it is opened.
-    public struct UdevFacts: Sendable {
-        public var sysname: String
-        public var isEventNode: Bool
-        public var initialized: Bool
-        public var properties: [String: String]
+    package struct UdevFacts: Sendable {
+        package var sysname: String
+        package var isEventNode: Bool
+        package var initialized: Bool
+        package var properties: [String: String]
 
-        public init(sysname: String, isEventNode: Bool, initialized: Bool, properties: [String: String]) {
+        package init(sysname: String, isEventNode: Bool, initialized: Bool, properties: [String: String]) {
             self.sysname = sysname
             self.isEventNode = isEventNode
             self.initialized = initialized
@@ -18,17 +18,17 @@ public enum Admission {
     }
 
     /// What the evdev node says of itself, once opened.
-    public struct NodeFacts: Sendable {
-        public var name: String
-        public var bus: UInt16
-        public var vendor: UInt16
-        public var product: UInt16
-        public var version: UInt16
-        public var uniq: String?
-        public var phys: String?
-        public var capabilities: Capabilities
+    package struct NodeFacts: Sendable {
+        package var name: String
+        package var bus: UInt16
+        package var vendor: UInt16
+        package var product: UInt16
+        package var version: UInt16
+        package var uniq: String?
+        package var phys: String?
+        package var capabilities: Capabilities
 
-        public init(
+        package init(
             name: String, bus: UInt16, vendor: UInt16, product: UInt16, version: UInt16, uniq: String?,
             phys: String?, capabilities: Capabilities
         ) {
@@ -45,7 +45,7 @@ public enum Admission {
 
     /// Whether to open a node udev reported; nil when it is to be opened, else why not
     /// (for the log; not an error).
-    public static func skipBeforeOpening(_ udev: UdevFacts) -> String? {
+    package static func skipBeforeOpening(_ udev: UdevFacts) -> String? {
         guard udev.isEventNode else { return "not an evdev node" }
         guard udev.initialized else { return "not initialized by udev yet, waiting for its add event" }
         if udev.properties["SHUTTERD_IGNORE"] == "1" { return "SHUTTERD_IGNORE=1, not opened" }
@@ -55,7 +55,7 @@ public enum Admission {
     /// The decision for an opened node: its plan (kind, mapping, whether it is used), the
     /// device object clients would be told, and the problems with its udev properties (each
     /// left out; the rest apply). The config's rules come first, then udev's properties.
-    public static func decide(
+    package static func decide(
         _ udev: UdevFacts, _ node: NodeFacts, syspath: String, devnode: String, config: Config,
         keyCode: (String) -> UInt16?
     ) -> (plan: DevicePlan, info: DeviceInfo, problems: [String]) {
@@ -76,7 +76,7 @@ public enum Admission {
     }
 
     /// What to do about a device's grab.
-    public enum GrabAction: Equatable, Sendable {
+    package enum GrabAction: Equatable, Sendable {
         case grab
         case release
         /// A grab is wanted while a key is down: taking it now would keep that key's
@@ -88,7 +88,7 @@ public enum Admission {
 
     /// Grab when some permitted, enabled interaction asks for the device and no key of it
     /// is down (mapped or not); release when none asks.
-    public static func grabAction(wanted: Bool, grabbed: Bool, anyKeyDown: Bool) -> GrabAction {
+    package static func grabAction(wanted: Bool, grabbed: Bool, anyKeyDown: Bool) -> GrabAction {
         if wanted && !grabbed { return anyKeyDown ? .waitForRelease : .grab }
         if !wanted && grabbed { return .release }
         return .nothing

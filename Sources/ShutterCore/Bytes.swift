@@ -3,7 +3,7 @@
 extension Array where Element == UInt8 {
     /// Appends a literal's UTF-8 bytes.
     @inlinable
-    public mutating func append(ascii literal: StaticString) {
+    package mutating func append(ascii literal: StaticString) {
         literal.withUTF8Buffer { append(contentsOf: $0) }
     }
 
@@ -11,7 +11,7 @@ extension Array where Element == UInt8 {
     /// (a UInt64 has at most 20) and appended once: no copy of the buffer, no allocation
     /// beyond the array's own growth.
     @inlinable
-    public mutating func append<T: BinaryInteger>(decimal value: T) {
+    package mutating func append<T: BinaryInteger>(decimal value: T) {
         if value < 0 { append(UInt8(ascii: "-")) }
         var magnitude = UInt64(value.magnitude)
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)

@@ -2,22 +2,22 @@
 /// its slider and its message count. Decides, for every daemon-wide occurrence, what this
 /// client receives, and keeps the promise that every `began` it received is followed by
 /// exactly one `ended` or `cancelled`.
-public struct ClientSession {
-    public private(set) var interaction = Interaction()
+package struct ClientSession {
+    package private(set) var interaction = Interaction()
     /// Messages of type capture and control sent so far.
-    public private(set) var clientSeq: UInt64 = 0
+    package private(set) var clientSeq: UInt64 = 0
     /// Presses this client received a `began` for, with the handler it was told.
     var open: [UInt64: (Occurrence, Handler?)] = [:]
 
-    public init() {}
+    package init() {}
 
     /// How many presses are open for this client (began sent, no end yet).
-    public var openPresses: Int { open.count }
+    package var openPresses: Int { open.count }
 
     /// Writes to `out` the line (with its newline) this client receives for `o`, whose
     /// shared tail (Wire.eventTail) is `tail`; returns false, writing nothing, when this
     /// client receives nothing of it.
-    public mutating func deliver(_ o: Occurrence, tail: [UInt8], into out: inout [UInt8]) -> Bool {
+    package mutating func deliver(_ o: Occurrence, tail: [UInt8], into out: inout [UInt8]) -> Bool {
         let handler: Handler?
         switch o.kind {
         case .capture(let role, .began):
@@ -56,7 +56,7 @@ public struct ClientSession {
     }
 
     /// The line this client receives for `o`, or nil (writing the shared tail itself).
-    public mutating func deliver(_ o: Occurrence) -> [UInt8]? {
+    package mutating func deliver(_ o: Occurrence) -> [UInt8]? {
         var tail: [UInt8] = []
         Wire.eventTail(o, into: &tail)
         var out: [UInt8] = []
@@ -65,7 +65,7 @@ public struct ClientSession {
 
     /// Installs a new interaction. Presses this client saw begin that the new one no longer
     /// covers are cancelled for this client alone; `nextSeq` numbers those cancels.
-    public mutating func setInteraction(_ new: Interaction, now: Int64, nextSeq: () -> UInt64) -> [[UInt8]] {
+    package mutating func setInteraction(_ new: Interaction, now: Int64, nextSeq: () -> UInt64) -> [[UInt8]] {
         interaction = new
         var out: [[UInt8]] = []
         for (press, (began, handler)) in open.sorted(by: { $0.key < $1.key }) {
@@ -97,7 +97,7 @@ public struct ClientSession {
     }
 
     /// Whether this client's interaction asks for `device` to be grabbed.
-    public func wantsGrab(_ device: DeviceInfo) -> Bool {
+    package func wantsGrab(_ device: DeviceInfo) -> Bool {
         interaction.enabled && interaction.grab && interaction.filter.matches(device)
     }
 }

@@ -3,7 +3,7 @@
 ///
 /// Pure logic: the Linux side reads the devices and hands their events here, which is what
 /// lets the tests replay recorded streams.
-public final class Engine {
+package final class Engine {
     struct Held {
         var press: UInt64
         var role: KeyRole
@@ -35,22 +35,22 @@ public final class Engine {
     }
 
     var devices: [Int: DeviceState] = [:]
-    public private(set) var lastSeq: UInt64 = 0
+    package private(set) var lastSeq: UInt64 = 0
     var lastPress: UInt64 = 0
     /// Turns an event type and code into libevdev's name for it.
     let name: (UInt16, UInt16) -> String
 
-    public init(name: @escaping (UInt16, UInt16) -> String) {
+    package init(name: @escaping (UInt16, UInt16) -> String) {
         self.name = name
     }
 
-    public func nextSeq() -> UInt64 {
+    package func nextSeq() -> UInt64 {
         lastSeq += 1
         return lastSeq
     }
 
     /// Takes an admitted device; its events are then read by its record's handle.
-    public func addDevice(_ record: DeviceRecord, mapping: DeviceMapping) {
+    package func addDevice(_ record: DeviceRecord, mapping: DeviceMapping) {
         let state = DeviceState(record: record, mapping: mapping)
         for code in mapping.primaryKeys.union(mapping.secondaryKeys).union(mapping.focusKeys) {
             state.names[UInt32(EventType.key) << 16 | UInt32(code)] = name(EventType.key, code)
@@ -63,7 +63,7 @@ public final class Engine {
 
     /// The same, making the record (tests and tools that have no daemon).
     @discardableResult
-    public func addDevice(handle: Int, info: DeviceInfo, mapping: DeviceMapping) -> DeviceRecord {
+    package func addDevice(handle: Int, info: DeviceInfo, mapping: DeviceMapping) -> DeviceRecord {
         let record = DeviceRecord(handle: handle, info: info)
         addDevice(record, mapping: mapping)
         return record
@@ -74,17 +74,17 @@ public final class Engine {
     }
 
     /// How many of the device's mapped keys are held now (grabbing waits for zero).
-    public func heldCount(_ handle: Int) -> Int { devices[handle]?.held.count ?? 0 }
+    package func heldCount(_ handle: Int) -> Int { devices[handle]?.held.count ?? 0 }
 
     /// Forgets a device; its held keys are cancelled.
-    public func removeDevice(handle: Int, now: Int64) -> [Occurrence] {
+    package func removeDevice(handle: Int, now: Int64) -> [Occurrence] {
         let out = cancelAll(handle: handle, reason: .removed, now: now)
         devices[handle] = nil
         return out
     }
 
     /// Cancels every held key of every device (the daemon is stopping).
-    public func shutdown(now: Int64) -> [Occurrence] {
+    package func shutdown(now: Int64) -> [Occurrence] {
         devices.keys.sorted().flatMap { cancelAll(handle: $0, reason: .shutdown, now: now) }
     }
 
@@ -132,7 +132,7 @@ public final class Engine {
     }
 
     /// Feeds one event of a device; returns what it produced, numbered.
-    public func handle(_ handle: Int, _ event: RawEvent, now: Int64) -> [Occurrence] {
+    package func handle(_ handle: Int, _ event: RawEvent, now: Int64) -> [Occurrence] {
         var produced: [Occurrence] = []
         if let state = devices[handle] { feed(state, event, now: now, into: &produced) }
         return produced
@@ -142,7 +142,7 @@ public final class Engine {
     /// `out` (a buffer the caller reuses). A slider's movement in consecutive frames of the
     /// batch, with nothing else in between, is summed into one occurrence: a client reads
     /// one message for what one read of the device brought, not one per frame.
-    public func handle(_ handle: Int, _ events: [RawEvent], now: Int64, into out: inout [Occurrence]) {
+    package func handle(_ handle: Int, _ events: [RawEvent], now: Int64, into out: inout [Occurrence]) {
         guard let state = devices[handle] else { return }
         for event in events {
             let before = out.count

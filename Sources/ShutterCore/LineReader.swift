@@ -3,28 +3,28 @@
 /// Lines are handed out from a read position that moves forward; the consumed prefix is
 /// dropped only when it is at least half of what is held, so splitting n bytes into lines
 /// moves O(n) bytes in all, however short the lines (a megabyte of blank lines included).
-public struct LineReader {
-    public let limit: Int
+package struct LineReader {
+    package let limit: Int
     var buffer: [UInt8] = []
     /// Where the next line starts (everything before it was handed out).
     var start = 0
     /// Where to look for the next newline (nothing from `start` up to it has one).
     var scanned = 0
     /// Bytes moved to drop consumed prefixes, in all: the work linearity is about.
-    public private(set) var movedBytes = 0
+    package private(set) var movedBytes = 0
 
-    public init(limit: Int = maxRequestLine) {
+    package init(limit: Int = maxRequestLine) {
         self.limit = limit
     }
 
-    public enum Item: Equatable {
+    package enum Item: Equatable {
         case line(ArraySlice<UInt8>)
         /// A line longer than the limit: the stream cannot be trusted past it.
         case tooLong
     }
 
     /// Adds bytes read from the peer.
-    public mutating func append<C: Collection>(_ bytes: C) where C.Element == UInt8 {
+    package mutating func append<C: Collection>(_ bytes: C) where C.Element == UInt8 {
         compact()
         buffer.append(contentsOf: bytes)
     }
@@ -46,7 +46,7 @@ public struct LineReader {
 
     /// The next complete line (without "\n" or a trailing "\r"), `tooLong`, or nil when more
     /// bytes are needed.
-    public mutating func next() -> Item? {
+    package mutating func next() -> Item? {
         if let nl = buffer[scanned...].firstIndex(of: 0x0A) {
             var end = nl
             if end > start, buffer[end - 1] == 0x0D { end -= 1 }
@@ -63,5 +63,5 @@ public struct LineReader {
     }
 
     /// Bytes held without a newline yet (or not yet handed out).
-    public var pending: Int { buffer.count - start }
+    package var pending: Int { buffer.count - start }
 }

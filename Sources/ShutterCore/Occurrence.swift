@@ -1,10 +1,10 @@
 /// A phase of a press, as on iOS.
-public enum Phase: String, Sendable {
+package enum Phase: String, Sendable {
     case began, ended, cancelled
 }
 
 /// Why a press was cancelled.
-public enum CancelReason: String, Sendable {
+package enum CancelReason: String, Sendable {
     /// The device went away with the key held.
     case removed
     /// Events were dropped (SYN_DROPPED) and the release with them.
@@ -18,12 +18,12 @@ public enum CancelReason: String, Sendable {
 }
 
 /// The key or axis of an event, as clients see it.
-public struct KeyInfo: Equatable, Sendable {
-    public var code: UInt16
-    public var name: String
-    public var scancode: Int32?
+package struct KeyInfo: Equatable, Sendable {
+    package var code: UInt16
+    package var name: String
+    package var scancode: Int32?
 
-    public init(code: UInt16, name: String, scancode: Int32? = nil) {
+    package init(code: UInt16, name: String, scancode: Int32? = nil) {
         self.code = code
         self.name = name
         self.scancode = scancode
@@ -35,13 +35,13 @@ public struct KeyInfo: Equatable, Sendable {
 
 /// One admitted input node: what clients are told about it, and that object's wire text,
 /// written once when the node is admitted and shared by every message that names it.
-public final class DeviceRecord: Sendable {
-    public let handle: Int
-    public let info: DeviceInfo
+package final class DeviceRecord: Sendable {
+    package let handle: Int
+    package let info: DeviceInfo
     /// The device object as JSON text (Wire.device).
-    public let text: [UInt8]
+    package let text: [UInt8]
 
-    public init(handle: Int, info: DeviceInfo) {
+    package init(handle: Int, info: DeviceInfo) {
         self.handle = handle
         self.info = info
         var text: [UInt8] = []
@@ -52,8 +52,8 @@ public final class DeviceRecord: Sendable {
 
 /// One thing that happened, daemon-wide, before it is handed to the clients. A value: the
 /// engine writes a batch of them into a buffer it reuses, and the device is a reference.
-public struct Occurrence: Sendable {
-    public enum Kind: Equatable, Sendable {
+package struct Occurrence: Sendable {
+    package enum Kind: Equatable, Sendable {
         /// A press of a key with a handler role.
         case capture(KeyRole, Phase)
         /// The controls' half press: began = active, ended/cancelled = inactive.
@@ -62,17 +62,17 @@ public struct Occurrence: Sendable {
         case slider(delta: Int64)
     }
 
-    public var seq: UInt64
-    public var kind: Kind
+    package var seq: UInt64
+    package var kind: Kind
     /// The press this event belongs to (0 for sliders).
-    public var press: UInt64
-    public var reason: CancelReason?
-    public var device: DeviceRecord
-    public var key: KeyInfo
-    public var kernelTime: Int64
-    public var receiveTime: Int64
+    package var press: UInt64
+    package var reason: CancelReason?
+    package var device: DeviceRecord
+    package var key: KeyInfo
+    package var kernelTime: Int64
+    package var receiveTime: Int64
 
-    public init(
+    package init(
         seq: UInt64, kind: Kind, press: UInt64, reason: CancelReason? = nil, device: DeviceRecord, key: KeyInfo,
         kernelTime: Int64, receiveTime: Int64
     ) {

@@ -2,14 +2,14 @@
 /// (no array per message) and sent straight from it, bounded in messages and in bytes so
 /// that a client that stops reading costs a known amount of memory and is dropped rather
 /// than waited for.
-public struct OutBuffer {
+package struct OutBuffer {
     /// Messages that may wait.
-    public let limit: Int
+    package let limit: Int
     /// Bytes that may wait. A message larger than this is still taken by an empty buffer:
     /// the daemon's own messages (a `hello` with many devices) must reach a client that reads.
-    public let byteLimit: Int
+    package let byteLimit: Int
     /// Messages are appended here; `bytes[start...]` is what is not sent yet.
-    public var bytes: [UInt8] = []
+    package var bytes: [UInt8] = []
     var start = 0
     /// Where each waiting message ends in `bytes`, from `endsHead` on.
     var ends: [Int] = []
@@ -17,23 +17,23 @@ public struct OutBuffer {
     /// Where the message at `endsHead` begins (below `start` when it is partly sent).
     var headStart = 0
 
-    public init(limit: Int, byteLimit: Int = Int.max) {
+    package init(limit: Int, byteLimit: Int = Int.max) {
         self.limit = limit
         self.byteLimit = byteLimit
     }
 
     /// Messages waiting (a partly sent one included).
-    public var count: Int { ends.count - endsHead }
-    public var isEmpty: Bool { start == bytes.count }
+    package var count: Int { ends.count - endsHead }
+    package var isEmpty: Bool { start == bytes.count }
     /// Bytes waiting.
-    public var pending: Int { bytes.count - start }
+    package var pending: Int { bytes.count - start }
 
     /// Where the next message starts: write it into `bytes`, then `commit(from:)`.
-    public var mark: Int { bytes.count }
+    package var mark: Int { bytes.count }
 
     /// Takes the message written into `bytes` since `mark`; false, and the message taken
     /// back out, when it does not fit (the client has fallen behind).
-    public mutating func commit(from mark: Int) -> Bool {
+    package mutating func commit(from mark: Int) -> Bool {
         let wasEmpty = mark == start
         guard count < limit, wasEmpty || pending <= byteLimit else {
             bytes.removeSubrange(mark...)
@@ -44,20 +44,20 @@ public struct OutBuffer {
     }
 
     /// Queues a message; false when it does not fit.
-    public mutating func push(_ message: [UInt8]) -> Bool {
+    package mutating func push(_ message: [UInt8]) -> Bool {
         let m = mark
         bytes.append(contentsOf: message)
         return commit(from: m)
     }
 
     /// Queues a message whatever the limits (the final overflow notice).
-    public mutating func pushFinal(_ message: [UInt8]) {
+    package mutating func pushFinal(_ message: [UInt8]) {
         bytes.append(contentsOf: message)
         ends.append(bytes.count)
     }
 
     /// Drops every message not yet started; a partly sent one is kept whole.
-    public mutating func discardUnstarted() {
+    package mutating func discardUnstarted() {
         guard !isEmpty else { return }
         let partial = start > headStart
         bytes.removeSubrange((partial ? ends[endsHead] : start)...)
@@ -67,7 +67,7 @@ public struct OutBuffer {
     /// Hands `write` the waiting bytes (at most `max`), which returns how many it sent (0
     /// when the peer cannot take more now), until everything is sent or nothing more is
     /// taken; returns the total sent.
-    public mutating func drain<E: Error>(max: Int = 262_144, _ write: (UnsafeRawBufferPointer) throws(E) -> Int)
+    package mutating func drain<E: Error>(max: Int = 262_144, _ write: (UnsafeRawBufferPointer) throws(E) -> Int)
         throws(E) -> Int
     {
         var total = 0

@@ -1,19 +1,19 @@
 /// The protocol version spoken; see docs/PROTOCOL.md.
-public enum ProtocolVersion {
-    public static let major = 1
-    public static let minor = 1
+package enum ProtocolVersion {
+    package static let major = 1
+    package static let minor = 1
 }
 
 /// The longest request line accepted, without its newline.
-public let maxRequestLine = 65536
+package let maxRequestLine = 65536
 
 /// A request from a client.
-public enum Request: Equatable, Sendable {
+package enum Request: Equatable, Sendable {
     case setInteraction(Interaction)
     case listDevices
     case ping
 
-    public var name: String {
+    package var name: String {
         switch self {
         case .setInteraction: "setInteraction"
         case .listDevices: "listDevices"
@@ -23,40 +23,40 @@ public enum Request: Equatable, Sendable {
 }
 
 /// The error codes of an `error` message.
-public enum ErrorCode: String, Sendable {
+package enum ErrorCode: String, Sendable {
     case lineTooLong, invalidJSON, unknownRequest, invalidRequest, notPermitted, tooManyClients
 
     /// Whether the connection is closed after this error.
-    public var closes: Bool { self == .lineTooLong || self == .invalidJSON || self == .tooManyClients }
+    package var closes: Bool { self == .lineTooLong || self == .invalidJSON || self == .tooManyClients }
 }
 
 /// A request's `id`: the exact JSON text the client wrote, echoed byte for byte in the
 /// reply, never re-serialised (a `1e15` comes back as `1e15`). Bounded in size and depth,
 /// so what a client can make the daemon repeat is small.
-public struct RequestID: Equatable, Sendable, ExpressibleByStringLiteral {
-    public let text: [UInt8]
+package struct RequestID: Equatable, Sendable, ExpressibleByStringLiteral {
+    package let text: [UInt8]
     /// The longest id, in bytes of JSON text.
-    public static let maxBytes = 256
+    package static let maxBytes = 256
     /// The deepest id: containers inside containers.
-    public static let maxDepth = 8
+    package static let maxDepth = 8
 
     /// The id's text, with any tab, CR or LF in it (JSON white space: a string cannot hold
     /// them raw) written as a space, so that a reply holds no control character a client
     /// might take for a line end.
-    public init<C: Collection>(_ text: C) where C.Element == UInt8 {
+    package init<C: Collection>(_ text: C) where C.Element == UInt8 {
         self.text = text.map { $0 == 0x09 || $0 == 0x0A || $0 == 0x0D ? 0x20 : $0 }
     }
-    public init(_ text: String) { self.text = Array(text.utf8) }
-    public init(stringLiteral text: String) { self.init(text) }
+    package init(_ text: String) { self.text = Array(text.utf8) }
+    package init(stringLiteral text: String) { self.init(text) }
 }
 
 /// A request that cannot be carried out, with what to tell the client.
-public struct RequestError: Error, Equatable {
-    public var code: ErrorCode
-    public var message: String
-    public var id: RequestID?
+package struct RequestError: Error, Equatable {
+    package var code: ErrorCode
+    package var message: String
+    package var id: RequestID?
 
-    public init(_ code: ErrorCode, _ message: String, id: RequestID? = nil) {
+    package init(_ code: ErrorCode, _ message: String, id: RequestID? = nil) {
         self.code = code
         self.message = message
         self.id = id
@@ -64,14 +64,14 @@ public struct RequestError: Error, Equatable {
 }
 
 /// A parsed request line: the request and the id to echo.
-public struct RequestLine: Equatable {
-    public var request: Request
-    public var id: RequestID?
+package struct RequestLine: Equatable {
+    package var request: Request
+    package var id: RequestID?
 }
 
 extension RequestLine {
     /// Parses one request line (without its newline).
-    public static func parse<C: Collection>(_ line: C) -> Result<RequestLine, RequestError> where C.Element == UInt8 {
+    package static func parse<C: Collection>(_ line: C) -> Result<RequestLine, RequestError> where C.Element == UInt8 {
         let value: JSON
         let spans: [String: ArraySlice<UInt8>]
         do {
@@ -129,7 +129,7 @@ extension Request {
 /// A client's string as it may appear in a message or the log: in JSON's quotes and
 /// escapes (no control character survives: a newline is `\\n`), cut after `limit`
 /// characters with a note of how long it was.
-public func quoted(_ s: String, limit: Int = 64) -> String {
+package func quoted(_ s: String, limit: Int = 64) -> String {
     var out: [UInt8] = []
     let cut = s.count > limit
     JSON.writeString(cut ? String(s.prefix(limit)) : s, into: &out)
@@ -138,14 +138,14 @@ public func quoted(_ s: String, limit: Int = 64) -> String {
 }
 
 /// What is wrong with a field of a request.
-public struct FieldError: Error, Equatable {
-    public var message: String
+package struct FieldError: Error, Equatable {
+    package var message: String
 }
 
 extension Interaction {
     /// Reads an interaction from a request. Unknown fields are refused, so a misspelt one
     /// is reported rather than silently meaning the default.
-    public init(request json: JSON) throws(FieldError) {
+    package init(request json: JSON) throws(FieldError) {
         self.init()
         guard let members = json.objectValue else {
             throw FieldError(message: "\"interaction\" must be an object, not \(json.typeName)")
@@ -187,7 +187,7 @@ extension Interaction {
 }
 
 extension Filter {
-    public init(request json: JSON) throws(FieldError) {
+    package init(request json: JSON) throws(FieldError) {
         self.init()
         guard let members = json.objectValue else {
             throw FieldError(message: "\"interaction.filter\" must be an object, not \(json.typeName)")
@@ -248,7 +248,7 @@ extension Filter {
 }
 
 extension SliderRange {
-    public init(request json: JSON) throws(FieldError) {
+    package init(request json: JSON) throws(FieldError) {
         self.init()
         guard let members = json.objectValue else {
             throw FieldError(message: "\"interaction.slider\" must be an object, not \(json.typeName)")

@@ -4,15 +4,15 @@
 /// Events are written in two parts: the tail (device, key, times), the same for every
 /// client, written once per occurrence; and the head (type, sequence numbers, handler,
 /// phase, slider value), written per client straight into that client's output buffer.
-public enum Wire {
+package enum Wire {
     /// The device object.
-    public static func device(_ d: DeviceInfo, into out: inout [UInt8]) {
+    package static func device(_ d: DeviceInfo, into out: inout [UInt8]) {
         d.json.write(into: &out)
     }
 
     /// `"device":{...},"key":{...},"kernelTime":N,"receiveTime":N}\n`: the part of an event
     /// that every client receives alike.
-    public static func eventTail(_ o: Occurrence, into out: inout [UInt8]) {
+    package static func eventTail(_ o: Occurrence, into out: inout [UInt8]) {
         out.append(ascii: "\"device\":")
         out.append(contentsOf: o.device.text)
         out.append(ascii: ",\"key\":{\"code\":")
@@ -32,7 +32,7 @@ public enum Wire {
 
     /// A client's own part of an event, up to the shared tail: `{"type":...,` with its
     /// `clientSeq`, the handler it was told, and its slider `value`.
-    public static func eventHead(
+    package static func eventHead(
         _ o: Occurrence, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool, sliderValue: Int64,
         into out: inout [UInt8]
     ) {
@@ -79,15 +79,15 @@ public enum Wire {
 }
 
 /// The daemon's other messages, each a JSON line with its newline.
-public enum Message {
-    public static func line(_ json: JSON) -> [UInt8] {
+package enum Message {
+    package static func line(_ json: JSON) -> [UInt8] {
         var out: [UInt8] = []
         json.write(into: &out)
         out.append(0x0A)
         return out
     }
 
-    public static func hello(version: String, devices: [DeviceRecord]) -> [UInt8] {
+    package static func hello(version: String, devices: [DeviceRecord]) -> [UInt8] {
         var out: [UInt8] = []
         out.append(ascii: "{\"type\":\"hello\",\"protocol\":{\"major\":")
         out.append(decimal: ProtocolVersion.major)
@@ -101,12 +101,12 @@ public enum Message {
         return out
     }
 
-    public static func reply(_ request: Request, id: RequestID?, _ extra: [(String, JSON)] = []) -> [UInt8] {
+    package static func reply(_ request: Request, id: RequestID?, _ extra: [(String, JSON)] = []) -> [UInt8] {
         line([("type", .string("reply")), ("request", .string(request.name))], id: id, extra)
     }
 
     /// The reply to listDevices: the device objects as admitted.
-    public static func devices(id: RequestID?, _ devices: [DeviceRecord]) -> [UInt8] {
+    package static func devices(id: RequestID?, _ devices: [DeviceRecord]) -> [UInt8] {
         var out = line([("type", .string("reply")), ("request", .string(Request.listDevices.name))], id: id, [])
         out.removeLast(2)  // "}\n"
         out.append(ascii: ",\"devices\":")
@@ -124,7 +124,7 @@ public enum Message {
         out.append(UInt8(ascii: "]"))
     }
 
-    public static func error(_ e: RequestError) -> [UInt8] {
+    package static func error(_ e: RequestError) -> [UInt8] {
         line(
             [("type", .string("error")), ("code", .string(e.code.rawValue)), ("message", .string(e.message))],
             id: e.id, [])
@@ -154,7 +154,7 @@ public enum Message {
         return out
     }
 
-    public static func device(added: Bool, _ device: DeviceRecord) -> [UInt8] {
+    package static func device(added: Bool, _ device: DeviceRecord) -> [UInt8] {
         var out: [UInt8] = []
         out.append(ascii: added ? "{\"type\":\"deviceAdded\",\"device\":" : "{\"type\":\"deviceRemoved\",\"device\":")
         out.append(contentsOf: device.text)
@@ -163,7 +163,7 @@ public enum Message {
     }
 
     /// The last message to a client that fell behind: how far, and the limits it passed.
-    public static func overflow(queued: Int, bytes: Int, limits: ClientLimits) -> [UInt8] {
+    package static func overflow(queued: Int, bytes: Int, limits: ClientLimits) -> [UInt8] {
         line(
             .object([
                 ("type", .string("overflow")), ("queued", .int(Int64(queued))), ("bytes", .int(Int64(bytes))),
@@ -179,7 +179,7 @@ public enum Message {
 
 extension DeviceInfo {
     /// The device object of the protocol (docs/PROTOCOL.md, "Device").
-    public var json: JSON {
+    package var json: JSON {
         var m: [(String, JSON)] = [
             ("id", .string(id)), ("group", .string(group)), ("name", .string(name)),
             ("bus", .string(busName)), ("vendor", .string(hex(vendor, width: 4))),
@@ -196,7 +196,7 @@ extension DeviceInfo {
 
 extension Interaction {
     /// The interaction as in force, in a setInteraction reply.
-    public var json: JSON {
+    package var json: JSON {
         .object([
             ("enabled", .bool(enabled)), ("primary", .bool(primary)), ("secondary", .bool(secondary)),
             ("defaultCaptureSoundDisabled", .bool(defaultCaptureSoundDisabled)), ("grab", .bool(grab)),
@@ -206,7 +206,7 @@ extension Interaction {
 }
 
 extension Filter {
-    public var json: JSON {
+    package var json: JSON {
         .object([
             ("devices", .array(devices.map(JSON.string))), ("names", .array(names.map(JSON.string))),
             ("buses", .array(buses.map(JSON.string))), ("kinds", .array(kinds.map { .string($0.rawValue) })),
@@ -216,5 +216,5 @@ extension Filter {
 }
 
 extension SliderRange {
-    public var json: JSON { .object([("min", .int(min)), ("max", .int(max)), ("value", .int(value))]) }
+    package var json: JSON { .object([("min", .int(min)), ("max", .int(max)), ("value", .int(value))]) }
 }

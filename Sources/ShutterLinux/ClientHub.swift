@@ -2,7 +2,7 @@ import Glibc
 import ShutterCore
 
 /// What the client side asks of the rest of the daemon.
-public protocol ClientHubDelegate: AnyObject {
+package protocol ClientHubDelegate: AnyObject {
     /// The devices as now open, for `hello` and `listDevices`.
     var deviceList: [DeviceRecord] { get }
     /// The next daemon-wide sequence number (for a client's own cancels).
@@ -15,7 +15,7 @@ public protocol ClientHubDelegate: AnyObject {
 
 /// The socket side of the daemon: accepts clients, reads their requests, and writes each
 /// the events its interaction selects, never blocking on any of them.
-public final class ClientHub {
+package final class ClientHub {
     final class Client {
         let fd: Int32
         let peer: PeerCredentials?
@@ -47,7 +47,7 @@ public final class ClientHub {
     let access: AccessPolicy
     let limits: ClientLimits
     let closeTimer: Timer
-    public weak var delegate: ClientHubDelegate?
+    package weak var delegate: ClientHubDelegate?
     var clients: [Int32: Client] = [:]
     /// The clients in the order they came: publishing walks this, not the dictionary.
     var order: [Client] = []
@@ -57,15 +57,15 @@ public final class ClientHub {
     var readBuffer = [UInt8](repeating: 0, count: 65536)
     /// How long a client being closed may take to read its last messages (the overflow
     /// notice waits behind what the kernel already holds for a client that stopped reading).
-    public var closeGrace: Int64 = 120_000_000
+    package var closeGrace: Int64 = 120_000_000
     /// When `closeTimer` is armed for (the earliest deadline of the closing clients).
     var closeTimerDue: Int64?
     /// Clients with requests left over from their last turn, served in order after the
     /// ready descriptors, one turn each per round.
     var backlog: [Client] = []
     /// One client's turn: at most this many request lines and bytes, then the next client.
-    public var linesPerTurn = 256
-    public var bytesPerTurn = 65536
+    package var linesPerTurn = 256
+    package var bytesPerTurn = 65536
     /// A descriptor held in reserve: at the process's descriptor limit it is closed for a
     /// moment so that a waiting connection can be accepted, told why, and closed, rather
     /// than left queued with the listener readable forever (a busy loop).
@@ -73,7 +73,7 @@ public final class ClientHub {
     /// Connections refused since the limit was reached (nil: not at a limit).
     var refusedAtLimit: Int?
 
-    public init(loop: EventLoop, listener: UnixListener, access: AccessPolicy, limits: ClientLimits) throws(SystemError) {
+    package init(loop: EventLoop, listener: UnixListener, access: AccessPolicy, limits: ClientLimits) throws(SystemError) {
         self.loop = loop
         self.listener = listener
         self.access = access
@@ -91,15 +91,15 @@ public final class ClientHub {
 
     static func openReserve() -> Int32 { open("/dev/null", O_RDONLY | O_CLOEXEC) }
 
-    public var count: Int { clients.count }
+    package var count: Int { clients.count }
 
     /// Whether a client that may grab has an enabled interaction asking to grab `device`.
-    public func wantsGrab(_ device: DeviceInfo) -> Bool {
+    package func wantsGrab(_ device: DeviceInfo) -> Bool {
         clients.values.contains { !$0.closing && $0.mayGrab && $0.session.wantsGrab(device) }
     }
 
     /// Closes every client (the daemon is stopping), after a last attempt to write.
-    public func closeAll() {
+    package func closeAll() {
         for client in Array(clients.values) {
             flush(client)
             closeClient(client, why: nil)
@@ -395,7 +395,7 @@ public final class ClientHub {
     /// Publishes a batch of occurrences: each client gets what its interaction selects,
     /// written straight into its output buffer (the shared tail of each occurrence written
     /// once), then as much as its socket takes now.
-    public func publish(_ batch: [Occurrence]) {
+    package func publish(_ batch: [Occurrence]) {
         guard !batch.isEmpty else { return }
         for o in batch {
             tail.removeAll(keepingCapacity: true)
@@ -412,7 +412,7 @@ public final class ClientHub {
     }
 
     /// Sends every client the same message (device added or removed).
-    public func broadcast(_ message: [UInt8]) {
+    package func broadcast(_ message: [UInt8]) {
         for client in Array(clients.values) where !client.closing {
             send(client, message)
             flush(client)

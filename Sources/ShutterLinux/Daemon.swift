@@ -2,21 +2,21 @@ import Glibc
 import ShutterCore
 
 /// shutterd's version, reported in `hello` and `--version`.
-public let shutterdVersion = "0.1.0"
+package let shutterdVersion = "0.1.0"
 
 /// How the daemon was asked to run.
-public struct DaemonOptions {
-    public var socketPath: String
-    public var config: Config
+package struct DaemonOptions {
+    package var socketPath: String
+    package var config: Config
 
-    public init(socketPath: String, config: Config = Config()) {
+    package init(socketPath: String, config: Config = Config()) {
         self.socketPath = socketPath
         self.config = config
     }
 }
 
 /// The daemon: udev discovery, evdev reading, the engine, and the clients, on one loop.
-public final class Daemon {
+package final class Daemon {
     final class OpenDevice {
         let evdev: EvdevDevice
         let record: DeviceRecord
@@ -51,7 +51,7 @@ public final class Daemon {
 
     /// Sets everything up: signals, socket, udev monitor, first enumeration. The daemon is
     /// ready (and says so to systemd) when this returns.
-    public init(options: DaemonOptions) throws(DaemonError) {
+    package init(options: DaemonOptions) throws(DaemonError) {
         self.options = options
         signal(SIGPIPE, SIG_IGN)
         Daemon.raiseDescriptorLimit(for: options.config.limits)
@@ -118,7 +118,7 @@ public final class Daemon {
     }
 
     /// Runs until SIGTERM or SIGINT; then cancels held presses, tells the clients and exits.
-    public func run() throws(DaemonError) {
+    package func run() throws(DaemonError) {
         do {
             try loop.run()
         } catch {
@@ -258,7 +258,7 @@ public final class Daemon {
         for device in devices.values { updateGrab(device) }
     }
 
-    public var deviceList: [DeviceRecord] {
+    package var deviceList: [DeviceRecord] {
         devices.values.sorted { $0.handle < $1.handle }.map(\.record)
     }
 
@@ -280,12 +280,12 @@ public final class Daemon {
 }
 
 extension Daemon: ClientHubDelegate {
-    public func nextSeq() -> UInt64 { engine.nextSeq() }
-    public func grabWishesChanged() { updateGrabs() }
-    public func clientCountChanged() { Systemd.notify("STATUS=\(status)") }
+    package func nextSeq() -> UInt64 { engine.nextSeq() }
+    package func grabWishesChanged() { updateGrabs() }
+    package func clientCountChanged() { Systemd.notify("STATUS=\(status)") }
 }
 
-public struct DaemonError: Error, CustomStringConvertible {
-    public var description: String
-    public init(_ d: String) { description = d }
+package struct DaemonError: Error, CustomStringConvertible {
+    package var description: String
+    package init(_ d: String) { description = d }
 }

@@ -2,14 +2,14 @@ import CLinux
 import Glibc
 
 /// Who is at the other end of a Unix socket (SO_PEERCRED).
-public struct PeerCredentials: Equatable, Sendable {
-    public var pid: Int32
-    public var uid: UInt32
-    public var gid: UInt32
+package struct PeerCredentials: Equatable, Sendable {
+    package var pid: Int32
+    package var uid: UInt32
+    package var gid: UInt32
 }
 
 /// Helpers for Unix stream sockets shared by the daemon, shutterctl and the tests.
-public enum UnixSocket {
+package enum UnixSocket {
     /// A `sockaddr_un` for `path`; throws ENAMETOOLONG when it does not fit.
     static func address(_ path: String) throws(SystemError) -> (sockaddr_un, socklen_t) {
         var addr = sockaddr_un()
@@ -26,7 +26,7 @@ public enum UnixSocket {
     }
 
     /// Connects to the socket at `path` (blocking).
-    public static func connect(path: String) throws(SystemError) -> Int32 {
+    package static func connect(path: String) throws(SystemError) -> Int32 {
         let fd = try sys("socket") { socket(AF_UNIX, shutterd_sock_stream_cloexec, 0) }
         var (addr, len) = try address(path)
         do {
@@ -42,7 +42,7 @@ public enum UnixSocket {
         return fd
     }
 
-    public static func peerCredentials(_ fd: Int32) -> PeerCredentials? {
+    package static func peerCredentials(_ fd: Int32) -> PeerCredentials? {
         var pid: Int32 = 0
         var uid: UInt32 = 0
         var gid: UInt32 = 0
@@ -50,7 +50,7 @@ public enum UnixSocket {
         return PeerCredentials(pid: pid, uid: uid, gid: gid)
     }
 
-    public static func setNonBlocking(_ fd: Int32) {
+    package static func setNonBlocking(_ fd: Int32) {
         let flags = fcntl(fd, F_GETFL)
         _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
     }
@@ -58,7 +58,7 @@ public enum UnixSocket {
     /// Sends the slices with one `send`, never raising SIGPIPE. Returns the bytes sent,
     /// 0 when the socket buffer is full; throws when the peer is gone. The slices are
     /// copied into one buffer: a copy costs less than the system call it saves.
-    public static func send(_ fd: Int32, _ slices: [ArraySlice<UInt8>]) throws(SystemError) -> Int {
+    package static func send(_ fd: Int32, _ slices: [ArraySlice<UInt8>]) throws(SystemError) -> Int {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(slices.reduce(0) { $0 + $1.count })
         for slice in slices { bytes.append(contentsOf: slice) }
@@ -76,7 +76,7 @@ public enum UnixSocket {
 
     /// Sends bytes with one `send`, never raising SIGPIPE. Returns the bytes sent, 0 when
     /// the socket buffer is full; throws when the peer is gone.
-    public static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Int {
+    package static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Int {
         while true {
             let n = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
             if n >= 0 { return n }
@@ -89,7 +89,7 @@ public enum UnixSocket {
 
     /// Reads what is available into `buffer`; returns the count, 0 at end of stream, nil when
     /// nothing is available now.
-    public static func receive(_ fd: Int32, into buffer: inout [UInt8]) throws(SystemError) -> Int? {
+    package static func receive(_ fd: Int32, into buffer: inout [UInt8]) throws(SystemError) -> Int? {
         while true {
             let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
             if n >= 0 { return n }
@@ -103,8 +103,8 @@ public enum UnixSocket {
 
 /// The daemon's listening socket: bound by shutterd (with a lock against a second daemon)
 /// or passed in by systemd.
-public final class UnixListener {
-    public let path: String
+package final class UnixListener {
+    package let path: String
     let fd: FileDescriptor
     /// Held for the daemon's life; its flock says "a shutterd owns this path". The file is
     /// never removed: another daemon may have it open, waiting to lock it, and a new file
@@ -114,13 +114,13 @@ public final class UnixListener {
     /// one (nil when systemd passed the socket in).
     let bound: (dev: UInt, ino: UInt)?
 
-    public var raw: Int32 { fd.raw }
+    package var raw: Int32 { fd.raw }
 
     /// Binds `path`, mode 0660. The directory is made when missing. A lock file beside the
     /// socket tells a live daemon from a stale socket: only with the lock is an old socket
     /// removed, and without it shutterd refuses to start. Something at `path` that is not a
     /// socket is never removed: shutterd refuses to start.
-    public init(path: String, mode: mode_t = 0o660) throws(ListenerError) {
+    package init(path: String, mode: mode_t = 0o660) throws(ListenerError) {
         self.path = path
         let dir = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         if !dir.isEmpty { UnixListener.makeDirectories(dir) }
@@ -205,7 +205,7 @@ public final class UnixListener {
     }
 
     /// Adopts a listening socket passed by systemd (socket activation).
-    public init(adopting raw: Int32, path: String) {
+    package init(adopting raw: Int32, path: String) {
         self.path = path
         fd = FileDescriptor(raw)
         lock = nil
@@ -223,7 +223,7 @@ public final class UnixListener {
 
     /// Accepts one pending connection (non-blocking, close-on-exec), or nil when none is
     /// pending. Throws what else went wrong (EMFILE at the descriptor limit, among others).
-    public func accept() throws(SystemError) -> Int32? {
+    package func accept() throws(SystemError) -> Int32? {
         while true {
             let c = shutterd_accept4(fd.raw)
             if c >= 0 { return c }
@@ -236,7 +236,7 @@ public final class UnixListener {
 
     /// Closes the socket and removes it when it is still the one this process bound (not one
     /// put in its place since); then releases the lock, whose file stays.
-    public func shutdown() {
+    package func shutdown() {
         var st = stat()
         if let bound, lstat(path, &st) == 0, UInt(st.st_dev) == bound.dev, UInt(st.st_ino) == bound.ino {
             unlink(path)
@@ -246,13 +246,13 @@ public final class UnixListener {
     }
 }
 
-public enum ListenerError: Error, CustomStringConvertible {
+package enum ListenerError: Error, CustomStringConvertible {
     case inUse(String)
     /// Something at the socket's or the lock's path that shutterd will not touch.
     case refused(String)
     case system(SystemError)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .inUse(let m), .refused(let m): m
         case .system(let e): e.description

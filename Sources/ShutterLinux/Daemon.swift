@@ -114,7 +114,7 @@ package final class Daemon {
         let wanted = rlim_t(limits.maxClients + 256)
         guard r.rlim_cur < wanted else { return }
         r.rlim_cur = min(wanted, r.rlim_max)
-        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &r)
+        sysLogged("setrlimit(RLIMIT_NOFILE)") { setrlimit(Int32(RLIMIT_NOFILE.rawValue), &r) }
     }
 
     /// Runs until SIGTERM or SIGINT; then cancels held presses, tells the clients and exits.

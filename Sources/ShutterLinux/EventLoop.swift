@@ -32,14 +32,14 @@ package final class EventLoop {
 
     package func modify(_ fd: Int32, events: UInt32) {
         var ev = epoll_event(events: events, data: epoll_data_t(fd: fd))
-        _ = epoll_ctl(epoll.raw, EPOLL_CTL_MOD, fd, &ev)
+        sysLogged("epoll_ctl(MOD)", "fd \(fd)") { epoll_ctl(epoll.raw, EPOLL_CTL_MOD, fd, &ev) }
     }
 
     /// Stops watching `fd`; call before closing it.
     package func remove(_ fd: Int32) {
         guard handlers.removeValue(forKey: fd) != nil else { return }
         var ev = epoll_event()
-        _ = epoll_ctl(epoll.raw, EPOLL_CTL_DEL, fd, &ev)
+        sysLogged("epoll_ctl(DEL)", "fd \(fd)") { epoll_ctl(epoll.raw, EPOLL_CTL_DEL, fd, &ev) }
     }
 
     package func stop() { running = false }
@@ -54,11 +54,7 @@ package final class EventLoop {
     /// handlers; returns how many were ready. Tests step the loop with it.
     @discardableResult
     package func runOnce(timeout: Int32) throws(SystemError) -> Int {
-        let n = epoll_wait(epoll.raw, &ready, Int32(ready.count), workLeft ? 0 : timeout)
-        if n < 0 {
-            if errno == EINTR { return 0 }
-            throw SystemError("epoll_wait", errno: errno)
-        }
+        let n = try sys("epoll_wait") { epoll_wait(epoll.raw, &ready, Int32(ready.count), workLeft ? 0 : timeout) }
         for i in 0..<Int(n) {
             let fd = ready[i].data.fd
             // A handler earlier in this batch may have removed this fd.

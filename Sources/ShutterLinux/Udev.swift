@@ -79,8 +79,7 @@ package final class UdevMonitor {
         try negErrno("udev_monitor_enable_receiving", nil, udev_monitor_enable_receiving(m))
         fd = udev_monitor_get_fd(m)
         // libudev's socket is non-blocking already; make sure, since the loop relies on it.
-        let flags = fcntl(fd, F_GETFL)
-        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        UnixSocket.setNonBlocking(fd)
     }
 
     deinit { udev_monitor_unref(handle) }

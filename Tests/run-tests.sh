@@ -3,7 +3,8 @@
 #   1. setup: the Debian packages the build and the checks need (Tests/setup.sh)
 #   2. swift test: the pure logic (recorded event streams), the C boundary with real file
 #      descriptors, the socket server over a real Unix socket, and the built programs
-#   3. the systemd units, the udev rules, the man pages and a staged install (make check)
+#   3. the systemd units, the udev rules, the man pages, a staged install and the
+#      sources' format (make check)
 #   4. hostile clients against the built shutterd: floods, hoarders, slow and many
 #      clients, the descriptor limit (Tests/load/hostile.py)
 #   5. fuzzing: libFuzzer over the request, JSON and config parsers (Tests/fuzz/run.sh,
@@ -68,7 +69,7 @@ fi
 echo "== units, udev rules, man pages, install"
 # A check that cannot run here exits 0 after saying '...; skipped' (with CI=true it
 # fails instead): it is reported, not counted as passed.
-for target in check-units check-rules check-man check-install; do
+for target in check-units check-rules check-man check-install check-format; do
     if make -s "$target" SWIFT_BIN=.build/debug >"$log" 2>&1; then
         tail -n 3 "$log"
         if grep -q '; skipped' "$log"; then

@@ -26,7 +26,8 @@ package final class LineClient {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .system("socket: \(String(cString: strerror(errno)))") }
         var tv = timeval(
-            tv_sec: Int(clamping: timeout.components.seconds), tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
+            tv_sec: Int(clamping: timeout.components.seconds),
+            tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
         if tv.tv_sec == 0 && tv.tv_usec == 0 { tv.tv_usec = 1 }  // 0 would mean no timeout
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var result: Int32
@@ -38,7 +39,9 @@ package final class LineClient {
         if result < 0 {
             let e = errno
             close(fd)
-            if e == EAGAIN { throw .timedOut("connecting to shutterd at \(path) took longer than \(seconds(timeout)) s") }
+            if e == EAGAIN {
+                throw .timedOut("connecting to shutterd at \(path) took longer than \(seconds(timeout)) s")
+            }
             throw .cannotConnect(path: path, reason: String(cString: strerror(e)))
         }
         raw = fd

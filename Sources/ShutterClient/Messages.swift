@@ -316,7 +316,8 @@ extension Hello {
         let version = try f.object("protocol")
         let daemon = try f.object("daemon")
         self.init(
-            protocolVersion: ProtocolVersion(major: Int(try version.int("major")), minor: Int(try version.int("minor"))),
+            protocolVersion: ProtocolVersion(
+                major: Int(try version.int("major")), minor: Int(try version.int("minor"))),
             daemonName: try daemon.string("name"), daemonVersion: try daemon.string("version"),
             devices: try Device.list(json["devices"], "a hello"))
     }
@@ -358,7 +359,8 @@ extension Event {
         case "deviceRemoved": self = .deviceRemoved(try Device(json: try f.object("device").json))
         case "overflow":
             let o = Fields(json: json, context: "an overflow")
-            self = .overflow(Overflow(queued: try o.int("queued"), bytes: try o.int("bytes"), message: try o.string("message")))
+            self = .overflow(
+                Overflow(queued: try o.int("queued"), bytes: try o.int("bytes"), message: try o.string("message")))
         case "error": throw ClientError(error: json)
         default: return nil
         }
@@ -394,7 +396,11 @@ extension Interaction {
             members.append(("filter", .object(lists)))
         }
         if let slider {
-            members.append(("slider", .object([("min", .int(slider.min)), ("max", .int(slider.max)), ("value", .int(slider.value))])))
+            members.append(
+                (
+                    "slider",
+                    .object([("min", .int(slider.min)), ("max", .int(slider.max)), ("value", .int(slider.value))])
+                ))
         }
         return .object(members)
     }

@@ -65,7 +65,8 @@ extension Client {
     /// or when the expected one is cancelled or drives the other handler, and
     /// `PressError.nothing` when nothing arrived within `timeout`. Presses cancelled that
     /// were not the expected one are noted, and the wait goes on.
-    public func waitForPress(_ expected: PressExpectation, timeout: Duration = .seconds(30)) throws(PressError) -> Press {
+    public func waitForPress(_ expected: PressExpectation, timeout: Duration = .seconds(30)) throws(PressError) -> Press
+    {
         var judge = PressJudge(expected)
         let deadline = ContinuousClock.now + timeout
         while true {
@@ -125,7 +126,8 @@ package struct PressJudge {
             }
             if isExpected {
                 return .failed(
-                    "\(Self.describe(c)) arrived, but on the \(c.handler.rawValue) handler, not \(expected.handler!.rawValue)")
+                    "\(Self.describe(c)) arrived, but on the \(c.handler.rawValue) handler, not \(expected.handler!.rawValue)"
+                )
             }
             others.append(Self.describe(c))
             return .failed("expected \(expected), got \(Self.describe(c))")

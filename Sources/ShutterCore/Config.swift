@@ -32,7 +32,8 @@ package struct DeviceRule: Equatable, Sendable {
     package var matchID: String?
     package var change = MappingOverride()
 
-    package func matches(name: String, bus: UInt16, vendor: UInt16, product: UInt16, id: String, group: String) -> Bool {
+    package func matches(name: String, bus: UInt16, vendor: UInt16, product: UInt16, id: String, group: String) -> Bool
+    {
         (matchName.map { Glob.matches(pattern: $0, name) } ?? true)
             && (matchBus.map { $0 == BusType.name(bus) } ?? true)
             && (matchVendor.map { $0 == vendor } ?? true)
@@ -165,7 +166,8 @@ package struct Config: Equatable, Sendable {
         guard value.allSatisfy(\.isASCII), let n = Int(value), range.contains(n) else {
             throw ConfigError(
                 line: line,
-                message: "\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(value)'")
+                message: "\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(value)'"
+            )
         }
         return n
     }

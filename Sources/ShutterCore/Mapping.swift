@@ -16,7 +16,8 @@ package struct DeviceMapping: Equatable, Sendable {
     package var focusKeys: Set<UInt16>
     package var sliderAxes: Set<UInt16>
 
-    package init(primaryKeys: Set<UInt16>, secondaryKeys: Set<UInt16>, focusKeys: Set<UInt16>, sliderAxes: Set<UInt16>) {
+    package init(primaryKeys: Set<UInt16>, secondaryKeys: Set<UInt16>, focusKeys: Set<UInt16>, sliderAxes: Set<UInt16>)
+    {
         self.primaryKeys = primaryKeys
         self.secondaryKeys = secondaryKeys
         self.focusKeys = focusKeys

@@ -87,7 +87,8 @@ extension RequestLine {
             guard text.count <= RequestID.maxBytes else {
                 return .failure(
                     RequestError(
-                        .invalidRequest, "\"id\" is \(text.count) bytes of JSON; at most \(RequestID.maxBytes) are echoed"))
+                        .invalidRequest,
+                        "\"id\" is \(text.count) bytes of JSON; at most \(RequestID.maxBytes) are echoed"))
             }
             guard let v = value["id"], v.depth <= RequestID.maxDepth else {
                 return .failure(
@@ -120,7 +121,11 @@ extension Request {
     /// The requests, by `type`, each with how its fields are read: the one list the
     /// decoder and its error messages ("known: ...") come from.
     static let decoders: [(type: String, decode: @Sendable (JSON) throws(FieldError) -> Request)] = [
-        ("setInteraction", { (r: JSON) throws(FieldError) in .setInteraction(try Interaction(request: r["interaction"] ?? .object([]))) }),
+        (
+            "setInteraction",
+            { (r: JSON) throws(FieldError) in .setInteraction(try Interaction(request: r["interaction"] ?? .object([])))
+            }
+        ),
         ("listDevices", { _ in .listDevices }),
         ("ping", { _ in .ping }),
     ]
@@ -214,37 +219,36 @@ extension Filter {
 
     /// The lists of a filter, each with how it is set from the strings given (and the
     /// field's quoted name, for errors): the one list the decoder and its errors come from.
-    static let fields:
-        [(name: String, set: @Sendable (inout Filter, [String], String) throws(FieldError) -> Void)] = [
-            ("devices", { (f: inout Filter, s: [String], _: String) throws(FieldError) in f.devices = s }),
-            ("names", { (f: inout Filter, s: [String], _: String) throws(FieldError) in f.names = s }),
-            ("buses", { (f: inout Filter, s: [String], _: String) throws(FieldError) in f.buses = s }),
-            (
-                "kinds",
-                { (f: inout Filter, strings: [String], name: String) throws(FieldError) in
-                    f.kinds = []
-                    for s in strings {
-                        guard let k = DeviceKind(rawValue: s) else {
-                            throw FieldError(
-                                message:
-                                    "\(name): unknown kind \(quoted(s)) (known: \(DeviceKind.allCases.map(\.rawValue).joined(separator: ", ")))"
-                            )
-                        }
-                        f.kinds.append(k)
-                    }
-                }
-            ),
-            (
-                "keys",
-                { (f: inout Filter, strings: [String], name: String) throws(FieldError) in
-                    for s in strings where !(s.hasPrefix("KEY_") || s.hasPrefix("BTN_") || s.hasPrefix("REL_")) {
+    static let fields: [(name: String, set: @Sendable (inout Filter, [String], String) throws(FieldError) -> Void)] = [
+        ("devices", { (f: inout Filter, s: [String], _: String) throws(FieldError) in f.devices = s }),
+        ("names", { (f: inout Filter, s: [String], _: String) throws(FieldError) in f.names = s }),
+        ("buses", { (f: inout Filter, s: [String], _: String) throws(FieldError) in f.buses = s }),
+        (
+            "kinds",
+            { (f: inout Filter, strings: [String], name: String) throws(FieldError) in
+                f.kinds = []
+                for s in strings {
+                    guard let k = DeviceKind(rawValue: s) else {
                         throw FieldError(
-                            message: "\(name): \(quoted(s)) is not a libevdev key or axis name (KEY_..., BTN_..., REL_...)")
+                            message:
+                                "\(name): unknown kind \(quoted(s)) (known: \(DeviceKind.allCases.map(\.rawValue).joined(separator: ", ")))"
+                        )
                     }
-                    f.keys = strings
+                    f.kinds.append(k)
                 }
-            ),
-        ]
+            }
+        ),
+        (
+            "keys",
+            { (f: inout Filter, strings: [String], name: String) throws(FieldError) in
+                for s in strings where !(s.hasPrefix("KEY_") || s.hasPrefix("BTN_") || s.hasPrefix("REL_")) {
+                    throw FieldError(
+                        message: "\(name): \(quoted(s)) is not a libevdev key or axis name (KEY_..., BTN_..., REL_...)")
+                }
+                f.keys = strings
+            }
+        ),
+    ]
 }
 
 extension SliderRange {

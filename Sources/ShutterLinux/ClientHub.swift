@@ -73,7 +73,9 @@ package final class ClientHub {
     /// Connections refused since the limit was reached (nil: not at a limit).
     var refusedAtLimit: Int?
 
-    package init(loop: EventLoop, listener: UnixListener, access: AccessPolicy, limits: ClientLimits) throws(SystemError) {
+    package init(loop: EventLoop, listener: UnixListener, access: AccessPolicy, limits: ClientLimits)
+        throws(SystemError)
+    {
         self.loop = loop
         self.listener = listener
         self.access = access
@@ -146,7 +148,8 @@ package final class ClientHub {
                 refusedAtLimit! += 1
                 let e = RequestError(
                     .tooManyClients,
-                    "shutterd cannot take another client now (\(String(cString: strerror(error.errno)))); try again later")
+                    "shutterd cannot take another client now (\(String(cString: strerror(error.errno)))); try again later"
+                )
                 _ = try? UnixSocket.send(fd, [Message.error(e)[...]])
                 close(fd)
                 reserve = Self.openReserve()

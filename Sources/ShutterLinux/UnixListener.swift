@@ -129,7 +129,7 @@ package final class UnixListener {
         while true {
             do {
                 return try sysNonBlocking("accept", path) { shutterd_accept4(fd.raw) }
-            } catch where error.errno == ECONNABORTED {
+            } catch  where error.errno == ECONNABORTED {
                 continue  // The peer gave up while queued: take the next.
             }
         }

@@ -1,5 +1,6 @@
 import Glibc
 import ShutterClient
+
 import let ShutterLinux.shutterdVersion
 
 let mainUsage = """

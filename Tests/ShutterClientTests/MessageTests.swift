@@ -1,8 +1,8 @@
 import ShutterClient
 import ShutterCore
+import Testing
 
 private typealias Interaction = ShutterClient.Interaction
-import Testing
 
 /// How the client reads the daemon's messages and writes its requests, without a socket.
 @Suite("ShutterClient messages")
@@ -19,7 +19,8 @@ struct MessageTests {
         let d = try Device(json: device)
         #expect(d.id == "usb-05ac-0221-usb-1-input1-apple" && d.group == "usb-05ac-0221-usb-1" && d.name == "Apple")
         #expect(d.bus == "usb" && d.vendor == "05ac" && d.product == "0221" && d.version == "0110")
-        #expect(d.uniq == nil && d.phys == "usb-1/input1" && d.syspath == "/sys/x/event5" && d.node == "/dev/input/event5")
+        #expect(
+            d.uniq == nil && d.phys == "usb-1/input1" && d.syspath == "/sys/x/event5" && d.node == "/dev/input/event5")
         #expect(d.kind == "media")
         #expect(try JSON.parse(d.json) == device)
     }
@@ -39,7 +40,9 @@ struct MessageTests {
         #expect(try Event(json: .object([("type", .string("hello"))])) == nil)
         #expect(try Event(json: .object([("type", .string("batteryLow")), ("level", .int(5))])) == nil)
         #expect(try Event(json: .object([("no", .string("type"))])) == nil)
-        let error = JSON.object([("type", .string("error")), ("code", .string("notPermitted")), ("message", .string("no"))])
+        let error = JSON.object([
+            ("type", .string("error")), ("code", .string("notPermitted")), ("message", .string("no")),
+        ])
         #expect(throws: ClientError.daemon(code: "notPermitted", message: "no")) { try Event(json: error) }
     }
 

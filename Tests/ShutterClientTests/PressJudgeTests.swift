@@ -5,7 +5,8 @@ import Testing
 private let shutter = JSON.object([
     ("id", .string("bluetooth-2717-0040-c2:1a:55:0e:b3:05-ab-shutter3-keyboard")),
     ("group", .string("bluetooth-2717-0040-c2:1a:55:0e:b3:05")), ("name", .string("AB Shutter3 Keyboard")),
-    ("bus", .string("bluetooth")), ("vendor", .string("2717")), ("product", .string("0040")), ("version", .string("0023")),
+    ("bus", .string("bluetooth")), ("vendor", .string("2717")), ("product", .string("0040")),
+    ("version", .string("0023")),
     ("syspath", .string("/sys/devices/virtual/input/input7/event5")), ("node", .string("/dev/input/event5")),
     ("kind", .string("remote")),
 ])
@@ -19,7 +20,8 @@ private let k380 = JSON.object([
 private let activeControl = try! Control(
     json: .object([
         ("type", .string("control")), ("seq", .int(6)), ("clientSeq", .int(3)), ("event", .string("active")),
-        ("press", .int(9)), ("device", shutter), ("key", .object([("code", .int(528)), ("name", .string("KEY_CAMERA_FOCUS"))])),
+        ("press", .int(9)), ("device", shutter),
+        ("key", .object([("code", .int(528)), ("name", .string("KEY_CAMERA_FOCUS"))])),
         ("kernelTime", .int(2_000_001)), ("receiveTime", .int(2_000_051)),
     ]))
 
@@ -37,7 +39,10 @@ private func capture(
     _ phase: String, press: Int64, key: String = "KEY_ENTER", device: JSON = shutter, handler: String = "primary",
     reason: String? = nil, scancode: Int64? = nil, sound: Bool = false, kernelTime: Int64 = 12_000_345
 ) -> Event {
-    event(captureJSON(phase, press: press, key: key, device: device, handler: handler, reason: reason, scancode: scancode, sound: sound, kernelTime: kernelTime))!
+    event(
+        captureJSON(
+            phase, press: press, key: key, device: device, handler: handler, reason: reason, scancode: scancode,
+            sound: sound, kernelTime: kernelTime))!
 }
 
 private func captureJSON(
@@ -47,11 +52,15 @@ private func captureJSON(
     var keyJSON: [(String, JSON)] = [("code", .int(28)), ("name", .string(key))]
     if let scancode { keyJSON.append(("scancode", .int(scancode))) }
     var m: [(String, JSON)] = [
-        ("type", .string("capture")), ("seq", .int(press * 10)), ("clientSeq", .int(press)), ("handler", .string(handler)),
+        ("type", .string("capture")), ("seq", .int(press * 10)), ("clientSeq", .int(press)),
+        ("handler", .string(handler)),
         ("phase", .string(phase)), ("press", .int(press)), ("shouldPlaySound", .bool(sound)),
     ]
     if let reason { m.append(("reason", .string(reason))) }
-    m += [("device", device), ("key", .object(keyJSON)), ("kernelTime", .int(kernelTime)), ("receiveTime", .int(kernelTime + 50))]
+    m += [
+        ("device", device), ("key", .object(keyJSON)), ("kernelTime", .int(kernelTime)),
+        ("receiveTime", .int(kernelTime + 50)),
+    ]
     return .object(m)
 }
 
@@ -63,7 +72,8 @@ private func judge(key: String, device: String?, handler: ShutterClient.Handler?
 private func verdict(_ o: PressJudge.Outcome) -> String {
     switch o {
     case .pending: "pending"
-    case .passed(let p): "passed: \(PressJudge.describe(p.ended)), press \(p.began.press) \(p.began.phase) and \(p.ended.phase)"
+    case .passed(let p):
+        "passed: \(PressJudge.describe(p.ended)), press \(p.began.press) \(p.began.phase) and \(p.ended.phase)"
     case .failed(let s): "failed: \(s)"
     }
 }
@@ -74,7 +84,9 @@ struct PressJudgeTests {
     func passes() {
         var j = judge(key: "KEY_ENTER", device: "AB Shutter3*", handler: .primary)
         #expect(j.observe(capture("began", press: 1)) == .pending)
-        #expect(verdict(j.observe(capture("ended", press: 1))) == "passed: KEY_ENTER from 'AB Shutter3 Keyboard' (primary), press 1 began and ended")
+        #expect(
+            verdict(j.observe(capture("ended", press: 1)))
+                == "passed: KEY_ENTER from 'AB Shutter3 Keyboard' (primary), press 1 began and ended")
     }
 
     @Test("the device may be named by pattern, id or group, or not at all")
@@ -97,7 +109,10 @@ struct PressJudgeTests {
         var j = judge(key: "KEY_VOLUMEUP", device: "AB Shutter3*", handler: nil)
         _ = j.observe(capture("began", press: 1))
         let outcome = j.observe(capture("ended", press: 1))
-        #expect(outcome == .failed("expected KEY_VOLUMEUP from 'AB Shutter3*', got KEY_ENTER from 'AB Shutter3 Keyboard' (primary)"))
+        #expect(
+            outcome
+                == .failed(
+                    "expected KEY_VOLUMEUP from 'AB Shutter3*', got KEY_ENTER from 'AB Shutter3 Keyboard' (primary)"))
         #expect(j.others == ["KEY_ENTER from 'AB Shutter3 Keyboard' (primary)"])
     }
 
@@ -105,7 +120,9 @@ struct PressJudgeTests {
     func otherDeviceFails() {
         var j = judge(key: "KEY_ENTER", device: "AB Shutter3*", handler: nil)
         _ = j.observe(capture("began", press: 4, device: k380))
-        #expect(j.observe(capture("ended", press: 4, device: k380)) == .failed("expected KEY_ENTER from 'AB Shutter3*', got KEY_ENTER from 'Logitech K380' (primary)"))
+        #expect(
+            j.observe(capture("ended", press: 4, device: k380))
+                == .failed("expected KEY_ENTER from 'AB Shutter3*', got KEY_ENTER from 'Logitech K380' (primary)"))
     }
 
     @Test("the right key on the wrong handler fails, naming both handlers")
@@ -115,7 +132,9 @@ struct PressJudgeTests {
         _ = j.observe(capture("began", press: 2, key: "KEY_VOLUMEUP", handler: "primary"))
         #expect(
             j.observe(capture("ended", press: 2, key: "KEY_VOLUMEUP", handler: "primary"))
-                == .failed("KEY_VOLUMEUP from 'AB Shutter3 Keyboard' (primary) arrived, but on the primary handler, not secondary"))
+                == .failed(
+                    "KEY_VOLUMEUP from 'AB Shutter3 Keyboard' (primary) arrived, but on the primary handler, not secondary"
+                ))
     }
 
     @Test("the expected press cancelled fails with the reason")
@@ -176,12 +195,15 @@ struct PressJudgeTests {
     @Test("at the timeout: nothing, or what came instead")
     func timedOut() {
         var j = judge(key: "KEY_ENTER", device: "AB*", handler: nil)
-        #expect(j.timedOut(after: .milliseconds(500)) == .nothing("nothing arrived within 0.5 s: no KEY_ENTER from 'AB*'"))
+        #expect(
+            j.timedOut(after: .milliseconds(500)) == .nothing("nothing arrived within 0.5 s: no KEY_ENTER from 'AB*'"))
         _ = j.observe(capture("began", press: 1, key: "KEY_VOLUMEUP"))
         _ = j.observe(capture("cancelled", press: 1, key: "KEY_VOLUMEUP", reason: "removed"))
         #expect(
             j.timedOut(after: .seconds(30))
-                == .wrong("expected KEY_ENTER from 'AB*', got KEY_VOLUMEUP from 'AB Shutter3 Keyboard' (primary) (cancelled)"))
+                == .wrong(
+                    "expected KEY_ENTER from 'AB*', got KEY_VOLUMEUP from 'AB Shutter3 Keyboard' (primary) (cancelled)")
+        )
     }
 }
 
@@ -190,17 +212,19 @@ struct EventTextTests {
     @Test("a capture line: time, handler, phase, press, key, scancode, device, reason and sound")
     func capture() {
         #expect(
-            EventText.line(capture_("began", scancode: 0x70028))
-                == "12.000345 primary began press=1 KEY_ENTER scan=0x70028 from 'AB Shutter3 Keyboard' [bluetooth 2717:0040 remote]")
+            EventText.line(captureEvent("began", scancode: 0x70028))
+                == "12.000345 primary began press=1 KEY_ENTER scan=0x70028 from 'AB Shutter3 Keyboard' [bluetooth 2717:0040 remote]"
+        )
         #expect(
-            EventText.line(capture_("cancelled", reason: "removed", sound: true))
-                == "12.000345 primary cancelled press=1 KEY_ENTER from 'AB Shutter3 Keyboard' [bluetooth 2717:0040 remote] reason=removed sound")
+            EventText.line(captureEvent("cancelled", reason: "removed", sound: true))
+                == "12.000345 primary cancelled press=1 KEY_ENTER from 'AB Shutter3 Keyboard' [bluetooth 2717:0040 remote] reason=removed sound"
+        )
     }
 
     @Test("microseconds are padded to six digits")
     func padding() {
-        #expect(EventText.line(capture_("began", kernelTime: 3_000_007))?.hasPrefix("3.000007 ") == true)
-        #expect(EventText.line(capture_("began", kernelTime: 42))?.hasPrefix("0.000042 ") == true)
+        #expect(EventText.line(captureEvent("began", kernelTime: 3_000_007))?.hasPrefix("3.000007 ") == true)
+        #expect(EventText.line(captureEvent("began", kernelTime: 42))?.hasPrefix("0.000042 ") == true)
     }
 
     @Test("control lines: slider and controls")
@@ -211,18 +235,26 @@ struct EventTextTests {
             ("key", .object([("code", .int(7)), ("name", .string("REL_DIAL"))])), ("kernelTime", .int(1_500_000)),
             ("receiveTime", .int(1_500_050)),
         ])
-        #expect(EventText.line(event(slider)!) == "1.500000 slider delta=-3 value=47 REL_DIAL from 'Logitech K380' [usb 046d:b342 keyboard]")
-        #expect(EventText.line(.control(activeControl)) == "2.000001 controls active KEY_CAMERA_FOCUS from 'AB Shutter3 Keyboard' [bluetooth 2717:0040 remote]")
+        #expect(
+            EventText.line(event(slider)!)
+                == "1.500000 slider delta=-3 value=47 REL_DIAL from 'Logitech K380' [usb 046d:b342 keyboard]")
+        #expect(
+            EventText.line(.control(activeControl))
+                == "2.000001 controls active KEY_CAMERA_FOCUS from 'AB Shutter3 Keyboard' [bluetooth 2717:0040 remote]")
     }
 
     @Test("device and overflow lines; a disconnection is not an event line")
     func others() {
         #expect(
             EventText.line(event(.object([("type", .string("deviceAdded")), ("device", shutter)]))!)
-                == "added 'AB Shutter3 Keyboard' id=bluetooth-2717-0040-c2:1a:55:0e:b3:05-ab-shutter3-keyboard node=/dev/input/event5")
-        #expect(EventText.line(event(.object([("type", .string("deviceRemoved")), ("device", k380)]))!) == "removed 'Logitech K380' id=usb-046d-b342-usb-1-logitech-k380 node=/dev/input/event9")
+                == "added 'AB Shutter3 Keyboard' id=bluetooth-2717-0040-c2:1a:55:0e:b3:05-ab-shutter3-keyboard node=/dev/input/event5"
+        )
+        #expect(
+            EventText.line(event(.object([("type", .string("deviceRemoved")), ("device", k380)]))!)
+                == "removed 'Logitech K380' id=usb-046d-b342-usb-1-logitech-k380 node=/dev/input/event9")
         let overflow = JSON.object([
-            ("type", .string("overflow")), ("queued", .int(611)), ("bytes", .int(262011)), ("message", .string("fell behind")),
+            ("type", .string("overflow")), ("queued", .int(611)), ("bytes", .int(262011)),
+            ("message", .string("fell behind")),
         ])
         #expect(EventText.line(event(overflow)!) == "overflow: fell behind")
         #expect(EventText.line(.disconnected("gone")) == nil)
@@ -235,20 +267,25 @@ struct EventTextTests {
             syspath: "/s", node: "/dev/input/event1", kind: .remote)
         let engine = Engine(name: { type, code in type == EventType.key && code == KeyCode.enter ? "KEY_ENTER" : "?" })
         engine.addDevice(handle: 1, info: device, mapping: .standard(for: .remote))
-        _ = engine.handle(1, RawEvent(type: EventType.msc, code: MscCode.scan, value: 0x70028, time: 5_250_000), now: 5_250_100)
-        let o = engine.handle(1, RawEvent(type: EventType.key, code: KeyCode.enter, value: 1, time: 5_250_000), now: 5_250_100)
+        _ = engine.handle(
+            1, RawEvent(type: EventType.msc, code: MscCode.scan, value: 0x70028, time: 5_250_000), now: 5_250_100)
+        let o = engine.handle(
+            1, RawEvent(type: EventType.key, code: KeyCode.enter, value: 1, time: 5_250_000), now: 5_250_100)
         var s = ClientSession()
         let began = try #require(o.first)
         let delivered = s.deliver(began)
         let line = try #require(delivered)
         let decoded = try #require(try Event(json: try JSON.parse(line.dropLast())))
         let text = EventText.line(decoded)
-        #expect(text == "5.250000 primary began press=1 KEY_ENTER scan=0x70028 from 'AB Shutter3 Keyboard' [bluetooth 2717:0040 remote]")
+        #expect(
+            text
+                == "5.250000 primary began press=1 KEY_ENTER scan=0x70028 from 'AB Shutter3 Keyboard' [bluetooth 2717:0040 remote]"
+        )
     }
 }
 
 /// `capture` under another name, for the EventText suite whose test is also called capture.
-private func capture_(
+private func captureEvent(
     _ phase: String, reason: String? = nil, scancode: Int64? = nil, sound: Bool = false, kernelTime: Int64 = 12_000_345
 ) -> Event {
     capture(phase, press: 1, reason: reason, scancode: scancode, sound: sound, kernelTime: kernelTime)

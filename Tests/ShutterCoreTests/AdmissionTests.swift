@@ -10,7 +10,8 @@ struct AdmissionTests {
         phys: "00:1a:7d:da:71:13",
         capabilities: Capabilities(keys: [KeyCode.volumeUp, KeyCode.enter], rels: []))
 
-    func udev(_ properties: [String: String] = [:], initialized: Bool = true, event: Bool = true) -> Admission.UdevFacts {
+    func udev(_ properties: [String: String] = [:], initialized: Bool = true, event: Bool = true) -> Admission.UdevFacts
+    {
         Admission.UdevFacts(sysname: "event5", isEventNode: event, initialized: initialized, properties: properties)
     }
 
@@ -43,9 +44,12 @@ struct AdmissionTests {
         #expect(both.plan.mapping.primaryKeys.contains(KeyCode.enter))
         #expect(both.info.kind == .remote)
         #expect(both.info.node == "/dev/input/event5" && both.info.syspath == "/sys/x")
-        #expect(both.info.id == DeviceInfo(
-            name: shutter.name, bus: 5, vendor: 0x2717, product: 0x0040, version: 0x23, uniq: shutter.uniq,
-            phys: shutter.phys, syspath: "/sys/x", node: "/dev/input/event5", kind: .remote).id)
+        #expect(
+            both.info.id
+                == DeviceInfo(
+                    name: shutter.name, bus: 5, vendor: 0x2717, product: 0x0040, version: 0x23, uniq: shutter.uniq,
+                    phys: shutter.phys, syspath: "/sys/x", node: "/dev/input/event5", kind: .remote
+                ).id)
     }
 
     @Test("a bad udev property is reported and left out; the others apply")
@@ -73,11 +77,13 @@ struct AdmissionTests {
         #expect(forced.plan.open)
     }
 
-    @Test("grab only when wanted and no key is down; release when no longer wanted", arguments: [
-        (true, false, false, Admission.GrabAction.grab), (true, false, true, .waitForRelease),
-        (true, true, true, .nothing), (false, true, false, .release), (false, true, true, .release),
-        (false, false, false, .nothing),
-    ])
+    @Test(
+        "grab only when wanted and no key is down; release when no longer wanted",
+        arguments: [
+            (true, false, false, Admission.GrabAction.grab), (true, false, true, .waitForRelease),
+            (true, true, true, .nothing), (false, true, false, .release), (false, true, true, .release),
+            (false, false, false, .nothing),
+        ])
     func grab(_ wanted: Bool, _ grabbed: Bool, _ down: Bool, _ action: Admission.GrabAction) {
         #expect(Admission.grabAction(wanted: wanted, grabbed: grabbed, anyKeyDown: down) == action)
     }

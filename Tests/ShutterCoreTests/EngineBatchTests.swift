@@ -18,7 +18,10 @@ struct EngineBatchTests {
         engine.addDevice(handle: 1, info: dial, mapping: .standard(for: .dial))
         var events: [RawEvent] = []
         for i in 0..<10 {
-            events += [ev(EventType.rel, RelCode.dial, i == 9 ? -4 : 2, Int64(i)), ev(EventType.syn, SynCode.report, 0, Int64(i))]
+            events += [
+                ev(EventType.rel, RelCode.dial, i == 9 ? -4 : 2, Int64(i)),
+                ev(EventType.syn, SynCode.report, 0, Int64(i)),
+            ]
         }
         var out: [Occurrence] = []
         engine.handle(1, events, now: 100, into: &out)

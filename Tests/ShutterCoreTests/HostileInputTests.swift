@@ -47,7 +47,9 @@ struct HostileInputTests {
         let ok = try JSON.parse("{" + members.joined(separator: ",") + "}")
         #expect(ok.objectValue?.count == 1024)
         #expect(ok["k1023"] == .int(1023))
-        #expect(throws: JSONParseError.self) { try JSON.parse("{" + (members + [#""x":1"#]).joined(separator: ",") + "}") }
+        #expect(throws: JSONParseError.self) {
+            try JSON.parse("{" + (members + [#""x":1"#]).joined(separator: ",") + "}")
+        }
         do {
             _ = try JSON.parse("{" + (members + [#""x":1"#]).joined(separator: ",") + "}")
         } catch {
@@ -66,9 +68,11 @@ struct HostileInputTests {
         #expect(v.objectValue?.map(\.0) == (0..<40).map { "k\($0)" })
     }
 
-    @Test("the id is echoed byte for byte as the client wrote it", arguments: [
-        "1e15", "1000000000000000000000000", "-0.0", "1.50", #""\u00e9""#, "[1, 2 ,3]", #"{"a" : [true,null]}"#,
-    ])
+    @Test(
+        "the id is echoed byte for byte as the client wrote it",
+        arguments: [
+            "1e15", "1000000000000000000000000", "-0.0", "1.50", #""\u00e9""#, "[1, 2 ,3]", #"{"a" : [true,null]}"#,
+        ])
     func idVerbatim(_ id: String) throws {
         guard case .success(let r) = request(#"{"type":"ping","id":"# + id + "}") else {
             Issue.record("refused")

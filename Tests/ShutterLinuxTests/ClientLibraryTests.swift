@@ -76,7 +76,8 @@ struct ClientLibraryTests {
         let every = Interaction(
             enabled: false, primary: true, secondary: false, defaultCaptureSoundDisabled: true, grab: false,
             filter: .init(
-                devices: ["usb-046d-b342-usb-1"], names: ["AB Shutter3*"], buses: ["bluetooth"], kinds: ["remote", "dial"],
+                devices: ["usb-046d-b342-usb-1"], names: ["AB Shutter3*"], buses: ["bluetooth"],
+                kinds: ["remote", "dial"],
                 keys: ["KEY_VOLUMEUP", "REL_DIAL"]),
             slider: .init(min: -10, max: 10, value: 3))
         #expect(try client.setInteraction(every) == every)
@@ -273,7 +274,8 @@ struct ClientStandInTests {
 
     @Test("a daemon of another major is refused")
     func unknownMajor() throws {
-        let hello = #"{"type":"hello","protocol":{"major":2,"minor":0},"daemon":{"name":"shutterd","version":"2.0.0"},"devices":[]}"#
+        let hello =
+            #"{"type":"hello","protocol":{"major":2,"minor":0},"daemon":{"name":"shutterd","version":"2.0.0"},"devices":[]}"#
         try withStandIn(hello: hello) { s in
             #expect(throws: ClientError.unsupportedProtocol(ProtocolVersion(major: 2, minor: 0))) {
                 try Client(socketPath: s.path)

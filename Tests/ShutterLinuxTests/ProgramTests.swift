@@ -1,7 +1,8 @@
 import Glibc
 import ShutterCore
-import class ShutterClient.LineClient
 import Testing
+
+import class ShutterClient.LineClient
 
 @testable import ShutterLinux
 
@@ -111,7 +112,9 @@ struct ProgramTests {
         #expect(devices.wait() == 0)
         let hello = try #require(try connect(path).next(type: "hello", timeout: 5000))
         let lines = devices.stdout.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
-        #expect(try lines.map { try JSON.parse(String($0)) } == hello["devices"]?.arrayValue, "devices --json: one device a line")
+        #expect(
+            try lines.map { try JSON.parse(String($0)) } == hello["devices"]?.arrayValue,
+            "devices --json: one device a line")
 
         let junit = dir + "/verify.xml"
         let verify = Child(
@@ -167,11 +170,14 @@ struct ProgramTests {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
         func device(_ n: Int, _ name: String) -> DeviceRecord {
-            DeviceRecord(handle: n, info: DeviceInfo(
-                name: name, bus: 0x03, vendor: 0x05ac, product: 0x0221, version: 0x0110, uniq: nil,
-                phys: "usb-0000:00:14.0-2/input\(n)", syspath: "/sys/x/event\(n + 4)", node: "/dev/input/event\(n + 4)",
-                kind: n == 0 ? .keyboard : .media
-            ))
+            DeviceRecord(
+                handle: n,
+                info: DeviceInfo(
+                    name: name, bus: 0x03, vendor: 0x05ac, product: 0x0221, version: 0x0110, uniq: nil,
+                    phys: "usb-0000:00:14.0-2/input\(n)", syspath: "/sys/x/event\(n + 4)",
+                    node: "/dev/input/event\(n + 4)",
+                    kind: n == 0 ? .keyboard : .media
+                ))
         }
         for devices in [[device(0, "Apple Inc. Apple Keyboard"), device(1, "Apple Inc. Apple Keyboard")], []] {
             let path = dir + "/fake-\(devices.count).sock"
@@ -203,7 +209,9 @@ struct ProgramTests {
                 "shutterctl: --timeout \(value.debugDescription): expected a number of seconds from 0.001 to 86400"))
     }
 
-    @Test("shutterctl verify --timeout: the bounds and ordinary values are accepted", arguments: ["0.001", "86400", "30", "2.5", "7."])
+    @Test(
+        "shutterctl verify --timeout: the bounds and ordinary values are accepted",
+        arguments: ["0.001", "86400", "30", "2.5", "7."])
     func verifyTimeoutAccepted(_ value: String) throws {
         // No daemon on the socket: an accepted value gets as far as connecting (exit 3).
         let (status, stderr) = verify(timeout: value)

@@ -44,7 +44,8 @@ func say(_ line: String) {
 
 func describe(_ event: Event) -> String {
     switch event {
-    case .capture(let c): "capture \(c.handler) \(c.phase) press=\(c.press) \(c.key.name) from '\(c.device.name)' id=\(c.device.id)"
+    case .capture(let c):
+        "capture \(c.handler) \(c.phase) press=\(c.press) \(c.key.name) from '\(c.device.name)' id=\(c.device.id)"
     case .control(let c): "control \(c.event) \(c.key.name) from '\(c.device.name)'"
     case .deviceAdded(let d): "deviceAdded '\(d.name)' id=\(d.id) kind=\(d.kind)"
     case .deviceRemoved(let d): "deviceRemoved '\(d.name)' id=\(d.id)"
@@ -57,7 +58,9 @@ func describe(_ event: Event) -> String {
 do {
     let client = try Client(socketPath: socketPath)
     let hello = client.hello
-    say("hello \(hello.daemonName) \(hello.daemonVersion) protocol \(hello.protocolVersion) devices \(hello.devices.count)")
+    say(
+        "hello \(hello.daemonName) \(hello.daemonVersion) protocol \(hello.protocolVersion) devices \(hello.devices.count)"
+    )
     for d in try client.listDevices() { say("device '\(d.name)' id=\(d.id) kind=\(d.kind) bus=\(d.bus)") }
     try client.ping()
     say("ping answered")

@@ -17,6 +17,9 @@ package protocol ClientHubDelegate: AnyObject {
 /// the events its interaction selects, never blocking on any of them.
 package final class ClientHub {
     final class Client {
+        /// The connection; closed when the client is (or when it is dropped, refused).
+        let socket: FileDescriptor
+        /// Its number, the key of `clients`, kept after the socket is closed.
         let fd: Int32
         let peer: PeerCredentials?
         let label: String
@@ -32,8 +35,9 @@ package final class ClientHub {
         /// Has requests left over from its last turn (in `backlog`).
         var inBacklog = false
 
-        init(serial: Int, fd: Int32, peer: PeerCredentials?, limits: ClientLimits, mayGrab: Bool) {
-            self.fd = fd
+        init(serial: Int, socket: FileDescriptor, peer: PeerCredentials?, limits: ClientLimits, mayGrab: Bool) {
+            self.socket = socket
+            self.fd = socket.raw
             self.peer = peer
             self.out = OutBuffer(limit: limits.queueMessages, byteLimit: limits.queueBytes)
             self.mayGrab = mayGrab
@@ -69,7 +73,7 @@ package final class ClientHub {
     /// A descriptor held in reserve: at the process's descriptor limit it is closed for a
     /// moment so that a waiting connection can be accepted, told why, and closed, rather
     /// than left queued with the listener readable forever (a busy loop).
-    var reserve: Int32 = -1
+    var reserve: FileDescriptor?
     /// Connections refused since the limit was reached (nil: not at a limit).
     var refusedAtLimit: Int?
 
@@ -81,17 +85,11 @@ package final class ClientHub {
         self.access = access
         self.limits = limits
         closeTimer = try Timer()
-        reserve = Self.openReserve()
+        reserve = FileDescriptor.open("/dev/null")
         try loop.add(listener.raw, events: EventLoop.readable) { [unowned self] _ in acceptClients() }
         try loop.add(closeTimer.raw, events: EventLoop.readable) { [unowned self] _ in closeTimerFired() }
         loop.deferredWork = { [unowned self] in serveBacklog() }
     }
-
-    deinit {
-        if reserve >= 0 { close(reserve) }
-    }
-
-    static func openReserve() -> Int32 { open("/dev/null", O_RDONLY | O_CLOEXEC) }
 
     package var count: Int { clients.count }
 
@@ -141,33 +139,33 @@ package final class ClientHub {
             Log.error("\(error): refusing new clients until some leave (\(clients.count) connected)")
             refusedAtLimit = 0
         }
-        if reserve >= 0 {
-            close(reserve)
-            reserve = -1
-            if let fd = try? listener.accept() {
+        if let spent = reserve {
+            spent.close()
+            reserve = nil
+            let waiting = try? listener.accept()
+            if let waiting {
+                let connection = FileDescriptor(waiting)
                 refusedAtLimit! += 1
                 let e = RequestError(
                     .tooManyClients,
                     "shutterd cannot take another client now (\(String(cString: strerror(error.errno)))); try again later"
                 )
-                _ = try? UnixSocket.send(fd, [Message.error(e)[...]])
-                close(fd)
-                reserve = Self.openReserve()
-                if reserve >= 0 { return true }
-            } else {
-                reserve = Self.openReserve()
-                if reserve >= 0 { return false }
+                _ = try? UnixSocket.send(connection.raw, [Message.error(e)[...]])
+                connection.close()
             }
+            reserve = FileDescriptor.open("/dev/null")
+            if reserve != nil { return waiting != nil }
         }
         loop.modify(listener.raw, events: 0)
         return false
     }
 
     func admit(_ fd: Int32) {
+        let socket = FileDescriptor(fd)  // Closed with the client, or when refused below.
         let peer = UnixSocket.peerCredentials(fd)
         accepted += 1
         let client = Client(
-            serial: accepted, fd: fd, peer: peer, limits: limits, mayGrab: peer.map(access.mayGrab) ?? false)
+            serial: accepted, socket: socket, peer: peer, limits: limits, mayGrab: peer.map(access.mayGrab) ?? false)
         if let peer, !access.mayConnect(peer) {
             Log.info("\(client.label): refused, not in allow-users or allow-groups")
             let e = RequestError(
@@ -175,7 +173,7 @@ package final class ClientHub {
                 "uid \(peer.uid) is not allowed to use shutterd (see allow-users and allow-groups in shutterd.conf)"
             )
             _ = try? UnixSocket.send(fd, [Message.error(e)[...]])
-            close(fd)
+            socket.close()
             return
         }
         if clients.count >= limits.maxClients {
@@ -184,7 +182,7 @@ package final class ClientHub {
                 .tooManyClients,
                 "shutterd has \(clients.count) clients, its limit (max-clients in shutterd.conf); try again later")
             _ = try? UnixSocket.send(fd, [Message.error(e)[...]])
-            close(fd)
+            socket.close()
             return
         }
         do {
@@ -193,7 +191,7 @@ package final class ClientHub {
             }
         } catch {
             Log.error("\(client.label): \(error), ignoring")
-            close(fd)
+            socket.close()
             return
         }
         clients[fd] = client
@@ -369,13 +367,13 @@ package final class ClientHub {
         guard clients.removeValue(forKey: client.fd) != nil else { return }
         order.removeAll { $0 === client }
         loop.remove(client.fd)
-        close(client.fd)
+        client.socket.close()
         if let why { Log.info("\(client.label): \(why)") }
         if client.session.interaction.grab { delegate?.grabWishesChanged() }
         delegate?.clientCountChanged()
         // A descriptor is free again: a listener paused at the limit may accept.
-        if reserve < 0 {
-            reserve = Self.openReserve()
+        if reserve == nil {
+            reserve = FileDescriptor.open("/dev/null")
             loop.modify(listener.raw, events: EventLoop.readable)
         }
     }

@@ -7,7 +7,8 @@
 #                             DESTDIR empty)
 #   make uninstall            stop and disable the units, remove what install put
 #                             there (files and the directories it created), reload
-#   make check                check-units, check-rules, check-man, check-install
+#   make check                check-units, check-rules, check-man, check-install,
+#                             check-format (swift format lint)
 #   make check-systemd        boot Debian 12 with systemd under qemu and check the
 #                             README's install, the units and uninstall (root; slow)
 #   make run                  set up, build and run shutterd in the foreground (root)
@@ -50,7 +51,7 @@ SED          ?= sed
 
 DOCS = $(wildcard README.md docs/*.md)
 
-.PHONY: all build units install post-install uninstall check check-units \
+.PHONY: all build units install post-install uninstall check check-units check-format \
 	check-rules check-man check-install check-systemd test run clean bench load \
 	bench-hostile fuzz
 
@@ -169,7 +170,16 @@ uninstall:
 	fi
 	@echo "The user and group shutterd, if created, are left in place (userdel shutterd)."
 
-check: check-units check-rules check-man check-install
+check: check-units check-rules check-man check-install check-format
+
+# The Swift sources as swift-format (the toolchain's own) writes them: .swift-format's
+# rules, no warning. `swift format format -i -r` fixes most of what it reports.
+FORMAT_PATHS = Package.swift Sources Tests/ShutterCoreTests Tests/ShutterLinuxTests \
+	Tests/ShutterClientTests Tests/ClientFixture bench/presspath Tests/fuzz/FuzzTarget.swift
+check-format:
+	@out=$$($(SWIFT) format lint -r $(FORMAT_PATHS) 2>&1); \
+	if [ -n "$$out" ]; then echo "$$out"; echo "check-format: swift format lint has warnings"; exit 1; fi; \
+	echo "check-format: swift format lint is clean"
 
 # A staged install, enable and uninstall: every file lands where it should, and
 # afterwards the staging tree is exactly what it was before: no file, directory

@@ -6,6 +6,8 @@ let package = Package(
     products: [
         .executable(name: "shutterd", targets: ["shutterd"]),
         .executable(name: "shutterctl", targets: ["shutterctl"]),
+        // For other Swift packages: a client of shutterd's socket (docs/DESIGN.md).
+        .library(name: "ShutterClient", targets: ["ShutterClient"]),
     ],
     targets: [
         // C libraries from Debian's -dev packages.
@@ -28,13 +30,21 @@ let package = Package(
             name: "ShutterLinux",
             dependencies: ["ShutterCore", "CEvdev", "CUdev", "CSystemd", "CLinux"]),
 
+        // The client library: the protocol over the socket, for shutterctl and other packages.
+        // Only the standard library and Glibc; ShutterCore's parser stays out of its API.
+        .target(name: "ShutterClient", dependencies: ["ShutterCore"]),
+
         .executableTarget(name: "shutterd", dependencies: ["ShutterLinux", "ShutterCore"]),
-        .executableTarget(name: "shutterctl", dependencies: ["ShutterLinux", "ShutterCore"]),
+        .executableTarget(name: "shutterctl", dependencies: ["ShutterClient", "ShutterLinux"]),
+        // The press path in one process, for instruction and allocation counts (bench/).
+        .executableTarget(
+            name: "presspath", dependencies: ["ShutterLinux", "ShutterCore"], path: "bench/presspath"),
 
         .testTarget(
             name: "ShutterCoreTests", dependencies: ["ShutterCore"],
             exclude: ["Streams"]),
         .testTarget(
-            name: "ShutterLinuxTests", dependencies: ["ShutterLinux", "ShutterCore"]),
+            name: "ShutterLinuxTests", dependencies: ["ShutterLinux", "ShutterCore", "ShutterClient"]),
+        .testTarget(name: "ShutterClientTests", dependencies: ["ShutterClient", "ShutterCore"]),
     ]
 )

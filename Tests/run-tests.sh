@@ -3,7 +3,8 @@
 #   1. setup: the Debian packages the build and the checks need (Tests/setup.sh)
 #   2. swift test: the pure logic (recorded event streams), the C boundary with real file
 #      descriptors, the socket server over a real Unix socket, and the built programs
-#   3. the systemd units, the udev rules, the man pages and a staged install (make check)
+#   3. the systemd units, the udev rules, the man pages, a staged install and the
+#      sources' format (make check)
 #   4. hostile clients against the built shutterd: floods, hoarders, slow and many
 #      clients, the descriptor limit (Tests/load/hostile.py)
 #   5. fuzzing: libFuzzer over the request, JSON and config parsers (Tests/fuzz/run.sh,
@@ -11,16 +12,19 @@
 #      (Tests/fuzz/protocol-fuzz.py, $FUZZ_REQUESTS requests, default 20000)
 #   6. the Python client: a wheel of clients/python installed into a fresh venv, its
 #      pytest suite against the built shutterd, the pytest plugin (Tests/python/run.sh)
-#   7. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
+#   7. the Swift client: Tests/ClientFixture, a package of its own that depends on the
+#      ShutterClient library by path, built with swift build and run against the built
+#      shutterd (Tests/ClientFixture/run.sh)
+#   8. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
 #      gadget devices (Tests/rig/run.sh)
-#   8. the systemd boot tier: Debian 12 booted with systemd as PID 1, the README's
+#   9. the systemd boot tier: Debian 12 booted with systemd as PID 1, the README's
 #      install, the units at work, uninstall (Tests/systemd/run.sh). Always under CI=true;
 #      elsewhere only when systemd/, udev-rules/, Tests/systemd/ or the Makefile differ
 #      from the base: main's merge base with HEAD when HEAD is not main, else HEAD's
 #      parent (uncommitted changes count).
 #      SHUTTERD_CHECK_SYSTEMD=1 always runs it, =0 never.
 # A tier that cannot run here says why; under CI=true that is a failure. Ends with one
-# line 'total: N passed, N failed' (tiers 2, 4, 6, 7 and 8 count tests, tier 3 counts checks,
+# line 'total: N passed, N failed' (tiers 2, 4, 6, 8 and 9 count tests, tiers 3 and 7 count checks,
 # tier 5 one check per parser and one for the protocol fuzzer).
 set -u
 cd "$(dirname "$0")/.."
@@ -65,7 +69,7 @@ fi
 echo "== units, udev rules, man pages, install"
 # A check that cannot run here exits 0 after saying '...; skipped' (with CI=true it
 # fails instead): it is reported, not counted as passed.
-for target in check-units check-rules check-man check-install; do
+for target in check-units check-rules check-man check-install check-format; do
     if make -s "$target" SWIFT_BIN=.build/debug >"$log" 2>&1; then
         tail -n 3 "$log"
         if grep -q '; skipped' "$log"; then
@@ -118,6 +122,9 @@ fi
 
 echo "== Python client (Tests/python/run.sh)"
 run_tier "the Python client tier" Tests/python/run.sh
+
+echo "== Swift client (Tests/ClientFixture/run.sh)"
+run_tier "the Swift client tier" Tests/ClientFixture/run.sh
 
 echo "== kernel rig"
 run_tier "the kernel rig" Tests/rig/run.sh

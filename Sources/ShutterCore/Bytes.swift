@@ -3,25 +3,27 @@
 extension Array where Element == UInt8 {
     /// Appends a literal's UTF-8 bytes.
     @inlinable
-    public mutating func append(ascii literal: StaticString) {
+    package mutating func append(ascii literal: StaticString) {
         literal.withUTF8Buffer { append(contentsOf: $0) }
     }
 
-    /// Appends an integer in decimal.
+    /// Appends an integer in decimal. The digits are made in a 20-byte value on the stack
+    /// (a UInt64 has at most 20) and appended once: no copy of the buffer, no allocation
+    /// beyond the array's own growth.
     @inlinable
-    public mutating func append<T: BinaryInteger>(decimal value: T) {
+    package mutating func append<T: BinaryInteger>(decimal value: T) {
         if value < 0 { append(UInt8(ascii: "-")) }
         var magnitude = UInt64(value.magnitude)
-        if magnitude == 0 {
-            append(UInt8(ascii: "0"))
-            return
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        let count = Swift.withUnsafeMutableBytes(of: &digits) { raw -> Int in
+            var i = 20
+            repeat {
+                i -= 1
+                raw[i] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            return 20 - i
         }
-        // At most 20 digits for a UInt64; written backwards, then reversed in place.
-        let start = count
-        while magnitude > 0 {
-            append(UInt8(ascii: "0") + UInt8(magnitude % 10))
-            magnitude /= 10
-        }
-        self[start...].reverse()
+        Swift.withUnsafeBytes(of: &digits) { raw in append(contentsOf: raw[(20 - count)..<20]) }
     }
 }

@@ -1,38 +1,39 @@
 /// A mistake in the config file or in a device's udev properties, with where it is.
-public struct ConfigError: Error, Equatable, CustomStringConvertible {
-    public var line: Int?
-    public var message: String
-    public var description: String { line.map { "line \($0): \(message)" } ?? message }
+package struct ConfigError: Error, Equatable, CustomStringConvertible {
+    package var line: Int?
+    package var message: String
+    package var description: String { line.map { "line \($0): \(message)" } ?? message }
 }
 
 /// What one client may make the daemon hold, and how many clients there may be: together
 /// they bound the daemon's memory (see shutterd(8), "Limits").
-public struct ClientLimits: Equatable, Sendable {
+package struct ClientLimits: Equatable, Sendable {
     /// Messages a client may fall behind by before it is dropped.
-    public var queueMessages = 1024
+    package var queueMessages = 1024
     /// Bytes of messages a client may fall behind by before it is dropped.
-    public var queueBytes = 262_144
+    package var queueBytes = 262_144
     /// Clients connected at once; more are refused with `tooManyClients`.
-    public var maxClients = 1024
+    package var maxClients = 1024
 
-    public static let queueMessagesRange = 16...1_000_000
-    public static let queueBytesRange = 65_536...268_435_456
-    public static let maxClientsRange = 1...65_536
+    package static let queueMessagesRange = 16...1_000_000
+    package static let queueBytesRange = 65_536...268_435_456
+    package static let maxClientsRange = 1...65_536
 
-    public init() {}
+    package init() {}
 }
 
 /// One `[device]` section: which devices it matches and what it changes.
-public struct DeviceRule: Equatable, Sendable {
-    public var line: Int
-    public var matchName: String?
-    public var matchBus: String?
-    public var matchVendor: UInt16?
-    public var matchProduct: UInt16?
-    public var matchID: String?
-    public var change = MappingOverride()
+package struct DeviceRule: Equatable, Sendable {
+    package var line: Int
+    package var matchName: String?
+    package var matchBus: String?
+    package var matchVendor: UInt16?
+    package var matchProduct: UInt16?
+    package var matchID: String?
+    package var change = MappingOverride()
 
-    public func matches(name: String, bus: UInt16, vendor: UInt16, product: UInt16, id: String, group: String) -> Bool {
+    package func matches(name: String, bus: UInt16, vendor: UInt16, product: UInt16, id: String, group: String) -> Bool
+    {
         (matchName.map { Glob.matches(pattern: $0, name) } ?? true)
             && (matchBus.map { $0 == BusType.name(bus) } ?? true)
             && (matchVendor.map { $0 == vendor } ?? true)
@@ -53,22 +54,22 @@ public struct DeviceRule: Equatable, Sendable {
 ///     match-vendor = 2717
 ///     match-product = 0040
 ///     kind = remote
-public struct Config: Equatable, Sendable {
+package struct Config: Equatable, Sendable {
     /// What one client may make the daemon hold.
-    public var limits = ClientLimits()
+    package var limits = ClientLimits()
     /// Users (names or uids) allowed to connect; empty = everyone who can open the socket.
-    public var allowUsers: [String] = []
+    package var allowUsers: [String] = []
     /// Groups (names or gids) allowed to connect.
-    public var allowGroups: [String] = []
+    package var allowGroups: [String] = []
     /// Users and groups, besides root, allowed to ask for a grab.
-    public var grabUsers: [String] = []
-    public var grabGroups: [String] = []
-    public var devices: [DeviceRule] = []
+    package var grabUsers: [String] = []
+    package var grabGroups: [String] = []
+    package var devices: [DeviceRule] = []
 
-    public init() {}
+    package init() {}
 
     /// The changes the config makes for a device, rules applied in file order.
-    public func override(name: String, bus: UInt16, vendor: UInt16, product: UInt16, id: String, group: String)
+    package func override(name: String, bus: UInt16, vendor: UInt16, product: UInt16, id: String, group: String)
         -> MappingOverride
     {
         devices.filter { $0.matches(name: name, bus: bus, vendor: vendor, product: product, id: id, group: group) }
@@ -76,7 +77,7 @@ public struct Config: Equatable, Sendable {
     }
 
     /// Parses a config text. `keyCode` turns a libevdev key name into its code.
-    public init(text: String, keyCode: (String) -> UInt16?) throws(ConfigError) {
+    package init(text: String, keyCode: (String) -> UInt16?) throws(ConfigError) {
         self.init()
         var section: String?
         // A UTF-8 byte order mark, as some editors write, is not part of the first line.
@@ -165,7 +166,8 @@ public struct Config: Equatable, Sendable {
         guard value.allSatisfy(\.isASCII), let n = Int(value), range.contains(n) else {
             throw ConfigError(
                 line: line,
-                message: "\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(value)'")
+                message: "\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(value)'"
+            )
         }
         return n
     }
@@ -184,7 +186,7 @@ extension MappingOverride {
     /// The changes a device's udev properties ask for (`SHUTTERD_KIND`, `SHUTTERD_IGNORE`,
     /// `SHUTTERD_DEVICE`, `SHUTTERD_PRIMARY_KEYS`, `SHUTTERD_SECONDARY_KEYS`). Each bad
     /// property is reported and left out; the good ones still apply.
-    public static func fromUdev(_ properties: [String: String], keyCode: (String) -> UInt16?) -> (
+    package static func fromUdev(_ properties: [String: String], keyCode: (String) -> UInt16?) -> (
         MappingOverride, [String]
     ) {
         var o = MappingOverride()

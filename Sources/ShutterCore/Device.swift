@@ -1,6 +1,6 @@
 /// How shutterd maps a device's keys: set by udev (`SHUTTERD_KIND`), the config file, or
 /// guessed from its name and capabilities.
-public enum DeviceKind: String, CaseIterable, Sendable {
+package enum DeviceKind: String, CaseIterable, Sendable {
     /// A camera remote shutter (AB Shutter3 and clones): Enter drives primary, wheels move the slider.
     case remote
     /// A headset: its clicks drive primary, and its events may play the capture sound.
@@ -18,38 +18,38 @@ public enum DeviceKind: String, CaseIterable, Sendable {
 }
 
 /// What a device can send, read from its evdev node.
-public struct Capabilities: Equatable, Sendable {
-    public var keys: Set<UInt16>
-    public var rels: Set<UInt16>
+package struct Capabilities: Equatable, Sendable {
+    package var keys: Set<UInt16>
+    package var rels: Set<UInt16>
 
-    public init(keys: Set<UInt16> = [], rels: Set<UInt16> = []) {
+    package init(keys: Set<UInt16> = [], rels: Set<UInt16> = []) {
         self.keys = keys
         self.rels = rels
     }
 
     /// Has letter keys: a keyboard (or a remote built on a keyboard descriptor).
-    public var hasLetters: Bool { keys.contains(KeyCode.a) && keys.contains(KeyCode.z) && keys.contains(KeyCode.q) }
-    public var isPointer: Bool {
+    package var hasLetters: Bool { keys.contains(KeyCode.a) && keys.contains(KeyCode.z) && keys.contains(KeyCode.q) }
+    package var isPointer: Bool {
         keys.contains(KeyCode.btnLeft) && rels.contains(RelCode.x) && rels.contains(RelCode.y)
     }
 }
 
 /// Everything a client is told about an input node.
-public struct DeviceInfo: Equatable, Sendable {
-    public var id: String
-    public var group: String
-    public var name: String
-    public var bus: UInt16
-    public var vendor: UInt16
-    public var product: UInt16
-    public var version: UInt16
-    public var uniq: String?
-    public var phys: String?
-    public var syspath: String
-    public var node: String
-    public var kind: DeviceKind
+package struct DeviceInfo: Equatable, Sendable {
+    package var id: String
+    package var group: String
+    package var name: String
+    package var bus: UInt16
+    package var vendor: UInt16
+    package var product: UInt16
+    package var version: UInt16
+    package var uniq: String?
+    package var phys: String?
+    package var syspath: String
+    package var node: String
+    package var kind: DeviceKind
 
-    public init(
+    package init(
         name: String, bus: UInt16, vendor: UInt16, product: UInt16, version: UInt16,
         uniq: String?, phys: String?, syspath: String, node: String, kind: DeviceKind
     ) {
@@ -69,21 +69,7 @@ public struct DeviceInfo: Equatable, Sendable {
         self.id = identity.id
     }
 
-    public var busName: String { BusType.name(bus) }
-
-    public var json: JSON {
-        var m: [(String, JSON)] = [
-            ("id", .string(id)), ("group", .string(group)), ("name", .string(name)),
-            ("bus", .string(busName)), ("vendor", .string(hex(vendor, width: 4))),
-            ("product", .string(hex(product, width: 4))), ("version", .string(hex(version, width: 4))),
-        ]
-        if let uniq { m.append(("uniq", .string(uniq))) }
-        if let phys { m.append(("phys", .string(phys))) }
-        m.append(("syspath", .string(syspath)))
-        m.append(("node", .string(node)))
-        m.append(("kind", .string(kind.rawValue)))
-        return .object(m)
-    }
+    package var busName: String { BusType.name(bus) }
 }
 
 /// The stable names of a node and of the physical device it belongs to.
@@ -97,11 +83,11 @@ public struct DeviceInfo: Equatable, Sendable {
 /// (an Apple keyboard's keyboard and consumer-control interfaces) stay apart. A serial does
 /// not tell the interfaces apart, as all of them report it, so the interface is in the id
 /// whether `uniq` anchors the group or `phys` does.
-public struct DeviceIdentity: Equatable, Sendable {
-    public var group: String
-    public var id: String
+package struct DeviceIdentity: Equatable, Sendable {
+    package var group: String
+    package var id: String
 
-    public init(bus: UInt16, vendor: UInt16, product: UInt16, uniq: String?, phys: String?, name: String) {
+    package init(bus: UInt16, vendor: UInt16, product: UInt16, uniq: String?, phys: String?, name: String) {
         let prefix = "\(BusType.name(bus))-\(hex(vendor, width: 4))-\(hex(product, width: 4))"
         let (port, interface) = DeviceIdentity.splitPhys(phys ?? "")
         let anchor: String

@@ -3,7 +3,7 @@
 ///
 /// Pure logic: the Linux side reads the devices and hands their events here, which is what
 /// lets the tests replay recorded streams.
-public final class Engine {
+package final class Engine {
     struct Held {
         var press: UInt64
         var role: KeyRole
@@ -13,9 +13,7 @@ public final class Engine {
     /// A class, so the per-event path changes it in place rather than copying it out of
     /// and back into the dictionary.
     final class DeviceState {
-        let info: DeviceInfo
-        /// The device object as JSON text, written once for all its events.
-        let text: [UInt8]
+        let record: DeviceRecord
         let mapping: DeviceMapping
         /// Held keys with a role, by code.
         var held: [UInt16: Held] = [:]
@@ -25,47 +23,68 @@ public final class Engine {
         var frameRel: [(UInt16, Int64, Int64)] = []
         /// Releases of the current frame: how the frame ends says whether they are real.
         var frameReleases: [(event: RawEvent, scan: Int32?)] = []
+        /// libevdev's names of the mapped keys and axes, made once: no string per event.
+        var names: [UInt32: String] = [:]
 
-        init(info: DeviceInfo, mapping: DeviceMapping) {
-            self.info = info
-            var text: [UInt8] = []
-            info.json.write(into: &text)
-            self.text = text
+        init(record: DeviceRecord, mapping: DeviceMapping) {
+            self.record = record
             self.mapping = mapping
+            frameRel.reserveCapacity(4)
+            frameReleases.reserveCapacity(4)
         }
     }
 
     var devices: [Int: DeviceState] = [:]
-    public private(set) var lastSeq: UInt64 = 0
+    package private(set) var lastSeq: UInt64 = 0
     var lastPress: UInt64 = 0
     /// Turns an event type and code into libevdev's name for it.
     let name: (UInt16, UInt16) -> String
 
-    public init(name: @escaping (UInt16, UInt16) -> String) {
+    package init(name: @escaping (UInt16, UInt16) -> String) {
         self.name = name
     }
 
-    public func nextSeq() -> UInt64 {
+    package func nextSeq() -> UInt64 {
         lastSeq += 1
         return lastSeq
     }
 
-    public func addDevice(handle: Int, info: DeviceInfo, mapping: DeviceMapping) {
-        devices[handle] = DeviceState(info: info, mapping: mapping)
+    /// Takes an admitted device; its events are then read by its record's handle.
+    package func addDevice(_ record: DeviceRecord, mapping: DeviceMapping) {
+        let state = DeviceState(record: record, mapping: mapping)
+        for code in mapping.primaryKeys.union(mapping.secondaryKeys).union(mapping.focusKeys) {
+            state.names[UInt32(EventType.key) << 16 | UInt32(code)] = name(EventType.key, code)
+        }
+        for axis in mapping.sliderAxes {
+            state.names[UInt32(EventType.rel) << 16 | UInt32(axis)] = name(EventType.rel, axis)
+        }
+        devices[record.handle] = state
+    }
+
+    /// The same, making the record (tests and tools that have no daemon).
+    @discardableResult
+    package func addDevice(handle: Int, info: DeviceInfo, mapping: DeviceMapping) -> DeviceRecord {
+        let record = DeviceRecord(handle: handle, info: info)
+        addDevice(record, mapping: mapping)
+        return record
+    }
+
+    func keyName(_ state: DeviceState, _ type: UInt16, _ code: UInt16) -> String {
+        state.names[UInt32(type) << 16 | UInt32(code)] ?? name(type, code)
     }
 
     /// How many of the device's mapped keys are held now (grabbing waits for zero).
-    public func heldCount(_ handle: Int) -> Int { devices[handle]?.held.count ?? 0 }
+    package func heldCount(_ handle: Int) -> Int { devices[handle]?.held.count ?? 0 }
 
     /// Forgets a device; its held keys are cancelled.
-    public func removeDevice(handle: Int, now: Int64) -> [Occurrence] {
+    package func removeDevice(handle: Int, now: Int64) -> [Occurrence] {
         let out = cancelAll(handle: handle, reason: .removed, now: now)
         devices[handle] = nil
         return out
     }
 
     /// Cancels every held key of every device (the daemon is stopping).
-    public func shutdown(now: Int64) -> [Occurrence] {
+    package func shutdown(now: Int64) -> [Occurrence] {
         devices.keys.sorted().flatMap { cancelAll(handle: $0, reason: .shutdown, now: now) }
     }
 
@@ -89,17 +108,17 @@ public final class Engine {
     /// libevdev reports while resynchronising was never read: the key went up while events
     /// were being dropped).
     func release(
-        _ state: DeviceState, _ event: RawEvent, scan: Int32?, reason: CancelReason?, now: Int64
-    ) -> [Occurrence] {
-        guard let held = state.held.removeValue(forKey: event.code) else { return [] }
+        _ state: DeviceState, _ event: RawEvent, scan: Int32?, reason: CancelReason?, now: Int64,
+        into out: inout [Occurrence]
+    ) {
+        guard let held = state.held.removeValue(forKey: event.code) else { return }
         // The release's own frame's scancode, if it had one: not the press's.
         var key = held.key
         key.scancode = scan
-        return [
+        out.append(
             occurrence(
                 state, role: held.role, phase: reason == nil ? .ended : .cancelled, press: held.press, key: key,
-                reason: reason, time: event.time, now: now)
-        ]
+                reason: reason, time: event.time, now: now))
     }
 
     func occurrence(
@@ -108,15 +127,41 @@ public final class Engine {
     ) -> Occurrence {
         let kind: Occurrence.Kind = role == .focus ? .focus(phase) : .capture(role, phase)
         return Occurrence(
-            seq: nextSeq(), kind: kind, press: press, reason: reason, device: state.info, deviceText: state.text,
-            key: key,
+            seq: nextSeq(), kind: kind, press: press, reason: reason, device: state.record, key: key,
             kernelTime: time, receiveTime: now)
     }
 
     /// Feeds one event of a device; returns what it produced, numbered.
-    public func handle(_ handle: Int, _ event: RawEvent, now: Int64) -> [Occurrence] {
-        guard let state = devices[handle] else { return [] }
+    package func handle(_ handle: Int, _ event: RawEvent, now: Int64) -> [Occurrence] {
         var produced: [Occurrence] = []
+        if let state = devices[handle] { feed(state, event, now: now, into: &produced) }
+        return produced
+    }
+
+    /// Feeds a batch of a device's events, read at `now`, appending what they produced to
+    /// `out` (a buffer the caller reuses). A slider's movement in consecutive frames of the
+    /// batch, with nothing else in between, is summed into one occurrence: a client reads
+    /// one message for what one read of the device brought, not one per frame.
+    package func handle(_ handle: Int, _ events: [RawEvent], now: Int64, into out: inout [Occurrence]) {
+        guard let state = devices[handle] else { return }
+        for event in events {
+            let before = out.count
+            feed(state, event, now: now, into: &out)
+            // Coalesce: a slider occurrence just made, right after one of the same axis.
+            guard out.count == before + 1, before > 0, case .slider(let delta) = out[before].kind,
+                case .slider(let earlier) = out[before - 1].kind, out[before - 1].key.code == out[before].key.code,
+                out[before - 1].device === state.record
+            else { continue }
+            let (sum, overflow) = earlier.addingReportingOverflow(delta)
+            guard !overflow else { continue }
+            out[before - 1].kind = .slider(delta: sum)
+            out[before - 1].kernelTime = out[before].kernelTime
+            out.removeLast()
+            lastSeq -= 1  // The merged occurrence keeps the earlier one's number.
+        }
+    }
+
+    func feed(_ state: DeviceState, _ event: RawEvent, now: Int64, into produced: inout [Occurrence]) {
         switch event.type {
         case EventType.msc where event.code == MscCode.scan:
             state.scan = event.value
@@ -127,14 +172,14 @@ public final class Engine {
             switch event.value {
             case 1 where state.held[event.code] == nil:
                 lastPress += 1
-                let key = KeyInfo(code: event.code, name: name(EventType.key, event.code), scancode: scan)
+                let key = KeyInfo(code: event.code, name: keyName(state, EventType.key, event.code), scancode: scan)
                 state.held[event.code] = Held(press: lastPress, role: role, key: key)
                 produced.append(
                     occurrence(
                         state, role: role, phase: .began, press: lastPress, key: key, reason: nil, time: event.time,
                         now: now))
             case 0 where event.resync:
-                produced.append(contentsOf: release(state, event, scan: scan, reason: .dropped, now: now))
+                release(state, event, scan: scan, reason: .dropped, now: now, into: &produced)
             case 0 where state.held[event.code] != nil:
                 // Decided at the end of the frame: the kernel releases held keys itself when
                 // a device goes away (or resumes), in a frame ending with SYN_REPORT 1.
@@ -153,15 +198,15 @@ public final class Engine {
             // SYN_REPORT 1 ends a frame the kernel made up (input_dev_release_keys), not one the device sent.
             let reason: CancelReason? = event.value == 1 ? .removed : nil
             for (pending, scan) in state.frameReleases {
-                produced.append(contentsOf: release(state, pending, scan: scan, reason: reason, now: now))
+                release(state, pending, scan: scan, reason: reason, now: now, into: &produced)
             }
             state.frameReleases.removeAll(keepingCapacity: true)
             for (axis, delta, time) in state.frameRel where delta != 0 {
-                let key = KeyInfo(code: axis, name: name(EventType.rel, axis))
+                let key = KeyInfo(code: axis, name: keyName(state, EventType.rel, axis))
                 produced.append(
                     Occurrence(
-                        seq: nextSeq(), kind: .slider(delta: delta), press: 0, device: state.info,
-                        deviceText: state.text, key: key, kernelTime: time, receiveTime: now))
+                        seq: nextSeq(), kind: .slider(delta: delta), press: 0, device: state.record, key: key,
+                        kernelTime: time, receiveTime: now))
             }
             state.frameRel.removeAll(keepingCapacity: true)
             state.scan = nil
@@ -170,7 +215,7 @@ public final class Engine {
             // releases were taken into libevdev's state already, so the resync will not
             // report them again: those presses end here, cancelled.
             for (pending, scan) in state.frameReleases {
-                produced.append(contentsOf: release(state, pending, scan: scan, reason: .dropped, now: now))
+                release(state, pending, scan: scan, reason: .dropped, now: now, into: &produced)
             }
             state.frameReleases.removeAll(keepingCapacity: true)
             state.frameRel.removeAll(keepingCapacity: true)
@@ -178,6 +223,5 @@ public final class Engine {
         default:
             break
         }
-        return produced
     }
 }

@@ -2,55 +2,55 @@
 ///
 /// Values are the kernel's, from `include/uapi/linux/input-event-codes.h` and
 /// `include/uapi/linux/input.h`; names for display come from libevdev at run time.
-public enum EventType {
-    public static let syn: UInt16 = 0x00
-    public static let key: UInt16 = 0x01
-    public static let rel: UInt16 = 0x02
-    public static let msc: UInt16 = 0x04
+package enum EventType {
+    package static let syn: UInt16 = 0x00
+    package static let key: UInt16 = 0x01
+    package static let rel: UInt16 = 0x02
+    package static let msc: UInt16 = 0x04
 }
 
-public enum SynCode {
-    public static let report: UInt16 = 0
-    public static let dropped: UInt16 = 3
+package enum SynCode {
+    package static let report: UInt16 = 0
+    package static let dropped: UInt16 = 3
 }
 
-public enum MscCode {
-    public static let scan: UInt16 = 4
+package enum MscCode {
+    package static let scan: UInt16 = 4
 }
 
-public enum KeyCode {
-    public static let esc: UInt16 = 1
-    public static let q: UInt16 = 16
-    public static let enter: UInt16 = 28
-    public static let a: UInt16 = 30
-    public static let z: UInt16 = 44
-    public static let space: UInt16 = 57
-    public static let f5: UInt16 = 63
-    public static let volumeDown: UInt16 = 114
-    public static let volumeUp: UInt16 = 115
-    public static let nextSong: UInt16 = 163
-    public static let playPause: UInt16 = 164
-    public static let previousSong: UInt16 = 165
-    public static let playCD: UInt16 = 200
-    public static let pauseCD: UInt16 = 201
-    public static let camera: UInt16 = 212
-    public static let media: UInt16 = 226
-    public static let btn0: UInt16 = 0x100
-    public static let btnLeft: UInt16 = 0x110
-    public static let cameraFocus: UInt16 = 0x210
+package enum KeyCode {
+    package static let esc: UInt16 = 1
+    package static let q: UInt16 = 16
+    package static let enter: UInt16 = 28
+    package static let a: UInt16 = 30
+    package static let z: UInt16 = 44
+    package static let space: UInt16 = 57
+    package static let f5: UInt16 = 63
+    package static let volumeDown: UInt16 = 114
+    package static let volumeUp: UInt16 = 115
+    package static let nextSong: UInt16 = 163
+    package static let playPause: UInt16 = 164
+    package static let previousSong: UInt16 = 165
+    package static let playCD: UInt16 = 200
+    package static let pauseCD: UInt16 = 201
+    package static let camera: UInt16 = 212
+    package static let media: UInt16 = 226
+    package static let btn0: UInt16 = 0x100
+    package static let btnLeft: UInt16 = 0x110
+    package static let cameraFocus: UInt16 = 0x210
 }
 
-public enum RelCode {
-    public static let x: UInt16 = 0x00
-    public static let y: UInt16 = 0x01
-    public static let hwheel: UInt16 = 0x06
-    public static let dial: UInt16 = 0x07
-    public static let wheel: UInt16 = 0x08
+package enum RelCode {
+    package static let x: UInt16 = 0x00
+    package static let y: UInt16 = 0x01
+    package static let hwheel: UInt16 = 0x06
+    package static let dial: UInt16 = 0x07
+    package static let wheel: UInt16 = 0x08
 }
 
 /// Bus numbers of `struct input_id`.
-public enum BusType {
-    public static func name(_ bus: UInt16) -> String {
+package enum BusType {
+    package static func name(_ bus: UInt16) -> String {
         switch bus {
         case 0x01: "pci"
         case 0x03: "usb"
@@ -67,23 +67,23 @@ public enum BusType {
 }
 
 /// `value` as lowercase hexadecimal, zero-padded to `width` digits.
-public func hex<T: BinaryInteger>(_ value: T, width: Int) -> String {
+package func hex<T: BinaryInteger>(_ value: T, width: Int) -> String {
     let s = String(value, radix: 16)
     return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
 }
 
 /// One evdev event as read from a device: `struct input_event` plus whether libevdev
 /// delivered it while resynchronising after SYN_DROPPED.
-public struct RawEvent: Equatable, Sendable {
-    public var type: UInt16
-    public var code: UInt16
-    public var value: Int32
+package struct RawEvent: Equatable, Sendable {
+    package var type: UInt16
+    package var code: UInt16
+    package var value: Int32
     /// Kernel timestamp, microseconds of CLOCK_MONOTONIC.
-    public var time: Int64
+    package var time: Int64
     /// True for the events libevdev synthesises to bring the state up to date after a drop.
-    public var resync: Bool
+    package var resync: Bool
 
-    public init(type: UInt16, code: UInt16, value: Int32, time: Int64, resync: Bool = false) {
+    package init(type: UInt16, code: UInt16, value: Int32, time: Int64, resync: Bool = false) {
         self.type = type
         self.code = code
         self.value = value

@@ -1,92 +1,74 @@
 /// Which events a client wants, by device and key. Every non-empty list must match.
-public struct Filter: Equatable, Sendable {
+package struct Filter: Equatable, Sendable {
     /// Exact device ids or groups.
-    public var devices: [String] = []
+    package var devices: [String] = []
     /// Shell patterns on the device name.
-    public var names: [String] = []
+    package var names: [String] = []
     /// Bus names (`usb`, `bluetooth`, ...).
-    public var buses: [String] = []
+    package var buses: [String] = []
     /// Device kinds.
-    public var kinds: [DeviceKind] = []
+    package var kinds: [DeviceKind] = []
     /// libevdev key or axis names.
-    public var keys: [String] = []
+    package var keys: [String] = []
 
-    public init() {}
+    package init() {}
 
-    public func matches(_ device: DeviceInfo) -> Bool {
+    package func matches(_ device: DeviceInfo) -> Bool {
         (devices.isEmpty || devices.contains(device.id) || devices.contains(device.group))
             && (names.isEmpty || names.contains { Glob.matches(pattern: $0, device.name) })
             && (buses.isEmpty || buses.contains(device.busName))
             && (kinds.isEmpty || kinds.contains(device.kind))
     }
 
-    public func matches(_ device: DeviceInfo, key: String) -> Bool {
+    package func matches(_ device: DeviceInfo, key: String) -> Bool {
         matches(device) && (keys.isEmpty || keys.contains(key))
-    }
-
-    public var json: JSON {
-        .object([
-            ("devices", .array(devices.map(JSON.string))), ("names", .array(names.map(JSON.string))),
-            ("buses", .array(buses.map(JSON.string))), ("kinds", .array(kinds.map { .string($0.rawValue) })),
-            ("keys", .array(keys.map(JSON.string))),
-        ])
     }
 }
 
 /// A client's slider: its range and current value.
-public struct SliderRange: Equatable, Sendable {
-    public var min: Int64 = 0
-    public var max: Int64 = 100
-    public var value: Int64 = 50
+package struct SliderRange: Equatable, Sendable {
+    package var min: Int64 = 0
+    package var max: Int64 = 100
+    package var value: Int64 = 50
 
-    public init(min: Int64 = 0, max: Int64 = 100, value: Int64 = 50) {
+    package init(min: Int64 = 0, max: Int64 = 100, value: Int64 = 50) {
         self.min = min
         self.max = max
         self.value = value
     }
-
-    public var json: JSON { .object([("min", .int(min)), ("max", .int(max)), ("value", .int(value))]) }
 }
 
 /// A client's AVCaptureEventInteraction: its handlers and what it listens to.
-public struct Interaction: Equatable, Sendable {
-    public var enabled = true
-    public var primary = true
-    public var secondary = true
-    public var defaultCaptureSoundDisabled = false
-    public var grab = false
-    public var filter = Filter()
-    public var slider = SliderRange()
+package struct Interaction: Equatable, Sendable {
+    package var enabled = true
+    package var primary = true
+    package var secondary = true
+    package var defaultCaptureSoundDisabled = false
+    package var grab = false
+    package var filter = Filter()
+    package var slider = SliderRange()
 
-    public init() {}
+    package init() {}
 
     /// The handler a press of `role` drives for this interaction, or nil when it drives none.
     /// Volume up drives secondary, and falls through to primary when there is no secondary
     /// handler, as on iOS.
-    public func handler(for role: KeyRole) -> Handler? {
+    package func handler(for role: KeyRole) -> Handler? {
         switch role {
         case .primary: primary ? .primary : nil
         case .secondary: secondary ? .secondary : (primary ? .primary : nil)
         case .focus: nil
         }
     }
-
-    public var json: JSON {
-        .object([
-            ("enabled", .bool(enabled)), ("primary", .bool(primary)), ("secondary", .bool(secondary)),
-            ("defaultCaptureSoundDisabled", .bool(defaultCaptureSoundDisabled)), ("grab", .bool(grab)),
-            ("filter", filter.json), ("slider", slider.json),
-        ])
-    }
 }
 
-public enum Handler: String, Sendable {
+package enum Handler: String, Sendable {
     case primary, secondary
 }
 
 /// Shell-style patterns: `*`, `?`, and `[...]` classes with ranges and `!` or `^` negation.
-public enum Glob {
-    public static func matches(pattern: String, _ text: String) -> Bool {
+package enum Glob {
+    package static func matches(pattern: String, _ text: String) -> Bool {
         match(Array(pattern), 0, Array(text), 0)
     }
 

@@ -3,7 +3,7 @@
 /// shutterd writes its own JSON rather than linking Foundation: the daemon's idle resident
 /// memory is part of its contract (see README), and Foundation alone costs more than the
 /// rest of the daemon. The wire format is small and fixed, so a small value type serves.
-public enum JSON: Equatable, Sendable {
+package enum JSON: Equatable, Sendable {
     case null
     case bool(Bool)
     case int(Int64)
@@ -12,7 +12,7 @@ public enum JSON: Equatable, Sendable {
     case array([JSON])
     case object([(String, JSON)])
 
-    public static func == (lhs: JSON, rhs: JSON) -> Bool {
+    package static func == (lhs: JSON, rhs: JSON) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): return true
         case (.bool(let a), .bool(let b)): return a == b
@@ -28,32 +28,32 @@ public enum JSON: Equatable, Sendable {
     }
 
     /// The member named `key` of an object, or nil.
-    public subscript(key: String) -> JSON? {
+    package subscript(key: String) -> JSON? {
         guard case .object(let members) = self else { return nil }
         return members.first { $0.0 == key }?.1
     }
 
-    public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
-    public var boolValue: Bool? { if case .bool(let b) = self { return b } else { return nil } }
-    public var intValue: Int64? {
+    package var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
+    package var boolValue: Bool? { if case .bool(let b) = self { return b } else { return nil } }
+    package var intValue: Int64? {
         switch self {
         case .int(let i): return i
         case .double(let d) where d.rounded() == d && abs(d) < 9.0e15: return Int64(d)
         default: return nil
         }
     }
-    public var doubleValue: Double? {
+    package var doubleValue: Double? {
         switch self {
         case .int(let i): return Double(i)
         case .double(let d): return d
         default: return nil
         }
     }
-    public var arrayValue: [JSON]? { if case .array(let a) = self { return a } else { return nil } }
-    public var objectValue: [(String, JSON)]? { if case .object(let o) = self { return o } else { return nil } }
+    package var arrayValue: [JSON]? { if case .array(let a) = self { return a } else { return nil } }
+    package var objectValue: [(String, JSON)]? { if case .object(let o) = self { return o } else { return nil } }
 
     /// Containers inside containers: 0 for a scalar, 1 for `[1]`, 2 for `[[1]]`.
-    public var depth: Int {
+    package var depth: Int {
         switch self {
         case .array(let items): 1 + (items.map(\.depth).max() ?? 0)
         case .object(let members): 1 + (members.map(\.1.depth).max() ?? 0)
@@ -62,7 +62,7 @@ public enum JSON: Equatable, Sendable {
     }
 
     /// A short name of the value's type, for error messages.
-    public var typeName: String {
+    package var typeName: String {
         switch self {
         case .null: "null"
         case .bool: "a boolean"
@@ -78,7 +78,7 @@ public enum JSON: Equatable, Sendable {
 
 extension JSON {
     /// The value as compact JSON text (no newline).
-    public var serialized: String {
+    package var serialized: String {
         var out: [UInt8] = []
         out.reserveCapacity(256)
         write(into: &out)
@@ -86,7 +86,7 @@ extension JSON {
     }
 
     /// Appends the compact JSON text of the value to `out`.
-    public func write(into out: inout [UInt8]) {
+    package func write(into out: inout [UInt8]) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
@@ -117,7 +117,7 @@ extension JSON {
         }
     }
 
-    public static func writeString(_ s: String, into out: inout [UInt8]) {
+    package static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         for byte in s.utf8 {
             switch byte {
@@ -139,27 +139,27 @@ extension JSON {
 // MARK: - Reading
 
 /// Why a text is not JSON, with the byte offset where reading stopped.
-public struct JSONParseError: Error, Equatable, CustomStringConvertible {
-    public init(reason: String, offset: Int) {
+package struct JSONParseError: Error, Equatable, CustomStringConvertible {
+    package init(reason: String, offset: Int) {
         self.reason = reason
         self.offset = offset
     }
 
-    public var reason: String
-    public var offset: Int
-    public var description: String { "\(reason) at offset \(offset)" }
+    package var reason: String
+    package var offset: Int
+    package var description: String { "\(reason) at offset \(offset)" }
 }
 
 extension JSON {
     /// Parses one JSON value that must fill `bytes` (surrounding white space allowed).
     /// Nesting is limited to 64 levels so a hostile request cannot exhaust the stack.
-    public static func parse<C: Collection>(_ bytes: C) throws(JSONParseError) -> JSON where C.Element == UInt8 {
+    package static func parse<C: Collection>(_ bytes: C) throws(JSONParseError) -> JSON where C.Element == UInt8 {
         try parseWithSpans(bytes).value
     }
 
     /// Parses like `parse`, and also returns the exact text of each member value of the
     /// outermost object (when it is one), by name.
-    public static func parseWithSpans<C: Collection>(_ bytes: C) throws(JSONParseError) -> (
+    package static func parseWithSpans<C: Collection>(_ bytes: C) throws(JSONParseError) -> (
         value: JSON, members: [String: ArraySlice<UInt8>]
     ) where C.Element == UInt8 {
         var parser = JSONParser(bytes: Array(bytes))
@@ -170,7 +170,7 @@ extension JSON {
         return (value, parser.topLevelSpans.mapValues { parser.bytes[$0] })
     }
 
-    public static func parse(_ text: String) throws(JSONParseError) -> JSON {
+    package static func parse(_ text: String) throws(JSONParseError) -> JSON {
         try parse(Array(text.utf8))
     }
 }

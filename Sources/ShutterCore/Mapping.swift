@@ -1,5 +1,5 @@
 /// What a key of a device does in the capture-event model.
-public enum KeyRole: Equatable, Sendable {
+package enum KeyRole: Equatable, Sendable {
     /// Drives the primary handler (volume down, camera, headset click, dial button, a remote's Enter).
     case primary
     /// Drives the secondary handler, falling through to primary when a client has none (volume up).
@@ -10,13 +10,14 @@ public enum KeyRole: Equatable, Sendable {
 
 /// Which keys and axes of one device drive what. Built from the device's kind, then changed
 /// by the config file and by the device's udev properties.
-public struct DeviceMapping: Equatable, Sendable {
-    public var primaryKeys: Set<UInt16>
-    public var secondaryKeys: Set<UInt16>
-    public var focusKeys: Set<UInt16>
-    public var sliderAxes: Set<UInt16>
+package struct DeviceMapping: Equatable, Sendable {
+    package var primaryKeys: Set<UInt16>
+    package var secondaryKeys: Set<UInt16>
+    package var focusKeys: Set<UInt16>
+    package var sliderAxes: Set<UInt16>
 
-    public init(primaryKeys: Set<UInt16>, secondaryKeys: Set<UInt16>, focusKeys: Set<UInt16>, sliderAxes: Set<UInt16>) {
+    package init(primaryKeys: Set<UInt16>, secondaryKeys: Set<UInt16>, focusKeys: Set<UInt16>, sliderAxes: Set<UInt16>)
+    {
         self.primaryKeys = primaryKeys
         self.secondaryKeys = secondaryKeys
         self.focusKeys = focusKeys
@@ -25,7 +26,7 @@ public struct DeviceMapping: Equatable, Sendable {
 
     /// Keys that drive primary on every device: the iOS volume-down and camera buttons and
     /// the headset clicks (wired hook, USB Play/Pause, BlueZ AVRCP play and pause).
-    public static let commonPrimary: Set<UInt16> = [
+    package static let commonPrimary: Set<UInt16> = [
         KeyCode.volumeDown, KeyCode.camera, KeyCode.playPause, KeyCode.media, KeyCode.playCD, KeyCode.pauseCD,
     ]
 
@@ -33,7 +34,7 @@ public struct DeviceMapping: Equatable, Sendable {
     ///
     /// An ordinary keyboard's Enter is never a capture and a mouse wheel never a slider: only
     /// devices known to be remotes or dials get those.
-    public static func standard(for kind: DeviceKind) -> DeviceMapping {
+    package static func standard(for kind: DeviceKind) -> DeviceMapping {
         var m = DeviceMapping(
             primaryKeys: commonPrimary, secondaryKeys: [KeyCode.volumeUp],
             focusKeys: [KeyCode.cameraFocus], sliderAxes: [RelCode.dial])
@@ -52,7 +53,7 @@ public struct DeviceMapping: Equatable, Sendable {
         return m
     }
 
-    public func role(ofKey code: UInt16) -> KeyRole? {
+    package func role(ofKey code: UInt16) -> KeyRole? {
         if primaryKeys.contains(code) { return .primary }
         if secondaryKeys.contains(code) { return .secondary }
         if focusKeys.contains(code) { return .focus }
@@ -60,7 +61,7 @@ public struct DeviceMapping: Equatable, Sendable {
     }
 
     /// Whether a device that can send `capabilities` has anything this mapping uses.
-    public func uses(_ capabilities: Capabilities) -> Bool {
+    package func uses(_ capabilities: Capabilities) -> Bool {
         !capabilities.keys.isDisjoint(with: primaryKeys) || !capabilities.keys.isDisjoint(with: secondaryKeys)
             || !capabilities.keys.isDisjoint(with: focusKeys) || !capabilities.rels.isDisjoint(with: sliderAxes)
     }
@@ -74,7 +75,7 @@ extension DeviceKind {
     ///
     /// `audio` says the node belongs to a USB device with an audio interface (udev's
     /// `ID_USB_INTERFACES` lists class 01): a USB headset's buttons, whatever its name.
-    public static func guess(name: String, capabilities: Capabilities, audio: Bool = false) -> DeviceKind {
+    package static func guess(name: String, capabilities: Capabilities, audio: Bool = false) -> DeviceKind {
         let lower = name.lowercased()
         if capabilities.rels.contains(RelCode.dial) { return .dial }
         if audio && !capabilities.hasLetters && !capabilities.isPointer { return .headset }
@@ -95,18 +96,18 @@ extension DeviceKind {
 
 /// Changes to a device's mapping, from one udev property set or one config section.
 /// A nil field changes nothing.
-public struct MappingOverride: Equatable, Sendable {
-    public var kind: DeviceKind?
+package struct MappingOverride: Equatable, Sendable {
+    package var kind: DeviceKind?
     /// Replaces the primary keys (the kind's list) when set.
-    public var primaryKeys: Set<UInt16>?
+    package var primaryKeys: Set<UInt16>?
     /// Replaces the secondary keys when set.
-    public var secondaryKeys: Set<UInt16>?
+    package var secondaryKeys: Set<UInt16>?
     /// Open the device even when it has nothing the mapping uses.
-    public var force: Bool?
+    package var force: Bool?
     /// Never open the device.
-    public var ignore: Bool?
+    package var ignore: Bool?
 
-    public init(
+    package init(
         kind: DeviceKind? = nil, primaryKeys: Set<UInt16>? = nil, secondaryKeys: Set<UInt16>? = nil,
         force: Bool? = nil, ignore: Bool? = nil
     ) {
@@ -118,7 +119,7 @@ public struct MappingOverride: Equatable, Sendable {
     }
 
     /// `other` applied over `self`: its set fields win.
-    public func overlaid(by other: MappingOverride) -> MappingOverride {
+    package func overlaid(by other: MappingOverride) -> MappingOverride {
         MappingOverride(
             kind: other.kind ?? kind, primaryKeys: other.primaryKeys ?? primaryKeys,
             secondaryKeys: other.secondaryKeys ?? secondaryKeys, force: other.force ?? force,
@@ -127,15 +128,15 @@ public struct MappingOverride: Equatable, Sendable {
 }
 
 /// The decision for one device: its kind, its mapping and whether to open it.
-public struct DevicePlan: Equatable, Sendable {
-    public var kind: DeviceKind
-    public var mapping: DeviceMapping
-    public var open: Bool
+package struct DevicePlan: Equatable, Sendable {
+    package var kind: DeviceKind
+    package var mapping: DeviceMapping
+    package var open: Bool
     /// Why the device is not opened, for the log.
-    public var reason: String
+    package var reason: String
 
     /// Decides from what the device can send and the overrides (config first, then udev).
-    public init(name: String, capabilities: Capabilities, override: MappingOverride, audio: Bool = false) {
+    package init(name: String, capabilities: Capabilities, override: MappingOverride, audio: Bool = false) {
         kind = override.kind ?? DeviceKind.guess(name: name, capabilities: capabilities, audio: audio)
         mapping = DeviceMapping.standard(for: kind)
         if let p = override.primaryKeys { mapping.primaryKeys = p }
@@ -158,7 +159,7 @@ public struct DevicePlan: Equatable, Sendable {
 
 /// Whether udev's `ID_USB_INTERFACES` (":030000:010100:010200:", class, subclass and protocol
 /// of each interface) lists an audio interface (class 01).
-public func hasAudioInterface(_ usbInterfaces: String?) -> Bool {
+package func hasAudioInterface(_ usbInterfaces: String?) -> Bool {
     guard let usbInterfaces else { return false }
     return usbInterfaces.split(separator: ":").contains { $0.count == 6 && $0.hasPrefix("01") }
 }

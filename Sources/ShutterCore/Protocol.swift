@@ -1,19 +1,19 @@
 /// The protocol version spoken; see docs/PROTOCOL.md.
-public enum ProtocolVersion {
-    public static let major = 1
-    public static let minor = 0
+package enum ProtocolVersion {
+    package static let major = 1
+    package static let minor = 1
 }
 
 /// The longest request line accepted, without its newline.
-public let maxRequestLine = 65536
+package let maxRequestLine = 65536
 
 /// A request from a client.
-public enum Request: Equatable, Sendable {
+package enum Request: Equatable, Sendable {
     case setInteraction(Interaction)
     case listDevices
     case ping
 
-    public var name: String {
+    package var name: String {
         switch self {
         case .setInteraction: "setInteraction"
         case .listDevices: "listDevices"
@@ -23,35 +23,40 @@ public enum Request: Equatable, Sendable {
 }
 
 /// The error codes of an `error` message.
-public enum ErrorCode: String, Sendable {
+package enum ErrorCode: String, Sendable {
     case lineTooLong, invalidJSON, unknownRequest, invalidRequest, notPermitted, tooManyClients
 
     /// Whether the connection is closed after this error.
-    public var closes: Bool { self == .lineTooLong || self == .invalidJSON || self == .tooManyClients }
+    package var closes: Bool { self == .lineTooLong || self == .invalidJSON || self == .tooManyClients }
 }
 
 /// A request's `id`: the exact JSON text the client wrote, echoed byte for byte in the
 /// reply, never re-serialised (a `1e15` comes back as `1e15`). Bounded in size and depth,
 /// so what a client can make the daemon repeat is small.
-public struct RequestID: Equatable, Sendable, ExpressibleByStringLiteral {
-    public let text: [UInt8]
+package struct RequestID: Equatable, Sendable, ExpressibleByStringLiteral {
+    package let text: [UInt8]
     /// The longest id, in bytes of JSON text.
-    public static let maxBytes = 256
+    package static let maxBytes = 256
     /// The deepest id: containers inside containers.
-    public static let maxDepth = 8
+    package static let maxDepth = 8
 
-    public init<C: Collection>(_ text: C) where C.Element == UInt8 { self.text = Array(text) }
-    public init(_ text: String) { self.text = Array(text.utf8) }
-    public init(stringLiteral text: String) { self.init(text) }
+    /// The id's text, with any tab, CR or LF in it (JSON white space: a string cannot hold
+    /// them raw) written as a space, so that a reply holds no control character a client
+    /// might take for a line end.
+    package init<C: Collection>(_ text: C) where C.Element == UInt8 {
+        self.text = text.map { $0 == 0x09 || $0 == 0x0A || $0 == 0x0D ? 0x20 : $0 }
+    }
+    package init(_ text: String) { self.text = Array(text.utf8) }
+    package init(stringLiteral text: String) { self.init(text) }
 }
 
 /// A request that cannot be carried out, with what to tell the client.
-public struct RequestError: Error, Equatable {
-    public var code: ErrorCode
-    public var message: String
-    public var id: RequestID?
+package struct RequestError: Error, Equatable {
+    package var code: ErrorCode
+    package var message: String
+    package var id: RequestID?
 
-    public init(_ code: ErrorCode, _ message: String, id: RequestID? = nil) {
+    package init(_ code: ErrorCode, _ message: String, id: RequestID? = nil) {
         self.code = code
         self.message = message
         self.id = id
@@ -59,14 +64,14 @@ public struct RequestError: Error, Equatable {
 }
 
 /// A parsed request line: the request and the id to echo.
-public struct RequestLine: Equatable {
-    public var request: Request
-    public var id: RequestID?
+package struct RequestLine: Equatable {
+    package var request: Request
+    package var id: RequestID?
 }
 
 extension RequestLine {
     /// Parses one request line (without its newline).
-    public static func parse<C: Collection>(_ line: C) -> Result<RequestLine, RequestError> where C.Element == UInt8 {
+    package static func parse<C: Collection>(_ line: C) -> Result<RequestLine, RequestError> where C.Element == UInt8 {
         let value: JSON
         let spans: [String: ArraySlice<UInt8>]
         do {
@@ -82,7 +87,8 @@ extension RequestLine {
             guard text.count <= RequestID.maxBytes else {
                 return .failure(
                     RequestError(
-                        .invalidRequest, "\"id\" is \(text.count) bytes of JSON; at most \(RequestID.maxBytes) are echoed"))
+                        .invalidRequest,
+                        "\"id\" is \(text.count) bytes of JSON; at most \(RequestID.maxBytes) are echoed"))
             }
             guard let v = value["id"], v.depth <= RequestID.maxDepth else {
                 return .failure(
@@ -96,29 +102,39 @@ extension RequestLine {
         guard let typeName = type.stringValue else {
             return .failure(RequestError(.invalidRequest, "\"type\" must be a string, not \(type.typeName)", id: id))
         }
-        switch typeName {
-        case "ping": return .success(RequestLine(request: .ping, id: id))
-        case "listDevices": return .success(RequestLine(request: .listDevices, id: id))
-        case "setInteraction":
-            do {
-                let interaction = try Interaction(request: value["interaction"] ?? .object([]))
-                return .success(RequestLine(request: .setInteraction(interaction), id: id))
-            } catch {
-                return .failure(RequestError(.invalidRequest, "setInteraction: \(error.message)", id: id))
-            }
-        default:
+        guard let decode = Request.decoders.first(where: { $0.type == typeName })?.decode else {
             return .failure(
                 RequestError(
                     .unknownRequest,
-                    "unknown request type \(quoted(typeName)) (known: setInteraction, listDevices, ping)", id: id))
+                    "unknown request type \(quoted(typeName)) (known: \(Request.decoders.map(\.type).joined(separator: ", ")))",
+                    id: id))
+        }
+        do {
+            return .success(RequestLine(request: try decode(value), id: id))
+        } catch {
+            return .failure(RequestError(.invalidRequest, "\(typeName): \(error.message)", id: id))
         }
     }
+}
+
+extension Request {
+    /// The requests, by `type`, each with how its fields are read: the one list the
+    /// decoder and its error messages ("known: ...") come from.
+    static let decoders: [(type: String, decode: @Sendable (JSON) throws(FieldError) -> Request)] = [
+        (
+            "setInteraction",
+            { (r: JSON) throws(FieldError) in .setInteraction(try Interaction(request: r["interaction"] ?? .object([])))
+            }
+        ),
+        ("listDevices", { _ in .listDevices }),
+        ("ping", { _ in .ping }),
+    ]
 }
 
 /// A client's string as it may appear in a message or the log: in JSON's quotes and
 /// escapes (no control character survives: a newline is `\\n`), cut after `limit`
 /// characters with a note of how long it was.
-public func quoted(_ s: String, limit: Int = 64) -> String {
+package func quoted(_ s: String, limit: Int = 64) -> String {
     var out: [UInt8] = []
     let cut = s.count > limit
     JSON.writeString(cut ? String(s.prefix(limit)) : s, into: &out)
@@ -127,35 +143,45 @@ public func quoted(_ s: String, limit: Int = 64) -> String {
 }
 
 /// What is wrong with a field of a request.
-public struct FieldError: Error, Equatable {
-    public var message: String
+package struct FieldError: Error, Equatable {
+    package var message: String
 }
 
 extension Interaction {
     /// Reads an interaction from a request. Unknown fields are refused, so a misspelt one
     /// is reported rather than silently meaning the default.
-    public init(request json: JSON) throws(FieldError) {
+    package init(request json: JSON) throws(FieldError) {
         self.init()
         guard let members = json.objectValue else {
             throw FieldError(message: "\"interaction\" must be an object, not \(json.typeName)")
         }
         for (key, value) in members {
-            switch key {
-            case "enabled": enabled = try Self.bool(value, key)
-            case "primary": primary = try Self.bool(value, key)
-            case "secondary": secondary = try Self.bool(value, key)
-            case "defaultCaptureSoundDisabled": defaultCaptureSoundDisabled = try Self.bool(value, key)
-            case "grab": grab = try Self.bool(value, key)
-            case "filter": filter = try Filter(request: value)
-            case "slider": slider = try SliderRange(request: value)
-            default:
+            guard let read = Self.fields.first(where: { $0.name == key })?.read else {
                 throw FieldError(
                     message:
-                        "unknown field \(quoted("interaction." + key)) (known: enabled, primary, secondary, defaultCaptureSoundDisabled, grab, filter, slider)"
+                        "unknown field \(quoted("interaction." + key)) (known: \(Self.fields.map(\.name).joined(separator: ", ")))"
                 )
             }
+            try read(&self, value)
         }
     }
+
+    /// The fields of an interaction, each with how it is read: the one list the decoder and
+    /// its error messages come from.
+    static let fields: [(name: String, read: @Sendable (inout Interaction, JSON) throws(FieldError) -> Void)] = [
+        ("enabled", { (i: inout Interaction, v: JSON) throws(FieldError) in i.enabled = try bool(v, "enabled") }),
+        ("primary", { (i: inout Interaction, v: JSON) throws(FieldError) in i.primary = try bool(v, "primary") }),
+        ("secondary", { (i: inout Interaction, v: JSON) throws(FieldError) in i.secondary = try bool(v, "secondary") }),
+        (
+            "defaultCaptureSoundDisabled",
+            { (i: inout Interaction, v: JSON) throws(FieldError) in
+                i.defaultCaptureSoundDisabled = try bool(v, "defaultCaptureSoundDisabled")
+            }
+        ),
+        ("grab", { (i: inout Interaction, v: JSON) throws(FieldError) in i.grab = try bool(v, "grab") }),
+        ("filter", { (i: inout Interaction, v: JSON) throws(FieldError) in i.filter = try Filter(request: v) }),
+        ("slider", { (i: inout Interaction, v: JSON) throws(FieldError) in i.slider = try SliderRange(request: v) }),
+    ]
 
     static func bool(_ v: JSON, _ key: String) throws(FieldError) -> Bool {
         guard let b = v.boolValue else {
@@ -166,14 +192,17 @@ extension Interaction {
 }
 
 extension Filter {
-    public init(request json: JSON) throws(FieldError) {
+    package init(request json: JSON) throws(FieldError) {
         self.init()
         guard let members = json.objectValue else {
             throw FieldError(message: "\"interaction.filter\" must be an object, not \(json.typeName)")
         }
         for (key, value) in members {
-            let path = "interaction.filter.\(key)"
-            let name = quoted(path)
+            let name = quoted("interaction.filter.\(key)")
+            guard let set = Self.fields.first(where: { $0.name == key })?.set else {
+                throw FieldError(
+                    message: "unknown field \(name) (known: \(Self.fields.map(\.name).joined(separator: ", ")))")
+            }
             guard let items = value.arrayValue else {
                 throw FieldError(message: "\(name) must be an array of strings, not \(value.typeName)")
             }
@@ -184,18 +213,20 @@ extension Filter {
                 }
                 strings.append(s)
             }
-            switch key {
-            case "devices": devices = strings
-            case "names": names = strings
-            case "buses": buses = strings
-            case "keys":
-                for s in strings where !(s.hasPrefix("KEY_") || s.hasPrefix("BTN_") || s.hasPrefix("REL_")) {
-                    throw FieldError(
-                        message: "\(name): \(quoted(s)) is not a libevdev key or axis name (KEY_..., BTN_..., REL_...)")
-                }
-                keys = strings
-            case "kinds":
-                kinds = []
+            try set(&self, strings, name)
+        }
+    }
+
+    /// The lists of a filter, each with how it is set from the strings given (and the
+    /// field's quoted name, for errors): the one list the decoder and its errors come from.
+    static let fields: [(name: String, set: @Sendable (inout Filter, [String], String) throws(FieldError) -> Void)] = [
+        ("devices", { (f: inout Filter, s: [String], _: String) throws(FieldError) in f.devices = s }),
+        ("names", { (f: inout Filter, s: [String], _: String) throws(FieldError) in f.names = s }),
+        ("buses", { (f: inout Filter, s: [String], _: String) throws(FieldError) in f.buses = s }),
+        (
+            "kinds",
+            { (f: inout Filter, strings: [String], name: String) throws(FieldError) in
+                f.kinds = []
                 for s in strings {
                     guard let k = DeviceKind(rawValue: s) else {
                         throw FieldError(
@@ -203,34 +234,39 @@ extension Filter {
                                 "\(name): unknown kind \(quoted(s)) (known: \(DeviceKind.allCases.map(\.rawValue).joined(separator: ", ")))"
                         )
                     }
-                    kinds.append(k)
+                    f.kinds.append(k)
                 }
-            default:
-                throw FieldError(message: "unknown field \(name) (known: devices, names, buses, kinds, keys)")
             }
-        }
-    }
+        ),
+        (
+            "keys",
+            { (f: inout Filter, strings: [String], name: String) throws(FieldError) in
+                for s in strings where !(s.hasPrefix("KEY_") || s.hasPrefix("BTN_") || s.hasPrefix("REL_")) {
+                    throw FieldError(
+                        message: "\(name): \(quoted(s)) is not a libevdev key or axis name (KEY_..., BTN_..., REL_...)")
+                }
+                f.keys = strings
+            }
+        ),
+    ]
 }
 
 extension SliderRange {
-    public init(request json: JSON) throws(FieldError) {
+    package init(request json: JSON) throws(FieldError) {
         self.init()
         guard let members = json.objectValue else {
             throw FieldError(message: "\"interaction.slider\" must be an object, not \(json.typeName)")
         }
         var valueSet = false
         for (key, v) in members {
-            guard let n = v.intValue else {
-                throw FieldError(message: "\(quoted("interaction.slider." + key)) must be an integer, not \(v.typeName)")
+            let name = quoted("interaction.slider." + key)
+            guard let field = Self.fields.first(where: { $0.name == key })?.field else {
+                throw FieldError(
+                    message: "unknown field \(name) (known: \(Self.fields.map(\.name).joined(separator: ", ")))")
             }
-            switch key {
-            case "min": min = n
-            case "max": max = n
-            case "value":
-                value = n
-                valueSet = true
-            default: throw FieldError(message: "unknown field \(quoted("interaction.slider." + key)) (known: min, max, value)")
-            }
+            guard let n = v.intValue else { throw FieldError(message: "\(name) must be an integer, not \(v.typeName)") }
+            self[keyPath: field] = n
+            if key == "value" { valueSet = true }
         }
         guard min <= max else { throw FieldError(message: "\"interaction.slider\": min \(min) is above max \(max)") }
         // The midpoint without overflow, for any range Int64 can hold.
@@ -239,81 +275,9 @@ extension SliderRange {
             throw FieldError(message: "\"interaction.slider.value\" \(value) is outside \(min)...\(max)")
         }
     }
-}
 
-/// Builders of the daemon's messages, each a JSON line with its newline.
-public enum Message {
-    public static func line(_ json: JSON) -> [UInt8] {
-        var out: [UInt8] = []
-        json.write(into: &out)
-        out.append(0x0A)
-        return out
-    }
-
-    public static func hello(version: String, devices: [JSON]) -> [UInt8] {
-        line(
-            .object([
-                ("type", .string("hello")),
-                (
-                    "protocol",
-                    .object([
-                        ("major", .int(Int64(ProtocolVersion.major))), ("minor", .int(Int64(ProtocolVersion.minor))),
-                    ])
-                ),
-                ("daemon", .object([("name", .string("shutterd")), ("version", .string(version))])),
-                ("devices", .array(devices)),
-            ]))
-    }
-
-    public static func reply(_ request: Request, id: RequestID?, _ extra: [(String, JSON)] = []) -> [UInt8] {
-        line([("type", .string("reply")), ("request", .string(request.name))], id: id, extra)
-    }
-
-    public static func error(_ e: RequestError) -> [UInt8] {
-        line(
-            [("type", .string("error")), ("code", .string(e.code.rawValue)), ("message", .string(e.message))],
-            id: e.id, [])
-    }
-
-    /// An object line: `head`, the id as the client wrote it, then `tail`.
-    static func line(_ head: [(String, JSON)], id: RequestID?, _ tail: [(String, JSON)]) -> [UInt8] {
-        var out: [UInt8] = []
-        func name(_ key: String) {
-            out.append(out.isEmpty ? UInt8(ascii: "{") : UInt8(ascii: ","))
-            JSON.writeString(key, into: &out)
-            out.append(UInt8(ascii: ":"))
-        }
-        for (key, value) in head {
-            name(key)
-            value.write(into: &out)
-        }
-        if let id {
-            name("id")
-            out.append(contentsOf: id.text)
-        }
-        for (key, value) in tail {
-            name(key)
-            value.write(into: &out)
-        }
-        out.append(contentsOf: [UInt8(ascii: "}"), 0x0A])
-        return out
-    }
-
-    public static func device(added: Bool, _ device: JSON) -> [UInt8] {
-        line(.object([("type", .string(added ? "deviceAdded" : "deviceRemoved")), ("device", device)]))
-    }
-
-    /// The last message to a client that fell behind: how far, and the limits it passed.
-    public static func overflow(queued: Int, bytes: Int, limits: ClientLimits) -> [UInt8] {
-        line(
-            .object([
-                ("type", .string("overflow")), ("queued", .int(Int64(queued))), ("bytes", .int(Int64(bytes))),
-                (
-                    "message",
-                    .string(
-                        "client fell behind by \(queued) messages, \(bytes) bytes (limits: \(limits.queueMessages) messages, \(limits.queueBytes) bytes); disconnecting"
-                    )
-                ),
-            ]))
-    }
+    /// The fields of a slider: the one list the decoder and its errors come from.
+    static let fields: [(name: String, field: WritableKeyPath<SliderRange, Int64> & Sendable)] = [
+        ("min", \.min), ("max", \.max), ("value", \.value),
+    ]
 }

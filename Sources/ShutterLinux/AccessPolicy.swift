@@ -2,14 +2,14 @@ import Glibc
 import ShutterCore
 
 /// Who may connect and who may grab, from the config's user and group lists.
-public struct AccessPolicy {
+package struct AccessPolicy {
     var allowUIDs: Set<UInt32> = []
     var allowGIDs: Set<UInt32> = []
     var grabUIDs: Set<UInt32> = [0]
     var grabGIDs: Set<UInt32> = []
     var restricted: Bool
 
-    public init(_ config: Config) {
+    package init(_ config: Config) {
         restricted = !config.allowUsers.isEmpty || !config.allowGroups.isEmpty
         allowUIDs = Set(config.allowUsers.compactMap(Self.uid))
         allowGIDs = Set(config.allowGroups.compactMap(Self.gid))
@@ -51,12 +51,12 @@ public struct AccessPolicy {
         }
     }
 
-    public func mayConnect(_ peer: PeerCredentials) -> Bool {
+    package func mayConnect(_ peer: PeerCredentials) -> Bool {
         guard restricted else { return true }
         return allowUIDs.contains(peer.uid) || !Self.groups(of: peer).isDisjoint(with: allowGIDs)
     }
 
-    public func mayGrab(_ peer: PeerCredentials) -> Bool {
+    package func mayGrab(_ peer: PeerCredentials) -> Bool {
         grabUIDs.contains(peer.uid) || (!grabGIDs.isEmpty && !Self.groups(of: peer).isDisjoint(with: grabGIDs))
     }
 }

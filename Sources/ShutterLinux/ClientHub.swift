@@ -2,9 +2,9 @@ import Glibc
 import ShutterCore
 
 /// What the client side asks of the rest of the daemon.
-public protocol ClientHubDelegate: AnyObject {
+package protocol ClientHubDelegate: AnyObject {
     /// The devices as now open, for `hello` and `listDevices`.
-    var deviceList: [JSON] { get }
+    var deviceList: [DeviceRecord] { get }
     /// The next daemon-wide sequence number (for a client's own cancels).
     func nextSeq() -> UInt64
     /// Some interaction's grab wish may have changed.
@@ -15,15 +15,18 @@ public protocol ClientHubDelegate: AnyObject {
 
 /// The socket side of the daemon: accepts clients, reads their requests, and writes each
 /// the events its interaction selects, never blocking on any of them.
-public final class ClientHub {
+package final class ClientHub {
     final class Client {
+        /// The connection; closed when the client is (or when it is dropped, refused).
+        let socket: FileDescriptor
+        /// Its number, the key of `clients`, kept after the socket is closed.
         let fd: Int32
         let peer: PeerCredentials?
         let label: String
         let mayGrab: Bool
         var session = ClientSession()
         var reader = LineReader()
-        var queue: OutboundQueue
+        var out: OutBuffer
         /// Being closed: nothing more is queued, what is queued is flushed, then it closes.
         var closing = false
         /// When a closing client is closed whether or not it read its last messages.
@@ -32,10 +35,11 @@ public final class ClientHub {
         /// Has requests left over from its last turn (in `backlog`).
         var inBacklog = false
 
-        init(serial: Int, fd: Int32, peer: PeerCredentials?, limits: ClientLimits, mayGrab: Bool) {
-            self.fd = fd
+        init(serial: Int, socket: FileDescriptor, peer: PeerCredentials?, limits: ClientLimits, mayGrab: Bool) {
+            self.socket = socket
+            self.fd = socket.raw
             self.peer = peer
-            self.queue = OutboundQueue(limit: limits.queueMessages, byteLimit: limits.queueBytes)
+            self.out = OutBuffer(limit: limits.queueMessages, byteLimit: limits.queueBytes)
             self.mayGrab = mayGrab
             // The serial tells apart clients that get the same descriptor number in turn.
             label = "client \(serial) fd=\(fd)" + (peer.map { " pid=\($0.pid) uid=\($0.uid)" } ?? "")
@@ -47,55 +51,55 @@ public final class ClientHub {
     let access: AccessPolicy
     let limits: ClientLimits
     let closeTimer: Timer
-    public weak var delegate: ClientHubDelegate?
+    package weak var delegate: ClientHubDelegate?
     var clients: [Int32: Client] = [:]
+    /// The clients in the order they came: publishing walks this, not the dictionary.
+    var order: [Client] = []
+    /// The shared tail of the occurrence being published, reused.
+    var tail: [UInt8] = []
     var accepted = 0
     var readBuffer = [UInt8](repeating: 0, count: 65536)
     /// How long a client being closed may take to read its last messages (the overflow
     /// notice waits behind what the kernel already holds for a client that stopped reading).
-    public var closeGrace: Int64 = 120_000_000
+    package var closeGrace: Int64 = 120_000_000
     /// When `closeTimer` is armed for (the earliest deadline of the closing clients).
     var closeTimerDue: Int64?
     /// Clients with requests left over from their last turn, served in order after the
     /// ready descriptors, one turn each per round.
     var backlog: [Client] = []
     /// One client's turn: at most this many request lines and bytes, then the next client.
-    public var linesPerTurn = 256
-    public var bytesPerTurn = 65536
+    package var linesPerTurn = 256
+    package var bytesPerTurn = 65536
     /// A descriptor held in reserve: at the process's descriptor limit it is closed for a
     /// moment so that a waiting connection can be accepted, told why, and closed, rather
     /// than left queued with the listener readable forever (a busy loop).
-    var reserve: Int32 = -1
+    var reserve: FileDescriptor?
     /// Connections refused since the limit was reached (nil: not at a limit).
     var refusedAtLimit: Int?
 
-    public init(loop: EventLoop, listener: UnixListener, access: AccessPolicy, limits: ClientLimits) throws(SystemError) {
+    package init(loop: EventLoop, listener: UnixListener, access: AccessPolicy, limits: ClientLimits)
+        throws(SystemError)
+    {
         self.loop = loop
         self.listener = listener
         self.access = access
         self.limits = limits
         closeTimer = try Timer()
-        reserve = Self.openReserve()
+        reserve = FileDescriptor.open("/dev/null")
         try loop.add(listener.raw, events: EventLoop.readable) { [unowned self] _ in acceptClients() }
         try loop.add(closeTimer.raw, events: EventLoop.readable) { [unowned self] _ in closeTimerFired() }
         loop.deferredWork = { [unowned self] in serveBacklog() }
     }
 
-    deinit {
-        if reserve >= 0 { close(reserve) }
-    }
-
-    static func openReserve() -> Int32 { open("/dev/null", O_RDONLY | O_CLOEXEC) }
-
-    public var count: Int { clients.count }
+    package var count: Int { clients.count }
 
     /// Whether a client that may grab has an enabled interaction asking to grab `device`.
-    public func wantsGrab(_ device: DeviceInfo) -> Bool {
+    package func wantsGrab(_ device: DeviceInfo) -> Bool {
         clients.values.contains { !$0.closing && $0.mayGrab && $0.session.wantsGrab(device) }
     }
 
     /// Closes every client (the daemon is stopping), after a last attempt to write.
-    public func closeAll() {
+    package func closeAll() {
         for client in Array(clients.values) {
             flush(client)
             closeClient(client, why: nil)
@@ -135,32 +139,33 @@ public final class ClientHub {
             Log.error("\(error): refusing new clients until some leave (\(clients.count) connected)")
             refusedAtLimit = 0
         }
-        if reserve >= 0 {
-            close(reserve)
-            reserve = -1
-            if let fd = try? listener.accept() {
+        if let spent = reserve {
+            spent.close()
+            reserve = nil
+            let waiting = try? listener.accept()
+            if let waiting {
+                let connection = FileDescriptor(waiting)
                 refusedAtLimit! += 1
                 let e = RequestError(
                     .tooManyClients,
-                    "shutterd cannot take another client now (\(String(cString: strerror(error.errno)))); try again later")
-                _ = try? UnixSocket.send(fd, [Message.error(e)[...]])
-                close(fd)
-                reserve = Self.openReserve()
-                if reserve >= 0 { return true }
-            } else {
-                reserve = Self.openReserve()
-                if reserve >= 0 { return false }
+                    "shutterd cannot take another client now (\(String(cString: strerror(error.errno)))); try again later"
+                )
+                _ = try? UnixSocket.send(connection.raw, [Message.error(e)[...]])
+                connection.close()
             }
+            reserve = FileDescriptor.open("/dev/null")
+            if reserve != nil { return waiting != nil }
         }
         loop.modify(listener.raw, events: 0)
         return false
     }
 
     func admit(_ fd: Int32) {
+        let socket = FileDescriptor(fd)  // Closed with the client, or when refused below.
         let peer = UnixSocket.peerCredentials(fd)
         accepted += 1
         let client = Client(
-            serial: accepted, fd: fd, peer: peer, limits: limits, mayGrab: peer.map(access.mayGrab) ?? false)
+            serial: accepted, socket: socket, peer: peer, limits: limits, mayGrab: peer.map(access.mayGrab) ?? false)
         if let peer, !access.mayConnect(peer) {
             Log.info("\(client.label): refused, not in allow-users or allow-groups")
             let e = RequestError(
@@ -168,7 +173,7 @@ public final class ClientHub {
                 "uid \(peer.uid) is not allowed to use shutterd (see allow-users and allow-groups in shutterd.conf)"
             )
             _ = try? UnixSocket.send(fd, [Message.error(e)[...]])
-            close(fd)
+            socket.close()
             return
         }
         if clients.count >= limits.maxClients {
@@ -177,7 +182,7 @@ public final class ClientHub {
                 .tooManyClients,
                 "shutterd has \(clients.count) clients, its limit (max-clients in shutterd.conf); try again later")
             _ = try? UnixSocket.send(fd, [Message.error(e)[...]])
-            close(fd)
+            socket.close()
             return
         }
         do {
@@ -186,10 +191,11 @@ public final class ClientHub {
             }
         } catch {
             Log.error("\(client.label): \(error), ignoring")
-            close(fd)
+            socket.close()
             return
         }
         clients[fd] = client
+        order.append(client)
         Log.info("\(client.label): connected")
         send(client, Message.hello(version: shutterdVersion, devices: delegate?.deviceList ?? []))
         flush(client)
@@ -279,7 +285,7 @@ public final class ClientHub {
         case .ping:
             send(client, Message.reply(line.request, id: line.id))
         case .listDevices:
-            send(client, Message.reply(line.request, id: line.id, [("devices", .array(delegate?.deviceList ?? []))]))
+            send(client, Message.devices(id: line.id, delegate?.deviceList ?? []))
         case .setInteraction(let interaction):
             if interaction.grab && !client.mayGrab {
                 let who = client.peer.map { "uid \($0.uid)" } ?? "this client"
@@ -304,15 +310,19 @@ public final class ClientHub {
     /// Queues a message; a client whose queue is full is told so and dropped.
     func send(_ client: Client, _ message: [UInt8]) {
         guard !client.closing else { return }
-        if !client.queue.push(message) {
-            let q = client.queue
-            Log.info(
-                "\(client.label): fell behind by \(q.count) messages, \(q.bytes) bytes (limits \(q.limit), \(q.byteLimit)), disconnecting"
-            )
-            client.queue.discardUnstarted()
-            client.queue.pushFinal(Message.overflow(queued: q.count, bytes: q.bytes, limits: limits))
-            startClosing(client)
-        }
+        if !client.out.push(message) { overflow(client) }
+    }
+
+    /// The client fell behind: what it has not started reading is dropped and replaced by
+    /// the overflow notice, and it is closed once that is read.
+    func overflow(_ client: Client) {
+        let q = client.out
+        Log.info(
+            "\(client.label): fell behind by \(q.count) messages, \(q.pending) bytes (limits \(q.limit), \(q.byteLimit)), disconnecting"
+        )
+        client.out.discardUnstarted()
+        client.out.pushFinal(Message.overflow(queued: q.count, bytes: q.pending, limits: limits))
+        startClosing(client)
     }
 
     func startClosing(_ client: Client) {
@@ -331,13 +341,13 @@ public final class ClientHub {
     /// Writes what the socket takes now; waits for writability for the rest.
     func flush(_ client: Client) {
         do {
-            _ = try client.queue.drain { (slices) throws(SystemError) -> Int in try UnixSocket.send(client.fd, slices) }
+            _ = try client.out.drain { (bytes) throws(SystemError) -> Int in try UnixSocket.send(client.fd, bytes) }
         } catch {
             closeClient(
                 client, why: error.errno == EPIPE || error.errno == ECONNRESET ? "disconnected" : error.description)
             return
         }
-        if client.queue.isEmpty {
+        if client.out.isEmpty {
             if client.closing {
                 closeClient(client, why: nil)
                 return
@@ -355,14 +365,15 @@ public final class ClientHub {
 
     func closeClient(_ client: Client, why: String?) {
         guard clients.removeValue(forKey: client.fd) != nil else { return }
+        order.removeAll { $0 === client }
         loop.remove(client.fd)
-        close(client.fd)
+        client.socket.close()
         if let why { Log.info("\(client.label): \(why)") }
         if client.session.interaction.grab { delegate?.grabWishesChanged() }
         delegate?.clientCountChanged()
         // A descriptor is free again: a listener paused at the limit may accept.
-        if reserve < 0 {
-            reserve = Self.openReserve()
+        if reserve == nil {
+            reserve = FileDescriptor.open("/dev/null")
             loop.modify(listener.raw, events: EventLoop.readable)
         }
     }
@@ -382,25 +393,27 @@ public final class ClientHub {
         if let next { closeTimer.arm(after: UInt64(next - now)) }
     }
 
-    /// Sends each client what its interaction selects of `occurrences`.
-    public func fanOut(_ occurrences: [Occurrence]) {
-        guard !occurrences.isEmpty else { return }
-        for client in Array(clients.values) where !client.closing {
-            var any = false
-            for o in occurrences {
-                if let line = client.session.deliver(o) {
-                    send(client, line)
-                    any = true
-                }
+    /// Publishes a batch of occurrences: each client gets what its interaction selects,
+    /// written straight into its output buffer (the shared tail of each occurrence written
+    /// once), then as much as its socket takes now.
+    package func publish(_ batch: [Occurrence]) {
+        guard !batch.isEmpty else { return }
+        for o in batch {
+            tail.removeAll(keepingCapacity: true)
+            Wire.eventTail(o, into: &tail)
+            for client in order where !client.closing {
+                let mark = client.out.mark
+                guard client.session.deliver(o, tail: tail, into: &client.out.bytes) else { continue }
+                if !client.out.commit(from: mark) { overflow(client) }
             }
-            // A client whose socket was full is written when epoll says it is writable,
-            // not retried on every event.
-            if any && !client.watchingWritable { flush(client) }
         }
+        // A client whose socket was full is written when epoll says it is writable, not
+        // retried on every batch.
+        for client in order where !client.out.isEmpty && !client.watchingWritable { flush(client) }
     }
 
     /// Sends every client the same message (device added or removed).
-    public func broadcast(_ message: [UInt8]) {
+    package func broadcast(_ message: [UInt8]) {
         for client in Array(clients.values) where !client.closing {
             send(client, message)
             flush(client)

@@ -2,34 +2,33 @@ import Glibc
 import ShutterCore
 
 /// shutterd's version, reported in `hello` and `--version`.
-public let shutterdVersion = "0.1.0"
+package let shutterdVersion = "0.1.0"
 
 /// How the daemon was asked to run.
-public struct DaemonOptions {
-    public var socketPath: String
-    public var config: Config
+package struct DaemonOptions {
+    package var socketPath: String
+    package var config: Config
 
-    public init(socketPath: String, config: Config = Config()) {
+    package init(socketPath: String, config: Config = Config()) {
         self.socketPath = socketPath
         self.config = config
     }
 }
 
 /// The daemon: udev discovery, evdev reading, the engine, and the clients, on one loop.
-public final class Daemon {
+package final class Daemon {
     final class OpenDevice {
-        let handle: Int
         let evdev: EvdevDevice
-        let info: DeviceInfo
-        let json: JSON
+        let record: DeviceRecord
         /// A grab was wanted while keys were held; retry once they are released.
         var grabPending = false
 
-        init(handle: Int, evdev: EvdevDevice, info: DeviceInfo) {
-            self.handle = handle
+        var handle: Int { record.handle }
+        var info: DeviceInfo { record.info }
+
+        init(evdev: EvdevDevice, record: DeviceRecord) {
             self.evdev = evdev
-            self.info = info
-            self.json = info.json
+            self.record = record
         }
     }
 
@@ -45,10 +44,14 @@ public final class Daemon {
     var devices: [Int: OpenDevice] = [:]
     var bySyspath: [String: Int] = [:]
     var lastHandle = 0
+    /// What one read of a device brought, and what the engine made of it: buffers reused
+    /// from read to read, so a press allocates nothing here.
+    var events: [RawEvent] = []
+    var occurrences: [Occurrence] = []
 
     /// Sets everything up: signals, socket, udev monitor, first enumeration. The daemon is
     /// ready (and says so to systemd) when this returns.
-    public init(options: DaemonOptions) throws(DaemonError) {
+    package init(options: DaemonOptions) throws(DaemonError) {
         self.options = options
         signal(SIGPIPE, SIG_IGN)
         Daemon.raiseDescriptorLimit(for: options.config.limits)
@@ -111,11 +114,11 @@ public final class Daemon {
         let wanted = rlim_t(limits.maxClients + 256)
         guard r.rlim_cur < wanted else { return }
         r.rlim_cur = min(wanted, r.rlim_max)
-        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &r)
+        sysLogged("setrlimit(RLIMIT_NOFILE)") { setrlimit(Int32(RLIMIT_NOFILE.rawValue), &r) }
     }
 
     /// Runs until SIGTERM or SIGINT; then cancels held presses, tells the clients and exits.
-    public func run() throws(DaemonError) {
+    package func run() throws(DaemonError) {
         do {
             try loop.run()
         } catch {
@@ -123,7 +126,7 @@ public final class Daemon {
         }
         Systemd.notify("STOPPING=1")
         let cancels = engine.shutdown(now: monotonicMicros())
-        hub.fanOut(cancels)
+        hub.publish(cancels)
         hub.closeAll()
         for device in devices.values {
             try? device.evdev.grab(false)
@@ -153,13 +156,12 @@ public final class Daemon {
     }
 
     func addDevice(_ record: UdevRecord) {
-        guard record.isEventNode, let node = record.devnode, bySyspath[record.syspath] == nil else { return }
-        guard record.initialized else {
-            Log.debug("\(record.sysname): not initialized by udev yet, waiting for its add event")
-            return
-        }
-        if record.properties["SHUTTERD_IGNORE"] == "1" {
-            Log.debug("\(record.sysname): SHUTTERD_IGNORE=1, not opened")
+        guard let node = record.devnode, bySyspath[record.syspath] == nil else { return }
+        let udev = Admission.UdevFacts(
+            sysname: record.sysname, isEventNode: record.isEventNode, initialized: record.initialized,
+            properties: record.properties)
+        if let why = Admission.skipBeforeOpening(udev) {
+            if udev.isEventNode { Log.debug("\(record.sysname): \(why)") }
             return
         }
         let evdev: EvdevDevice
@@ -170,26 +172,16 @@ public final class Daemon {
             return
         }
         let name = evdev.name
-        let identity = DeviceIdentity(
-            bus: evdev.bus, vendor: evdev.vendor, product: evdev.product, uniq: evdev.uniq, phys: evdev.phys, name: name
-        )
-        let configured = options.config.override(
-            name: name, bus: evdev.bus, vendor: evdev.vendor, product: evdev.product, id: identity.id,
-            group: identity.group)
-        let (fromUdev, problems) = MappingOverride.fromUdev(record.properties, keyCode: KeyNames.keyCode)
+        let (plan, info, problems) = Admission.decide(
+            udev, evdev.facts, syspath: record.syspath, devnode: node, config: options.config,
+            keyCode: KeyNames.keyCode)
         for p in problems { Log.error("\(record.sysname) - \(name): udev property \(p)") }
-        let plan = DevicePlan(
-            name: name, capabilities: evdev.capabilities, override: configured.overlaid(by: fromUdev),
-            audio: hasAudioInterface(record.properties["ID_USB_INTERFACES"]))
         guard plan.open else {
             Log.debug("\(record.sysname) - \(name): not used: \(plan.reason)")
             return
         }
-        let info = DeviceInfo(
-            name: name, bus: evdev.bus, vendor: evdev.vendor, product: evdev.product, version: evdev.version,
-            uniq: evdev.uniq, phys: evdev.phys, syspath: record.syspath, node: node, kind: plan.kind)
         lastHandle += 1
-        let device = OpenDevice(handle: lastHandle, evdev: evdev, info: info)
+        let device = OpenDevice(evdev: evdev, record: DeviceRecord(handle: lastHandle, info: info))
         do {
             try loop.add(evdev.raw, events: EventLoop.readable) { [unowned self] _ in deviceReady(device) }
         } catch {
@@ -198,39 +190,28 @@ public final class Daemon {
         }
         devices[device.handle] = device
         bySyspath[record.syspath] = device.handle
-        engine.addDevice(handle: device.handle, info: info, mapping: plan.mapping)
+        engine.addDevice(device.record, mapping: plan.mapping)
         Log.info("\(evdev.nodeName) - \(name): added id=\(info.id) kind=\(plan.kind.rawValue) bus=\(info.busName)")
-        hub.broadcast(Message.device(added: true, device.json))
+        hub.broadcast(Message.device(added: true, device.record))
         updateGrab(device)
         Systemd.notify("STATUS=\(status)")
         // Events that arrived before the fd was watched are pending and readable: epoll
         // reports them at once, as it is level-triggered.
     }
 
-    /// Reads the device to EAGAIN (libevdev may hold events the descriptor no longer shows,
-    /// so stopping early could strand them), handing the clients what it produced every
-    /// `chunk` events: a long burst reaches the sockets while it is read, rather than piling
-    /// up past the clients' queues, and each chunk has its own receive time.
+    /// A device is readable: read it, let the engine make occurrences of its events, and
+    /// publish them to the clients. Nothing here calls back up.
     func deviceReady(_ device: OpenDevice) {
-        let chunk = 64
-        var produced: [Occurrence] = []
+        events.removeAll(keepingCapacity: true)
+        occurrences.removeAll(keepingCapacity: true)
         var gone: SystemError?
-        var now = monotonicMicros()
-        var read = 0
         do {
-            try device.evdev.drain { event in
-                produced.append(contentsOf: engine.handle(device.handle, event, now: now))
-                read += 1
-                if read % chunk == 0 {
-                    hub.fanOut(produced)
-                    produced.removeAll(keepingCapacity: true)
-                    now = monotonicMicros()
-                }
-            }
+            try device.evdev.read(into: &events)
         } catch {
             gone = error
         }
-        hub.fanOut(produced)
+        engine.handle(device.handle, events, now: monotonicMicros(), into: &occurrences)
+        hub.publish(occurrences)
         if let gone {
             removeDevice(device.handle, why: gone.errno == ENODEV ? "unplugged" : gone.description)
         } else if device.grabPending {
@@ -241,42 +222,44 @@ public final class Daemon {
     func removeDevice(_ handle: Int, why: String) {
         guard let device = devices.removeValue(forKey: handle) else { return }
         bySyspath[device.info.syspath] = nil
-        hub.fanOut(engine.removeDevice(handle: handle, now: monotonicMicros()))
+        hub.publish(engine.removeDevice(handle: handle, now: monotonicMicros()))
         loop.remove(device.evdev.raw)
         device.evdev.logUnreportedDrops()
         Log.info("\(device.evdev.nodeName) - \(device.info.name): removed (\(why))")
-        hub.broadcast(Message.device(added: false, device.json))
+        hub.broadcast(Message.device(added: false, device.record))
         Systemd.notify("STATUS=\(status)")
     }
 
     /// Grabs the device when an enabled interaction asks for it and no key is held (mapped
     /// or not, by libevdev's state), and releases it when none asks.
     func updateGrab(_ device: OpenDevice) {
-        let wanted = hub.wantsGrab(device.info)
-        if wanted && !device.evdev.grabbed {
-            if engine.heldCount(device.handle) > 0 || device.evdev.anyKeyDown {
-                device.grabPending = true
-                return
-            }
+        let action = Admission.grabAction(
+            wanted: hub.wantsGrab(device.info), grabbed: device.evdev.grabbed,
+            anyKeyDown: engine.heldCount(device.handle) > 0 || device.evdev.anyKeyDown)
+        device.grabPending = action == .waitForRelease
+        let label = "\(device.evdev.nodeName) - \(device.info.name)"
+        switch action {
+        case .grab:
             do {
                 try device.evdev.grab(true)
-                Log.info("\(device.evdev.nodeName) - \(device.info.name): grabbed")
+                Log.info("\(label): grabbed")
             } catch {
-                Log.error("\(device.evdev.nodeName) - \(device.info.name): grab failed: \(error), ignoring")
+                Log.error("\(label): grab failed: \(error), ignoring")
             }
-        } else if !wanted && device.evdev.grabbed {
+        case .release:
             try? device.evdev.grab(false)
-            Log.info("\(device.evdev.nodeName) - \(device.info.name): released")
+            Log.info("\(label): released")
+        case .waitForRelease, .nothing:
+            break
         }
-        device.grabPending = false
     }
 
     func updateGrabs() {
         for device in devices.values { updateGrab(device) }
     }
 
-    public var deviceList: [JSON] {
-        devices.values.sorted { $0.handle < $1.handle }.map(\.json)
+    package var deviceList: [DeviceRecord] {
+        devices.values.sorted { $0.handle < $1.handle }.map(\.record)
     }
 
     // MARK: Signals
@@ -297,12 +280,12 @@ public final class Daemon {
 }
 
 extension Daemon: ClientHubDelegate {
-    public func nextSeq() -> UInt64 { engine.nextSeq() }
-    public func grabWishesChanged() { updateGrabs() }
-    public func clientCountChanged() { Systemd.notify("STATUS=\(status)") }
+    package func nextSeq() -> UInt64 { engine.nextSeq() }
+    package func grabWishesChanged() { updateGrabs() }
+    package func clientCountChanged() { Systemd.notify("STATUS=\(status)") }
 }
 
-public struct DaemonError: Error, CustomStringConvertible {
-    public var description: String
-    public init(_ d: String) { description = d }
+package struct DaemonError: Error, CustomStringConvertible {
+    package var description: String
+    package init(_ d: String) { description = d }
 }

@@ -3,8 +3,8 @@ import Glibc
 
 /// A single-threaded epoll loop: file descriptors and what to do when they are ready.
 /// It sleeps in `epoll_wait` with no timeout, so an idle daemon never wakes up.
-public final class EventLoop {
-    public typealias Handler = (UInt32) -> Void
+package final class EventLoop {
+    package typealias Handler = (UInt32) -> Void
 
     let epoll: FileDescriptor
     var handlers: [Int32: Handler] = [:]
@@ -13,39 +13,39 @@ public final class EventLoop {
     /// Work a handler left for later so as not to keep others waiting (a client's backlog of
     /// requests). Run after every batch of ready descriptors; while it returns true (more is
     /// left), the loop polls instead of sleeping.
-    public var deferredWork: (() -> Bool)?
+    package var deferredWork: (() -> Bool)?
     var workLeft = false
 
-    public static let readable = EPOLLIN.rawValue
-    public static let writable = EPOLLOUT.rawValue
-    public static let hangup = EPOLLHUP.rawValue | EPOLLERR.rawValue
+    package static let readable = EPOLLIN.rawValue
+    package static let writable = EPOLLOUT.rawValue
+    package static let hangup = EPOLLHUP.rawValue | EPOLLERR.rawValue
 
-    public init() throws(SystemError) {
+    package init() throws(SystemError) {
         epoll = FileDescriptor(try sys("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) })
     }
 
-    public func add(_ fd: Int32, events: UInt32, _ handler: @escaping Handler) throws(SystemError) {
+    package func add(_ fd: Int32, events: UInt32, _ handler: @escaping Handler) throws(SystemError) {
         var ev = epoll_event(events: events, data: epoll_data_t(fd: fd))
         try sys("epoll_ctl(ADD)") { epoll_ctl(epoll.raw, EPOLL_CTL_ADD, fd, &ev) }
         handlers[fd] = handler
     }
 
-    public func modify(_ fd: Int32, events: UInt32) {
+    package func modify(_ fd: Int32, events: UInt32) {
         var ev = epoll_event(events: events, data: epoll_data_t(fd: fd))
-        _ = epoll_ctl(epoll.raw, EPOLL_CTL_MOD, fd, &ev)
+        sysLogged("epoll_ctl(MOD)", "fd \(fd)") { epoll_ctl(epoll.raw, EPOLL_CTL_MOD, fd, &ev) }
     }
 
     /// Stops watching `fd`; call before closing it.
-    public func remove(_ fd: Int32) {
+    package func remove(_ fd: Int32) {
         guard handlers.removeValue(forKey: fd) != nil else { return }
         var ev = epoll_event()
-        _ = epoll_ctl(epoll.raw, EPOLL_CTL_DEL, fd, &ev)
+        sysLogged("epoll_ctl(DEL)", "fd \(fd)") { epoll_ctl(epoll.raw, EPOLL_CTL_DEL, fd, &ev) }
     }
 
-    public func stop() { running = false }
+    package func stop() { running = false }
 
     /// Runs until `stop()`.
-    public func run() throws(SystemError) {
+    package func run() throws(SystemError) {
         running = true
         while running { _ = try runOnce(timeout: -1) }
     }
@@ -53,12 +53,8 @@ public final class EventLoop {
     /// Waits up to `timeout` milliseconds (-1: forever) for ready descriptors and runs their
     /// handlers; returns how many were ready. Tests step the loop with it.
     @discardableResult
-    public func runOnce(timeout: Int32) throws(SystemError) -> Int {
-        let n = epoll_wait(epoll.raw, &ready, Int32(ready.count), workLeft ? 0 : timeout)
-        if n < 0 {
-            if errno == EINTR { return 0 }
-            throw SystemError("epoll_wait", errno: errno)
-        }
+    package func runOnce(timeout: Int32) throws(SystemError) -> Int {
+        let n = try sys("epoll_wait") { epoll_wait(epoll.raw, &ready, Int32(ready.count), workLeft ? 0 : timeout) }
         for i in 0..<Int(n) {
             let fd = ready[i].data.fd
             // A handler earlier in this batch may have removed this fd.

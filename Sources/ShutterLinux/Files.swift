@@ -2,12 +2,12 @@ import Glibc
 
 /// Why a text file could not be read: the errno of the failing call (or EISDIR, EFBIG,
 /// EILSEQ for a file that is not what a text file should be) and a reason in words.
-public struct FileReadError: Error, CustomStringConvertible, Equatable {
-    public var path: String
-    public var errno: Int32
-    public var reason: String
+package struct FileReadError: Error, CustomStringConvertible, Equatable {
+    package var path: String
+    package var errno: Int32
+    package var reason: String
 
-    public var description: String { "\(path): \(reason)" }
+    package var description: String { "\(path): \(reason)" }
 }
 
 /// "1 MiB (1048576 bytes)": a size limit in words.
@@ -18,7 +18,7 @@ func sizeInWords(_ bytes: Int) -> String {
 
 /// Reads a whole UTF-8 text file of at most `limit` bytes. A directory, a larger file and
 /// bytes that are not UTF-8 are errors, each saying so; a failing call names itself.
-public func readTextFile(_ path: String, limit: Int = 1 << 20) throws(FileReadError) -> String {
+package func readTextFile(_ path: String, limit: Int = 1 << 20) throws(FileReadError) -> String {
     func failure(_ errno: Int32, _ reason: String) -> FileReadError {
         FileReadError(path: path, errno: errno, reason: reason)
     }

@@ -2,13 +2,13 @@ import CUdev
 import Glibc
 
 /// One udev device as shutterd needs it.
-public struct UdevRecord: Sendable {
-    public var syspath: String
-    public var sysname: String
-    public var devnode: String?
-    public var action: String?
-    public var initialized: Bool
-    public var properties: [String: String]
+package struct UdevRecord: Sendable {
+    package var syspath: String
+    package var sysname: String
+    package var devnode: String?
+    package var action: String?
+    package var initialized: Bool
+    package var properties: [String: String]
 
     init(_ d: OpaquePointer) {
         syspath = String(cString: udev_device_get_syspath(d))
@@ -28,14 +28,14 @@ public struct UdevRecord: Sendable {
     }
 
     /// An evdev node (`eventN`), the only nodes shutterd reads.
-    public var isEventNode: Bool { sysname.hasPrefix("event") && devnode != nil }
+    package var isEventNode: Bool { sysname.hasPrefix("event") && devnode != nil }
 }
 
 /// The libudev context.
-public final class Udev {
+package final class Udev {
     let handle: OpaquePointer
 
-    public init() throws(SystemError) {
+    package init() throws(SystemError) {
         guard let h = udev_new() else { throw SystemError("udev_new", errno: errno == 0 ? ENOMEM : errno) }
         handle = h
     }
@@ -43,7 +43,7 @@ public final class Udev {
     deinit { udev_unref(handle) }
 
     /// Every device of subsystem `input` udev knows now.
-    public func enumerateInput() throws(SystemError) -> [UdevRecord] {
+    package func enumerateInput() throws(SystemError) -> [UdevRecord] {
         guard let e = udev_enumerate_new(handle) else { throw SystemError("udev_enumerate_new", errno: ENOMEM) }
         defer { udev_enumerate_unref(e) }
         try negErrno("udev_enumerate_add_match_subsystem", nil, udev_enumerate_add_match_subsystem(e, "input"))
@@ -62,12 +62,12 @@ public final class Udev {
 }
 
 /// A udev monitor on the `udev` source (events after udev's rules ran), subsystem `input`.
-public final class UdevMonitor {
+package final class UdevMonitor {
     let udev: Udev
     let handle: OpaquePointer
-    public let fd: Int32
+    package let fd: Int32
 
-    public init(_ udev: Udev) throws(SystemError) {
+    package init(_ udev: Udev) throws(SystemError) {
         self.udev = udev
         guard let m = udev_monitor_new_from_netlink(udev.handle, "udev") else {
             throw SystemError("udev_monitor_new_from_netlink", errno: errno == 0 ? EPROTONOSUPPORT : errno)
@@ -79,14 +79,13 @@ public final class UdevMonitor {
         try negErrno("udev_monitor_enable_receiving", nil, udev_monitor_enable_receiving(m))
         fd = udev_monitor_get_fd(m)
         // libudev's socket is non-blocking already; make sure, since the loop relies on it.
-        let flags = fcntl(fd, F_GETFL)
-        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        UnixSocket.setNonBlocking(fd)
     }
 
     deinit { udev_monitor_unref(handle) }
 
     /// The next pending device event, or nil when none is pending.
-    public func receive() -> UdevRecord? {
+    package func receive() -> UdevRecord? {
         guard let d = udev_monitor_receive_device(handle) else { return nil }
         defer { udev_device_unref(d) }
         return UdevRecord(d)

@@ -1,6 +1,7 @@
 import Glibc
-import ShutterCore
-import ShutterLinux
+import ShutterClient
+
+import let ShutterLinux.shutterdVersion
 
 let mainUsage = """
     Usage: shutterctl [--socket PATH] COMMAND [OPTIONS]
@@ -68,7 +69,7 @@ enum Exit {
     exit(Exit.usage)
 }
 
-var socketPath = getenv("SHUTTERD_SOCKET").map { String(cString: $0) } ?? "/run/shutterd/shutterd.sock"
+var socketPath = Client.environmentSocketPath
 var args = Array(CommandLine.arguments.dropFirst())
 
 /// Takes `--socket PATH` wherever it stands.
@@ -78,38 +79,33 @@ if let i = args.firstIndex(of: "--socket") {
     args.removeSubrange(i...(i + 1))
 }
 
-@MainActor func connect() -> LineClient {
+/// Connects and reads the hello, or exits saying why (exit 3).
+@MainActor func connect(reconnect: Bool = false) -> Client {
     do {
-        return try LineClient(path: socketPath)
+        return try Client(socketPath: socketPath, reconnect: reconnect, retryInterval: .seconds(1))
     } catch {
-        say(
-            "shutterctl: cannot connect to shutterd at \(socketPath): \(error). Is shutterd running (systemctl status shutterd), and are you in its group?"
-        )
-        exit(Exit.unreachable)
+        unreachable(error)
     }
 }
 
-/// Reads the hello; exits when the daemon does not answer like shutterd.
-@MainActor func hello(_ client: LineClient) -> JSON {
-    guard let h = try? client.next(type: "hello", timeout: 5000) else {
-        say("shutterctl: \(socketPath) did not greet like shutterd (no hello within 5 s)")
-        exit(Exit.unreachable)
+@MainActor func unreachable(_ error: ClientError) -> Never {
+    switch error {
+    case .cannotConnect:
+        say("shutterctl: \(error). Is shutterd running (systemctl status shutterd), and are you in its group?")
+    case .daemon(_, let message): say("shutterctl: shutterd refused: \(message)")
+    default: say("shutterctl: \(error)")
     }
-    if let major = h["protocol"]?["major"]?.intValue, major != Int64(ProtocolVersion.major) {
-        say(
-            "shutterctl: shutterd speaks protocol \(major).x, this shutterctl \(ProtocolVersion.major).x; going on, but expect surprises"
-        )
-    }
-    return h
+    exit(Exit.unreachable)
 }
 
-@MainActor func setInteraction(_ client: LineClient, _ interaction: [(String, JSON)]) {
+/// Sets the interaction, or exits saying why. A connection that closed meanwhile is no
+/// error for a reconnecting client: it sets the interaction again once reconnected.
+@MainActor func setInteraction(_ client: Client, _ interaction: Interaction) {
     do {
-        try client.send(
-            .object([("type", .string("setInteraction")), ("id", .int(1)), ("interaction", .object(interaction))]))
+        try client.setInteraction(interaction)
     } catch {
-        say("shutterctl: sending to shutterd: \(error)")
-        exit(Exit.unreachable)
+        if error == .closed && client.reconnects { return }
+        unreachable(error)
     }
 }
 
@@ -162,12 +158,10 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
     }
     let json = flagSet("--json")
     rejectLeftovers(devicesUsage)
-    let client = connect()
-    let h = hello(client)
-    let list = h["devices"]?.arrayValue ?? []
+    let list = connect().hello.devices
     if json {
         // NDJSON, like watch --json: one device object a line, nothing for no devices.
-        for d in list { out(d.serialized) }
+        for d in list { out(d.json) }
         return 0
     }
     if list.isEmpty {
@@ -175,10 +169,7 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
         return 0
     }
     var rows = [["KIND", "BUS", "ID", "NODE", "NAME", "DEVICE ID"]]
-    for d in list {
-        func f(_ k: String) -> String { d[k]?.stringValue ?? "" }
-        rows.append([f("kind"), f("bus"), "\(f("vendor")):\(f("product"))", f("node"), f("name"), f("id")])
-    }
+    for d in list { rows.append([d.kind, d.bus, "\(d.vendor):\(d.product)", d.node, d.name, d.id]) }
     let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max() ?? 0 }
     for r in rows {
         out(
@@ -198,42 +189,48 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
     let json = flagSet("--json")
     let noSecondary = flagSet("--no-secondary")
     rejectLeftovers(watchUsage)
-    var first = true
-    while true {
-        let client: LineClient
+    // The first connection is retried here; the client reconnects after that.
+    var client: Client?
+    var said = false
+    while client == nil {
         do {
-            client = try LineClient(path: socketPath)
+            client = try Client(socketPath: socketPath, reconnect: true, retryInterval: .seconds(1))
         } catch {
-            if first {
-                say("shutterctl: cannot connect to shutterd at \(socketPath): \(error); retrying every second")
-                first = false
-            }
+            guard case .cannotConnect = error else { unreachable(error) }
+            if !said { say("shutterctl: \(error); retrying every second") }
+            said = true
             sleep(1)
-            continue
         }
-        first = false
-        if noSecondary { setInteraction(client, [("secondary", .bool(false))]) }
-        while true {
-            let r: LineClient.Received
-            do {
-                r = try client.next(timeout: -1)
-            } catch {
-                r = .closed
-            }
-            guard case .message(let m) = r else { break }
-            let type = m["type"]?.stringValue
-            if json {
-                if type != "reply" { out(m.serialized) }
-            } else if type == "hello" {
-                out(
-                    "connected to shutterd \(m["daemon"]?["version"]?.stringValue ?? "?"): \(m["devices"]?.arrayValue?.count ?? 0) devices"
-                )
-            } else if let line = EventText.line(m) {
-                out(line)
-            }
+    }
+    let c = client!
+    func greeted(_ hello: Hello, _ line: String?) {
+        if json {
+            if let line { out(line) }
+        } else {
+            out("connected to shutterd \(hello.daemonVersion): \(hello.devices.count) devices")
         }
-        say("shutterctl: shutterd closed the connection; reconnecting")
-        sleep(1)
+    }
+    greeted(c.hello, c.helloLine)
+    if noSecondary { setInteraction(c, Interaction(secondary: false)) }
+    while true {
+        do throws(ClientError) {
+            guard let (event, line) = try c.nextMessage() else { continue }
+            switch event {
+            case .disconnected: say("shutterctl: shutterd closed the connection; reconnecting")
+            case .reconnected(let hello): greeted(hello, line)
+            default:
+                if json {
+                    if let line { out(line) }
+                } else if let text = EventText.line(event) {
+                    out(text)
+                }
+            }
+        } catch .daemon(let code, let message) {
+            say("shutterctl: shutterd: \(code): \(message)")
+        } catch {
+            say("shutterctl: \(error)")
+            exit(Exit.unreachable)
+        }
     }
 }
 
@@ -295,48 +292,32 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
     guard key.hasPrefix("KEY_") || key.hasPrefix("BTN_") else {
         usageError("--key must be a libevdev key name such as KEY_VOLUMEUP", verifyUsage)
     }
-    var judge = VerifyJudge(key: key, device: device, handler: handler)
-    let start = monotonicMicros()
+    let expected = PressExpectation(key: key, device: device, handler: handler)
+    let start = ContinuousClock.now
     let client = connect()
-    _ = hello(client)
     // Both handlers unless primary is asked for: then volume up falls through, as on iOS.
-    setInteraction(client, [("primary", .bool(true)), ("secondary", .bool(handler != .primary))])
-    say("waiting for \(judge.expectation) (timeout \(timeoutText) s)")
-    let deadline = start + Int64(timeout * 1_000_000)
-    var result: (Int32, String)?
-    while result == nil {
-        let left = Int32(clamping: max(0, (deadline - monotonicMicros()) / 1000))
-        let r: LineClient.Received
-        do {
-            r = try client.next(timeout: left)
-        } catch {
-            r = .closed
-        }
-        switch r {
-        case .message(let m):
-            if m["type"]?.stringValue == "error" {
-                result = (Exit.unreachable, "shutterd refused: \(m["message"]?.stringValue ?? "?")")
-            }
-            switch judge.observe(m) {
-            case .pending: break
-            case .passed(let s): result = (Exit.passed, s)
-            case .failed(let s): result = (Exit.wrong, s)
-            }
-        case .closed:
-            result = (Exit.unreachable, "shutterd closed the connection before \(judge.expectation) arrived")
-        case .timedOut:
-            if judge.others.isEmpty {
-                result = (Exit.timeout, "nothing arrived within \(timeoutText) s: no \(judge.expectation)")
-            } else {
-                result = (Exit.wrong, "expected \(judge.expectation), got \(judge.others.joined(separator: ", "))")
-            }
+    setInteraction(client, Interaction(primary: true, secondary: handler != .primary))
+    say("waiting for \(expected) (timeout \(timeoutText) s)")
+    let code: Int32
+    let message: String
+    do throws(PressError) {
+        let press = try client.waitForPress(expected, timeout: .seconds(timeout) - start.duration(to: .now))
+        (code, message) = (Exit.passed, "\(PressJudge.describe(press.ended)): began and ended")
+    } catch {
+        switch error {
+        case .wrong(let why): (code, message) = (Exit.wrong, why)
+        case .nothing: (code, message) = (Exit.timeout, "nothing arrived within \(timeoutText) s: no \(expected)")
+        case .client(.closed):
+            (code, message) = (Exit.unreachable, "shutterd closed the connection before \(expected) arrived")
+        case .client(.daemon(_, let text)): (code, message) = (Exit.unreachable, "shutterd refused: \(text)")
+        case .client(let other): (code, message) = (Exit.unreachable, other.description)
         }
     }
-    let (code, message) = result!
     if code == Exit.passed { out("PASS \(message)") } else { say("FAIL \(message)") }
     if let junit {
-        let seconds = Double(monotonicMicros() - start) / 1_000_000
-        writeJUnit(junit, name: judge.expectation, seconds: seconds, failure: code == Exit.passed ? nil : message)
+        let elapsed = start.duration(to: .now).components
+        let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+        writeJUnit(junit, name: expected.description, seconds: seconds, failure: code == Exit.passed ? nil : message)
     }
     return code
 }

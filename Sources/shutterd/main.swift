@@ -83,7 +83,7 @@ do {
         fail("\(file): \(error)", code: 78)
     }
     Log.info("config: read \(file)")
-} catch where error.errno == ENOENT && !configRequired && !isThere(file) {
+} catch  where error.errno == ENOENT && !configRequired && !isThere(file) {
     Log.info("config: no \(file), using the defaults")
 } catch {
     fail("cannot read config file \(error)", code: 78)

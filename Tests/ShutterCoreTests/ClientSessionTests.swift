@@ -151,7 +151,10 @@ struct ClientSessionTests {
             (#"{"keys":["KEY_VOLUMEUP"]}"#, true, true),
             (#"{"keys":["KEY_ENTER"]}"#, false, false),
             (#"{"names":["AB Shutter3*"],"buses":["usb"]}"#, false, false),
-            (#"{"names":["AB Shutter3*"],"kinds":["remote"],"buses":["bluetooth"],"keys":["KEY_VOLUMEUP"]}"#, true, false),
+            (
+                #"{"names":["AB Shutter3*"],"kinds":["remote"],"buses":["bluetooth"],"keys":["KEY_VOLUMEUP"]}"#, true,
+                false
+            ),
         ])
     func filters(_ filter: String, _ fromRemote: Bool, _ fromKeyboard: Bool) throws {
         var rig = Rig()
@@ -216,7 +219,7 @@ struct ClientSessionTests {
     func sliderNoWrap() throws {
         var s = try session(#"{"slider":{"min":0,"max":9223372036854775807,"value":9223372036854775807}}"#)
         let o = Occurrence(
-            seq: 1, kind: .slider(delta: 1), press: 0, device: remote, deviceJSON: remote.json,
+            seq: 1, kind: .slider(delta: 1), press: 0, device: DeviceRecord(handle: 1, info: remote),
             key: KeyInfo(code: RelCode.wheel, name: "REL_WHEEL"), kernelTime: 0, receiveTime: 0)
         _ = s.deliver(o)
         #expect(s.interaction.slider.value == Int64.max)
@@ -250,7 +253,12 @@ struct ClientSessionTests {
         _ = s.deliver(rig.key(1, KeyCode.volumeUp, 1))
         var off = Interaction()
         off.enabled = false
-        let cancels = s.setInteraction(off, now: 5, nextSeq: { seq += 1; return seq })
+        let cancels = s.setInteraction(
+            off, now: 5,
+            nextSeq: {
+                seq += 1
+                return seq
+            })
         #expect(cancels.count == 1)
         let c = try decode(cancels.first)
         #expect(c?["phase"] == .string("cancelled"))
@@ -272,7 +280,8 @@ struct ClientSessionTests {
         // Only the remote from now on, and no secondary handler: the keyboard's press is
         // filtered out, and the remote's volume up would now drive primary.
         let cancels = try s.setInteraction(
-            Interaction(request: JSON.parse(#"{"secondary":false,"filter":{"kinds":["remote"]}}"#)), now: 0, nextSeq: { 0 }
+            Interaction(request: JSON.parse(#"{"secondary":false,"filter":{"kinds":["remote"]}}"#)), now: 0,
+            nextSeq: { 0 }
         ).map { try decode($0) }
         #expect(cancels.count == 2)
         #expect(cancels.allSatisfy { $0?["reason"] == .string("filtered") })
@@ -289,7 +298,8 @@ struct ClientSessionTests {
         var s = ClientSession()
         _ = s.deliver(rig.key(1, KeyCode.volumeDown, 1))
         // Still covered: primary is kept, the secondary handler goes.
-        let cancels = try s.setInteraction(Interaction(request: JSON.parse(#"{"secondary":false}"#)), now: 0, nextSeq: { 0 })
+        let cancels = try s.setInteraction(
+            Interaction(request: JSON.parse(#"{"secondary":false}"#)), now: 0, nextSeq: { 0 })
         #expect(cancels.isEmpty)
         #expect(try decode(s.deliver(rig.key(1, KeyCode.volumeDown, 0)))?["handler"] == .string("primary"))
     }

@@ -75,7 +75,8 @@ struct ConfigTests {
         #expect(remote.matchName == nil && remote.matchBus == nil && remote.matchID == nil)
         #expect(
             remote.change
-                == MappingOverride(kind: .remote, primaryKeys: [KeyCode.enter, KeyCode.volumeUp], secondaryKeys: [], force: true))
+                == MappingOverride(
+                    kind: .remote, primaryKeys: [KeyCode.enter, KeyCode.volumeUp], secondaryKeys: [], force: true))
 
         let k380 = c.devices[1]
         #expect(k380.line == 18)
@@ -92,18 +93,31 @@ struct ConfigTests {
     func overrideForDevice() throws {
         let c = try parse(example)
         // The AB Shutter3 on Bluetooth matches the first rule only.
-        let remote = c.override(name: "AB Shutter3 Keyboard", bus: 0x05, vendor: 0x2717, product: 0x0040, id: "i", group: "g")
+        let remote = c.override(
+            name: "AB Shutter3 Keyboard", bus: 0x05, vendor: 0x2717, product: 0x0040, id: "i", group: "g")
         #expect(remote.kind == .remote)
         #expect(remote.ignore == nil)
         // Another product of the vendor does not.
-        #expect(c.override(name: "AB Shutter3", bus: 0x05, vendor: 0x2717, product: 0x0041, id: "i", group: "g") == MappingOverride())
+        #expect(
+            c.override(name: "AB Shutter3", bus: 0x05, vendor: 0x2717, product: 0x0041, id: "i", group: "g")
+                == MappingOverride())
         // The K380 rule needs both the name and the bus.
-        #expect(c.override(name: "Logitech K380 Keyboard", bus: 0x05, vendor: 0x46d, product: 0xb342, id: "i", group: "g").ignore == true)
-        #expect(c.override(name: "Logitech K380 Keyboard", bus: 0x03, vendor: 0x46d, product: 0xb342, id: "i", group: "g").ignore == nil)
+        #expect(
+            c.override(name: "Logitech K380 Keyboard", bus: 0x05, vendor: 0x46d, product: 0xb342, id: "i", group: "g")
+                .ignore == true)
+        #expect(
+            c.override(name: "Logitech K380 Keyboard", bus: 0x03, vendor: 0x46d, product: 0xb342, id: "i", group: "g")
+                .ignore == nil)
         // match-id matches the id or the group.
-        #expect(c.override(name: "x", bus: 3, vendor: 1, product: 2, id: "usb-046d-c52b-usb-1", group: "g").secondaryKeys != nil)
-        #expect(c.override(name: "x", bus: 3, vendor: 1, product: 2, id: "i", group: "usb-046d-c52b-usb-1").secondaryKeys != nil)
-        #expect(c.override(name: "x", bus: 3, vendor: 1, product: 2, id: "usb-046d-c52b-usb-1-x", group: "g") == MappingOverride())
+        #expect(
+            c.override(name: "x", bus: 3, vendor: 1, product: 2, id: "usb-046d-c52b-usb-1", group: "g").secondaryKeys
+                != nil)
+        #expect(
+            c.override(name: "x", bus: 3, vendor: 1, product: 2, id: "i", group: "usb-046d-c52b-usb-1").secondaryKeys
+                != nil)
+        #expect(
+            c.override(name: "x", bus: 3, vendor: 1, product: 2, id: "usb-046d-c52b-usb-1-x", group: "g")
+                == MappingOverride())
     }
 
     @Test("a later matching rule wins over an earlier one for the fields it sets")
@@ -176,7 +190,10 @@ struct ConfigTests {
             ),
             ("[device]\nmatch-name = x\nignore = perhaps\n", 3, "ignore must be 1 or 0 (yes/no), not 'perhaps'"),
             ("[device]\nmatch-name = x\nopen = 2\n", 3, "open must be 1 or 0 (yes/no), not '2'"),
-            ("[daemon]\nqueue-limit = 32\n\n[device]\nkind = remote\n", 4, "[device] section has no match-* line; it would change every device"),
+            (
+                "[daemon]\nqueue-limit = 32\n\n[device]\nkind = remote\n", 4,
+                "[device] section has no match-* line; it would change every device"
+            ),
         ])
     func errorsNameTheLine(_ text: String, _ line: Int, _ message: String) {
         let e = configError(text)
@@ -232,11 +249,13 @@ struct ConfigLimitTests {
         #expect(ClientLimits().maxClients == 1024)
     }
 
-    @Test("out of range or not a number is refused with the range", arguments: [
-        ("queue-bytes", "65535", "65536 to 268435456"), ("queue-bytes", "1e9", "65536 to 268435456"),
-        ("queue-bytes", "268435457", "65536 to 268435456"), ("max-clients", "0", "1 to 65536"),
-        ("max-clients", "٣", "1 to 65536"), ("max-clients", "99999999999999999999", "1 to 65536"),
-    ])
+    @Test(
+        "out of range or not a number is refused with the range",
+        arguments: [
+            ("queue-bytes", "65535", "65536 to 268435456"), ("queue-bytes", "1e9", "65536 to 268435456"),
+            ("queue-bytes", "268435457", "65536 to 268435456"), ("max-clients", "0", "1 to 65536"),
+            ("max-clients", "٣", "1 to 65536"), ("max-clients", "99999999999999999999", "1 to 65536"),
+        ])
     func bad(_ key: String, _ value: String, _ range: String) {
         let e = configError("[daemon]\n\(key) = \(value)\n")
         #expect(e?.line == 2)

@@ -39,7 +39,8 @@ struct GlobTests {
             ("Shutter\\*3", "Shutter*3"),
         ])
     func matches(_ pattern: String, _ text: String) {
-        #expect(Glob.matches(pattern: pattern, text), "\(pattern.debugDescription) should match \(text.debugDescription)")
+        #expect(
+            Glob.matches(pattern: pattern, text), "\(pattern.debugDescription) should match \(text.debugDescription)")
     }
 
     @Test(
@@ -72,7 +73,9 @@ struct GlobTests {
             ("Shutter\\*3", "Shutterx3"),
         ])
     func doesNotMatch(_ pattern: String, _ text: String) {
-        #expect(!Glob.matches(pattern: pattern, text), "\(pattern.debugDescription) should not match \(text.debugDescription)")
+        #expect(
+            !Glob.matches(pattern: pattern, text),
+            "\(pattern.debugDescription) should not match \(text.debugDescription)")
     }
 
     @Test("a star backtracks over a long text without giving up early")

@@ -47,7 +47,9 @@ struct HostileInputTests {
         let ok = try JSON.parse("{" + members.joined(separator: ",") + "}")
         #expect(ok.objectValue?.count == 1024)
         #expect(ok["k1023"] == .int(1023))
-        #expect(throws: JSONParseError.self) { try JSON.parse("{" + (members + [#""x":1"#]).joined(separator: ",") + "}") }
+        #expect(throws: JSONParseError.self) {
+            try JSON.parse("{" + (members + [#""x":1"#]).joined(separator: ",") + "}")
+        }
         do {
             _ = try JSON.parse("{" + (members + [#""x":1"#]).joined(separator: ",") + "}")
         } catch {
@@ -66,9 +68,11 @@ struct HostileInputTests {
         #expect(v.objectValue?.map(\.0) == (0..<40).map { "k\($0)" })
     }
 
-    @Test("the id is echoed byte for byte as the client wrote it", arguments: [
-        "1e15", "1000000000000000000000000", "-0.0", "1.50", #""\u00e9""#, "[1, 2 ,3]", #"{"a" : [true,null]}"#,
-    ])
+    @Test(
+        "the id is echoed byte for byte as the client wrote it",
+        arguments: [
+            "1e15", "1000000000000000000000000", "-0.0", "1.50", #""\u00e9""#, "[1, 2 ,3]", #"{"a" : [true,null]}"#,
+        ])
     func idVerbatim(_ id: String) throws {
         guard case .success(let r) = request(#"{"type":"ping","id":"# + id + "}") else {
             Issue.record("refused")
@@ -78,6 +82,16 @@ struct HostileInputTests {
         let reply = Message.reply(.ping, id: r.id)
         let text = String(decoding: reply, as: UTF8.self)
         #expect(text == #"{"type":"reply","request":"ping","id":"# + id + "}\n")
+    }
+
+    @Test("tabs and CRs between an id's tokens come back as spaces: no control character in a reply")
+    func idWhiteSpace() throws {
+        guard case .success(let r) = request("{\"type\":\"ping\",\"id\":[1,\t2,\r3]}") else {
+            Issue.record("refused")
+            return
+        }
+        #expect(r.id == RequestID("[1, 2, 3]"))
+        #expect(!Message.reply(.ping, id: r.id).dropLast().contains { $0 < 0x20 })
     }
 
     @Test("an id of 256 bytes is echoed; one of 257 is refused without being echoed")
@@ -128,17 +142,17 @@ struct HostileInputTests {
         #expect(g.message.utf8.count < 200)
     }
 
-    @Test("the outbound queue is bounded in bytes as well as messages")
+    @Test("the output buffer is bounded in bytes as well as messages")
     func queueBytes() throws {
-        var q = OutboundQueue(limit: 1000, byteLimit: 100)
+        var q = OutBuffer(limit: 1000, byteLimit: 100)
         var taken = [q.push([UInt8](repeating: 1, count: 60)), q.push([UInt8](repeating: 2, count: 40)), q.push([3])]
         #expect(taken == [true, true, false])
-        #expect(q.bytes == 100)
-        let written = q.drain { slices in min(70, slices.reduce(0) { $0 + $1.count }) }
+        #expect(q.pending == 100)
+        let written = q.drain { b in min(70, b.count) }
         #expect(written == 100)
-        #expect(q.bytes == 0)
-        // An empty queue takes one message larger than the limit: the daemon's own hello must
-        // reach a client that reads, whatever the number of devices.
+        #expect(q.pending == 0)
+        // An empty buffer takes one message larger than the limit: the daemon's own hello
+        // must reach a client that reads, whatever the number of devices.
         taken = [q.push([UInt8](repeating: 4, count: 500)), q.push([5])]
         #expect(taken == [true, false])
         var calls = 0
@@ -146,9 +160,9 @@ struct HostileInputTests {
             calls += 1
             return calls == 1 ? 10 : 0
         }
-        #expect(q.bytes == 490)
+        #expect(q.pending == 490)
         q.pushFinal([6, 6])
         q.discardUnstarted()
-        #expect(q.bytes == 490)
+        #expect(q.pending == 490)
     }
 }

@@ -25,7 +25,9 @@ struct IdentityTests {
 
     @Test("without uniq, phys with its /inputN cut anchors the group; the interface goes into the id")
     func physGroupsInterfaces() {
-        let kbd = identity(bus: 0x03, vendor: 0x046d, product: 0xc52b, phys: "usb-0000:00:14.0-2/input0", name: "Logitech USB Receiver")
+        let kbd = identity(
+            bus: 0x03, vendor: 0x046d, product: 0xc52b, phys: "usb-0000:00:14.0-2/input0", name: "Logitech USB Receiver"
+        )
         let media = identity(
             bus: 0x03, vendor: 0x046d, product: 0xc52b, phys: "usb-0000:00:14.0-2/input1",
             name: "Logitech USB Receiver Consumer Control")
@@ -87,7 +89,9 @@ struct IdentityTests {
         #expect(identity().id == "bluetooth-2717-0040-ab-shutter3-ab-shutter3-keyboard")
         #expect(identity(phys: "usb-1/port2").id == "bluetooth-2717-0040-usb-1-port2-ab-shutter3-keyboard")
         // Only the last path part is the interface; it is cleaned like the rest.
-        #expect(identity(phys: "isa0060/serio0/input0").id == "bluetooth-2717-0040-isa0060-serio0-input0-ab-shutter3-keyboard")
+        #expect(
+            identity(phys: "isa0060/serio0/input0").id
+                == "bluetooth-2717-0040-isa0060-serio0-input0-ab-shutter3-keyboard")
         #expect(identity(phys: "usb-1/input2:1").id == "bluetooth-2717-0040-usb-1-input2:1-ab-shutter3-keyboard")
     }
 
@@ -113,7 +117,10 @@ struct IdentityTests {
 
     @Test(
         "without uniq or phys, the name without the per-collection suffix anchors the group",
-        arguments: ["AB Shutter3 Keyboard", "AB Shutter3 Consumer Control", "AB Shutter3 System Control", "AB Shutter3 Mouse", "AB Shutter3"])
+        arguments: [
+            "AB Shutter3 Keyboard", "AB Shutter3 Consumer Control", "AB Shutter3 System Control", "AB Shutter3 Mouse",
+            "AB Shutter3",
+        ])
     func nameFallback(_ name: String) {
         let i = identity(name: name)
         #expect(i.group == "bluetooth-2717-0040-ab-shutter3")
@@ -148,7 +155,8 @@ struct IdentityTests {
     func samePastReplug() {
         func info(_ n: Int) -> DeviceInfo {
             DeviceInfo(
-                name: "AB Shutter3 Keyboard", bus: 0x05, vendor: 0x2717, product: 0x0040, version: n == 1 ? 0x0001 : 0x0002,
+                name: "AB Shutter3 Keyboard", bus: 0x05, vendor: 0x2717, product: 0x0040,
+                version: n == 1 ? 0x0001 : 0x0002,
                 uniq: "c2:1a:55:0e:b3:05", phys: "00:1a:7d:da:71:1\(n)",
                 syspath: "/sys/devices/virtual/misc/uhid/0005:2717:0040.000\(n)/input/input\(n + 6)/event\(n + 4)",
                 node: "/dev/input/event\(n + 4)", kind: .remote)
@@ -166,7 +174,8 @@ struct IdentityTests {
             DeviceInfo(
                 name: "Apple Inc. Apple Keyboard", bus: 0x03, vendor: 0x05ac, product: 0x0221, version: 0x0110,
                 uniq: nil, phys: "usb-0000:00:14.0-2/input\(interface)",
-                syspath: "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2:1.\(interface)/0003:05AC:0221.000\(n * 2 + interface)/input/input\(n * 10 + interface)/event\(n * 10 + interface)",
+                syspath:
+                    "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2:1.\(interface)/0003:05AC:0221.000\(n * 2 + interface)/input/input\(n * 10 + interface)/event\(n * 10 + interface)",
                 node: "/dev/input/event\(n * 10 + interface)", kind: .keyboard)
         }
         for interface in [0, 1] {
@@ -189,10 +198,14 @@ struct IdentityTests {
                 == #"{"id":"bluetooth-2717-0040-ab-shutter3-ab-shutter3-keyboard","group":"bluetooth-2717-0040-ab-shutter3","name":"AB Shutter3 Keyboard","bus":"bluetooth","vendor":"2717","product":"0040","version":"011b","syspath":"/sys/x","node":"/dev/input/event3","kind":"remote"}"#
         )
         let withBoth = DeviceInfo(
-            name: "n", bus: 0x03, vendor: 1, product: 2, version: 3, uniq: "u", phys: "p/input0", syspath: "s", node: "d",
+            name: "n", bus: 0x03, vendor: 1, product: 2, version: 3, uniq: "u", phys: "p/input0", syspath: "s",
+            node: "d",
             kind: .keyboard)
         let keys = withBoth.json.objectValue?.map(\.0)
-        #expect(keys == ["id", "group", "name", "bus", "vendor", "product", "version", "uniq", "phys", "syspath", "node", "kind"])
+        #expect(
+            keys == [
+                "id", "group", "name", "bus", "vendor", "product", "version", "uniq", "phys", "syspath", "node", "kind",
+            ])
         #expect(withBoth.json["phys"] == .string("p/input0"))
         #expect(withBoth.group == "usb-0001-0002-u")
         #expect(withBoth.id == "usb-0001-0002-u-input0-n")

@@ -44,7 +44,10 @@ struct JSONTests {
         let back = try JSON.parse(text)
         #expect(back == value)
         // Order is kept, not only the set of members.
-        #expect(back.objectValue?.map(\.0) == ["null", "t", "f", "int", "big", "small", "double", "string", "empty", "array"])
+        #expect(
+            back.objectValue?.map(\.0) == [
+                "null", "t", "f", "int", "big", "small", "double", "string", "empty", "array",
+            ])
     }
 
     @Test("write(into:) appends to what is already there")
@@ -67,7 +70,9 @@ struct JSONTests {
         #expect(JSON.double(-.infinity).serialized == "null")
     }
 
-    @Test("written doubles parse back to the same double", arguments: [0.1, -2.5, 1e300, .leastNonzeroMagnitude, 123456.789, 1e16, -1e-7])
+    @Test(
+        "written doubles parse back to the same double",
+        arguments: [0.1, -2.5, 1e300, .leastNonzeroMagnitude, 123456.789, 1e16, -1e-7])
     func doubleRoundTrip(_ d: Double) throws {
         let back = try JSON.parse(JSON.double(d).serialized)
         #expect(back.doubleValue == d)

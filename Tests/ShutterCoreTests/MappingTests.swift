@@ -2,10 +2,13 @@ import ShutterCore
 import Testing
 
 /// An ordinary keyboard: letters, Enter, and the volume keys many keyboards have.
-private let keyboardKeys: Set<UInt16> = [KeyCode.esc, KeyCode.q, KeyCode.a, KeyCode.z, KeyCode.enter, KeyCode.space, KeyCode.f5]
+private let keyboardKeys: Set<UInt16> = [
+    KeyCode.esc, KeyCode.q, KeyCode.a, KeyCode.z, KeyCode.enter, KeyCode.space, KeyCode.f5,
+]
 private let keyboardWithVolume = Capabilities(keys: keyboardKeys.union([KeyCode.volumeUp, KeyCode.volumeDown]))
 private let plainKeyboard = Capabilities(keys: keyboardKeys)
-private let mouseCaps = Capabilities(keys: [KeyCode.btnLeft], rels: [RelCode.x, RelCode.y, RelCode.wheel, RelCode.hwheel])
+private let mouseCaps = Capabilities(
+    keys: [KeyCode.btnLeft], rels: [RelCode.x, RelCode.y, RelCode.wheel, RelCode.hwheel])
 
 private func keyCode(_ name: String) -> UInt16? {
     TestNames.keys.first { $0.value == name }?.key
@@ -15,11 +18,18 @@ private func keyCode(_ name: String) -> UInt16? {
 struct DeviceKindGuessTests {
     @Test("a dial axis makes a dial, whatever the name")
     func dial() {
-        #expect(DeviceKind.guess(name: "Griffin PowerMate", capabilities: Capabilities(keys: [KeyCode.btn0], rels: [RelCode.dial])) == .dial)
+        #expect(
+            DeviceKind.guess(
+                name: "Griffin PowerMate", capabilities: Capabilities(keys: [KeyCode.btn0], rels: [RelCode.dial]))
+                == .dial)
         #expect(DeviceKind.guess(name: "Headset Dial", capabilities: Capabilities(rels: [RelCode.dial])) == .dial)
     }
 
-    @Test("AVRCP nodes and headset words make a headset", arguments: ["WH-1000XM4 (AVRCP)", "Jabra HEADSET", "My Earbuds", "AirPods Pro", "Hands-Free unit", "USB Headphone Set"])
+    @Test(
+        "AVRCP nodes and headset words make a headset",
+        arguments: [
+            "WH-1000XM4 (AVRCP)", "Jabra HEADSET", "My Earbuds", "AirPods Pro", "Hands-Free unit", "USB Headphone Set",
+        ])
     func headset(_ name: String) {
         #expect(DeviceKind.guess(name: name, capabilities: Capabilities(keys: [KeyCode.playPause])) == .headset)
     }
@@ -46,17 +56,23 @@ struct DeviceKindGuessTests {
     func cameraAndMedia() {
         #expect(DeviceKind.guess(name: "Cam", capabilities: Capabilities(keys: [KeyCode.camera])) == .camera)
         #expect(DeviceKind.guess(name: "Cam", capabilities: Capabilities(keys: [KeyCode.cameraFocus])) == .camera)
-        #expect(DeviceKind.guess(name: "AB Shutter3 Consumer Control", capabilities: Capabilities(keys: [KeyCode.volumeUp])) == .media)
+        #expect(
+            DeviceKind.guess(name: "AB Shutter3 Consumer Control", capabilities: Capabilities(keys: [KeyCode.volumeUp]))
+                == .media)
         #expect(DeviceKind.guess(name: "", capabilities: Capabilities()) == .media)
     }
 }
 
 @Suite("DeviceMapping and DevicePlan")
 struct MappingTests {
-    @Test("every kind drives primary with volume down, camera and the headset clicks, secondary with volume up", arguments: DeviceKind.allCases)
+    @Test(
+        "every kind drives primary with volume down, camera and the headset clicks, secondary with volume up",
+        arguments: DeviceKind.allCases)
     func commonKeys(_ kind: DeviceKind) {
         let m = DeviceMapping.standard(for: kind)
-        for key in [KeyCode.volumeDown, KeyCode.camera, KeyCode.playPause, KeyCode.media, KeyCode.playCD, KeyCode.pauseCD] {
+        for key in [
+            KeyCode.volumeDown, KeyCode.camera, KeyCode.playPause, KeyCode.media, KeyCode.playCD, KeyCode.pauseCD,
+        ] {
             #expect(m.role(ofKey: key) == .primary, "key \(key) of \(kind)")
         }
         #expect(m.role(ofKey: KeyCode.volumeUp) == .secondary)
@@ -114,7 +130,8 @@ struct MappingTests {
 
     @Test("marked a remote, the same keyboard node is opened and its Enter is primary")
     func remoteEnter() {
-        let plan = DevicePlan(name: "AB Shutter3 Keyboard", capabilities: plainKeyboard, override: MappingOverride(kind: .remote))
+        let plan = DevicePlan(
+            name: "AB Shutter3 Keyboard", capabilities: plainKeyboard, override: MappingOverride(kind: .remote))
         #expect(plan.kind == .remote)
         #expect(plan.open)
         #expect(plan.reason == "has mapped keys or axes")
@@ -145,7 +162,8 @@ struct MappingTests {
 
     @Test("SHUTTERD_DEVICE opens a device with nothing mapped")
     func forceOpens() {
-        let plan = DevicePlan(name: "AB Shutter3 Keyboard", capabilities: plainKeyboard, override: MappingOverride(force: true))
+        let plan = DevicePlan(
+            name: "AB Shutter3 Keyboard", capabilities: plainKeyboard, override: MappingOverride(force: true))
         #expect(plan.open)
         #expect(plan.reason == "SHUTTERD_DEVICE is set")
         #expect(!DevicePlan(name: "x", capabilities: plainKeyboard, override: MappingOverride(force: false)).open)
@@ -188,7 +206,8 @@ struct UdevOverrideTests {
         #expect(
             o
                 == MappingOverride(
-                    kind: .remote, primaryKeys: [KeyCode.enter, KeyCode.camera], secondaryKeys: [KeyCode.volumeUp, KeyCode.a],
+                    kind: .remote, primaryKeys: [KeyCode.enter, KeyCode.camera],
+                    secondaryKeys: [KeyCode.volumeUp, KeyCode.a],
                     force: true, ignore: false))
     }
 
@@ -216,7 +235,10 @@ struct UdevOverrideTests {
 
     @Test("flags take 1/0, yes/no, true/false, on/off in any case, and nothing else")
     func flags() {
-        for (value, expected) in [("1", true), ("YES", true), ("true", true), ("On", true), ("0", false), ("no", false), ("False", false), ("off", false)] {
+        for (value, expected) in [
+            ("1", true), ("YES", true), ("true", true), ("On", true), ("0", false), ("no", false), ("False", false),
+            ("off", false),
+        ] {
             let (o, problems) = MappingOverride.fromUdev(["SHUTTERD_IGNORE": value], keyCode: keyCode)
             #expect(o.ignore == expected, "SHUTTERD_IGNORE=\(value)")
             #expect(problems.isEmpty)

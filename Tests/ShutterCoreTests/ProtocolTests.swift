@@ -52,7 +52,9 @@ struct RequestParseTests {
         #expect(set != nil && set?.id == nil)
     }
 
-    @Test("any JSON value is echoed as the id", arguments: [#"null"#, #"1.5"#, #"[1,{"a":true}]"#, #"{"n":"x"}"#, #"false"#, #""é""#])
+    @Test(
+        "any JSON value is echoed as the id",
+        arguments: [#"null"#, #"1.5"#, #"[1,{"a":true}]"#, #"{"n":"x"}"#, #"false"#, #""é""#])
     func idAnyJSON(_ id: String) throws {
         let r = success(#"{"type":"ping","id":"# + id + "}")
         #expect(r?.id == RequestID(id))
@@ -69,7 +71,11 @@ struct RequestParseTests {
         #expect(failure(#"{"type":"ping"} x"#)?.code == .invalidJSON)
     }
 
-    @Test("a value that is not an object is invalidJSON", arguments: [("[1]", "an array"), ("\"ping\"", "a string"), ("3", "a number"), ("null", "null"), ("true", "a boolean")])
+    @Test(
+        "a value that is not an object is invalidJSON",
+        arguments: [
+            ("[1]", "an array"), ("\"ping\"", "a string"), ("3", "a number"), ("null", "null"), ("true", "a boolean"),
+        ])
     func notAnObject(_ text: String, _ type: String) {
         let e = failure(text)
         #expect(e == RequestError(.invalidJSON, "request must be a JSON object, not \(type)"))
@@ -79,7 +85,9 @@ struct RequestParseTests {
     @Test("a missing or non-string type is invalidRequest, with the id")
     func badType() {
         #expect(failure(#"{"id":1}"#) == RequestError(.invalidRequest, "request has no \"type\" field", id: "1"))
-        #expect(failure(#"{"type":7,"id":[2]}"#) == RequestError(.invalidRequest, "\"type\" must be a string, not a number", id: "[2]"))
+        #expect(
+            failure(#"{"type":7,"id":[2]}"#)
+                == RequestError(.invalidRequest, "\"type\" must be a string, not a number", id: "[2]"))
         #expect(failure(#"{"type":null}"#) == RequestError(.invalidRequest, "\"type\" must be a string, not null"))
         #expect(ErrorCode.invalidRequest.closes == false)
     }
@@ -87,7 +95,11 @@ struct RequestParseTests {
     @Test("an unknown type is unknownRequest, with the id")
     func unknownType() {
         let e = failure(#"{"type":"reboot","id":"r"}"#)
-        #expect(e == RequestError(.unknownRequest, "unknown request type \"reboot\" (known: setInteraction, listDevices, ping)", id: #""r""#))
+        #expect(
+            e
+                == RequestError(
+                    .unknownRequest, "unknown request type \"reboot\" (known: setInteraction, listDevices, ping)",
+                    id: #""r""#))
         #expect(e?.code.closes == false)
         // Types are case-sensitive.
         #expect(failure(#"{"type":"Ping"}"#)?.code == .unknownRequest)
@@ -137,21 +149,45 @@ struct InteractionRequestTests {
         "bad fields are invalidRequest naming the field's path",
         arguments: [
             (#"[]"#, #"setInteraction: "interaction" must be an object, not an array"#),
-            (#"{"grabb":true}"#, #"setInteraction: unknown field "interaction.grabb" (known: enabled, primary, secondary, defaultCaptureSoundDisabled, grab, filter, slider)"#),
+            (
+                #"{"grabb":true}"#,
+                #"setInteraction: unknown field "interaction.grabb" (known: enabled, primary, secondary, defaultCaptureSoundDisabled, grab, filter, slider)"#
+            ),
             (#"{"enabled":1}"#, #"setInteraction: "interaction.enabled" must be true or false, not a number"#),
             (#"{"secondary":"no"}"#, #"setInteraction: "interaction.secondary" must be true or false, not a string"#),
             (#"{"filter":[]}"#, #"setInteraction: "interaction.filter" must be an object, not an array"#),
-            (#"{"filter":{"names":"AB*"}}"#, #"setInteraction: "interaction.filter.names" must be an array of strings, not a string"#),
-            (#"{"filter":{"buses":["usb",3]}}"#, #"setInteraction: "interaction.filter.buses" must hold strings only, found a number"#),
-            (#"{"filter":{"name":["x"]}}"#, #"setInteraction: unknown field "interaction.filter.name" (known: devices, names, buses, kinds, keys)"#),
-            (#"{"filter":{"keys":["ENTER"]}}"#, #"setInteraction: "interaction.filter.keys": "ENTER" is not a libevdev key or axis name (KEY_..., BTN_..., REL_...)"#),
-            (#"{"filter":{"kinds":["Remote"]}}"#, #"setInteraction: "interaction.filter.kinds": unknown kind "Remote" (known: remote, headset, dial, keyboard, camera, media, mouse)"#),
+            (
+                #"{"filter":{"names":"AB*"}}"#,
+                #"setInteraction: "interaction.filter.names" must be an array of strings, not a string"#
+            ),
+            (
+                #"{"filter":{"buses":["usb",3]}}"#,
+                #"setInteraction: "interaction.filter.buses" must hold strings only, found a number"#
+            ),
+            (
+                #"{"filter":{"name":["x"]}}"#,
+                #"setInteraction: unknown field "interaction.filter.name" (known: devices, names, buses, kinds, keys)"#
+            ),
+            (
+                #"{"filter":{"keys":["ENTER"]}}"#,
+                #"setInteraction: "interaction.filter.keys": "ENTER" is not a libevdev key or axis name (KEY_..., BTN_..., REL_...)"#
+            ),
+            (
+                #"{"filter":{"kinds":["Remote"]}}"#,
+                #"setInteraction: "interaction.filter.kinds": unknown kind "Remote" (known: remote, headset, dial, keyboard, camera, media, mouse)"#
+            ),
             (#"{"slider":5}"#, #"setInteraction: "interaction.slider" must be an object, not a number"#),
             (#"{"slider":{"min":0.5}}"#, #"setInteraction: "interaction.slider.min" must be an integer, not a number"#),
             (#"{"slider":{"max":"9"}}"#, #"setInteraction: "interaction.slider.max" must be an integer, not a string"#),
-            (#"{"slider":{"step":1}}"#, #"setInteraction: unknown field "interaction.slider.step" (known: min, max, value)"#),
+            (
+                #"{"slider":{"step":1}}"#,
+                #"setInteraction: unknown field "interaction.slider.step" (known: min, max, value)"#
+            ),
             (#"{"slider":{"min":10,"max":5}}"#, #"setInteraction: "interaction.slider": min 10 is above max 5"#),
-            (#"{"slider":{"min":0,"max":10,"value":11}}"#, #"setInteraction: "interaction.slider.value" 11 is outside 0...10"#),
+            (
+                #"{"slider":{"min":0,"max":10,"value":11}}"#,
+                #"setInteraction: "interaction.slider.value" 11 is outside 0...10"#
+            ),
             (#"{"slider":{"value":-1}}"#, #"setInteraction: "interaction.slider.value" -1 is outside 0...100"#),
         ])
     func badFields(_ json: String, _ message: String) {
@@ -173,7 +209,8 @@ struct InteractionRequestTests {
         // min and max are each valid Int64s; the midpoint must not overflow (it traps today,
         // so this runs in a child process).
         await #expect(processExitsWith: .success) {
-            let line = #"{"type":"setInteraction","interaction":{"slider":{"min":-9223372036854775808,"max":9223372036854775807}}}"#
+            let line =
+                #"{"type":"setInteraction","interaction":{"slider":{"min":-9223372036854775808,"max":9223372036854775807}}}"#
             guard case .success(let r) = RequestLine.parse(Array(line.utf8)), case .setInteraction(let i) = r.request,
                 i.slider.min == Int64.min, i.slider.max == Int64.max, i.slider.value == -1 || i.slider.value == 0
             else { fatalError("widest slider refused or wrong") }
@@ -204,13 +241,16 @@ struct InteractionRequestTests {
 struct MessageTests {
     @Test("hello carries the protocol version, the daemon and the devices")
     func hello() throws {
-        let m = try oneLine(Message.hello(version: "1.2.3", devices: [.object([("id", .string("d"))])]))
+        let info = DeviceInfo(
+            name: "AB Shutter3", bus: 5, vendor: 0x2717, product: 0x0040, version: 1, uniq: "aa:bb", phys: nil,
+            syspath: "/sys/x", node: "/dev/input/event3", kind: .remote)
+        let m = try oneLine(Message.hello(version: "1.2.3", devices: [DeviceRecord(handle: 1, info: info)]))
         #expect(m["type"] == .string("hello"))
         #expect(m["protocol"]?["major"] == .int(1))
-        #expect(m["protocol"]?["minor"] == .int(0))
+        #expect(m["protocol"]?["minor"] == .int(1))
         #expect(m["daemon"]?["name"] == .string("shutterd"))
         #expect(m["daemon"]?["version"] == .string("1.2.3"))
-        #expect(m["devices"]?.arrayValue?.first?["id"] == .string("d"))
+        #expect(m["devices"]?.arrayValue == [info.json])
     }
 
     @Test("a reply names the request, echoes the id and carries the extra members")
@@ -218,8 +258,10 @@ struct MessageTests {
         let ping = try oneLine(Message.reply(.ping, id: "3"))
         #expect(ping == .object([("type", .string("reply")), ("request", .string("ping")), ("id", .int(3))]))
         let noID = try oneLine(Message.reply(.listDevices, id: nil, [("devices", .array([]))]))
-        #expect(noID == .object([("type", .string("reply")), ("request", .string("listDevices")), ("devices", .array([]))]))
-        let set = try oneLine(Message.reply(.setInteraction(Interaction()), id: "null", [("interaction", Interaction().json)]))
+        #expect(
+            noID == .object([("type", .string("reply")), ("request", .string("listDevices")), ("devices", .array([]))]))
+        let set = try oneLine(
+            Message.reply(.setInteraction(Interaction()), id: "null", [("interaction", Interaction().json)]))
         #expect(set["request"] == .string("setInteraction"))
         #expect(set["id"] == .null)
         #expect(set["interaction"]?["slider"]?["value"] == .int(50))
@@ -228,7 +270,12 @@ struct MessageTests {
     @Test("an error carries the code, the message and the id when there is one")
     func error() throws {
         let m = try oneLine(Message.error(RequestError(.unknownRequest, "nope", id: #""x""#)))
-        #expect(m == .object([("type", .string("error")), ("code", .string("unknownRequest")), ("message", .string("nope")), ("id", .string("x"))]))
+        #expect(
+            m
+                == .object([
+                    ("type", .string("error")), ("code", .string("unknownRequest")), ("message", .string("nope")),
+                    ("id", .string("x")),
+                ]))
         let noID = try oneLine(Message.error(RequestError(.lineTooLong, "too long")))
         #expect(noID["id"] == nil)
         #expect(noID["code"] == .string("lineTooLong"))
@@ -249,20 +296,28 @@ struct MessageTests {
 
     @Test("deviceAdded, deviceRemoved and overflow")
     func deviceAndOverflow() throws {
-        let d = JSON.object([("id", .string("x"))])
-        #expect(try oneLine(Message.device(added: true, d)) == .object([("type", .string("deviceAdded")), ("device", d)]))
-        #expect(try oneLine(Message.device(added: false, d)) == .object([("type", .string("deviceRemoved")), ("device", d)]))
+        let info = DeviceInfo(
+            name: "USB Headset", bus: 3, vendor: 0x0b0e, product: 0x0348, version: 1, uniq: nil, phys: "usb-1/input3",
+            syspath: "/sys/y", node: "/dev/input/event4", kind: .headset)
+        let r = DeviceRecord(handle: 2, info: info)
+        let d = info.json
+        #expect(
+            try oneLine(Message.device(added: true, r)) == .object([("type", .string("deviceAdded")), ("device", d)]))
+        #expect(
+            try oneLine(Message.device(added: false, r))
+                == .object([("type", .string("deviceRemoved")), ("device", d)]))
         let o = try oneLine(Message.overflow(queued: 600, bytes: 262_100, limits: ClientLimits()))
         #expect(
-            o == .object([
-                ("type", .string("overflow")), ("queued", .int(600)), ("bytes", .int(262_100)),
-                (
-                    "message",
-                    .string(
-                        "client fell behind by 600 messages, 262100 bytes (limits: 1024 messages, 262144 bytes); disconnecting"
-                    )
-                ),
-            ]))
+            o
+                == .object([
+                    ("type", .string("overflow")), ("queued", .int(600)), ("bytes", .int(262_100)),
+                    (
+                        "message",
+                        .string(
+                            "client fell behind by 600 messages, 262100 bytes (limits: 1024 messages, 262144 bytes); disconnecting"
+                        )
+                    ),
+                ]))
     }
 
     @Test("Message.line writes the value and one newline")

@@ -22,6 +22,7 @@ final class HubHarness: ClientHubDelegate {
         phys: "usb-0000:00:14.0-2/input3", syspath: "/sys/devices/pci/usb/input2/event2", node: "/dev/input/event2",
         kind: .headset)
     var time: Int64 = 1_000_000
+    var records: [DeviceRecord] = []
 
     init(limits: ClientLimits = ClientLimits()) throws {
         path = dir + "/shutterd.sock"
@@ -29,8 +30,10 @@ final class HubHarness: ClientHubDelegate {
         listener = try UnixListener(path: path)
         hub = try ClientHub(loop: loop, listener: listener, access: AccessPolicy(Config()), limits: limits)
         hub.delegate = self
-        engine.addDevice(handle: 1, info: remote, mapping: .standard(for: .remote))
-        engine.addDevice(handle: 2, info: headset, mapping: .standard(for: .headset))
+        records = [
+            engine.addDevice(handle: 1, info: remote, mapping: .standard(for: .remote)),
+            engine.addDevice(handle: 2, info: headset, mapping: .standard(for: .headset)),
+        ]
     }
 
     deinit {
@@ -39,7 +42,7 @@ final class HubHarness: ClientHubDelegate {
         removeTree(dir)
     }
 
-    var deviceList: [JSON] { [remote.json, headset.json] }
+    var deviceList: [DeviceRecord] { records }
     func nextSeq() -> UInt64 { engine.nextSeq() }
     func grabWishesChanged() { grabChanges += 1 }
     func clientCountChanged() {}
@@ -76,7 +79,7 @@ final class HubHarness: ClientHubDelegate {
                 RawEvent(type: 1, code: code, value: value, time: time),
                 RawEvent(type: 0, code: 0, value: 0, time: time),
             ] {
-                hub.fanOut(engine.handle(handle, e, now: time))
+                hub.publish(engine.handle(handle, e, now: time))
             }
         }
     }
@@ -86,7 +89,7 @@ final class HubHarness: ClientHubDelegate {
         for e in [
             RawEvent(type: 2, code: 7, value: delta, time: time), RawEvent(type: 0, code: 0, value: 0, time: time),
         ] {
-            hub.fanOut(engine.handle(handle, e, now: time))
+            hub.publish(engine.handle(handle, e, now: time))
         }
     }
 }
@@ -282,7 +285,7 @@ struct ClientHubTests {
         let a = try h.connect()
         let b = try h.connect()
         h.time += 1000
-        h.hub.fanOut(
+        h.hub.publish(
             h.engine.handle(2, RawEvent(type: 1, code: KeyCode.playPause, value: 1, time: h.time), now: h.time))
         h.pump()
         a.send(#"{"type":"setInteraction","interaction":{"enabled":false,"grab":true}}"# + "\n")
@@ -291,7 +294,7 @@ struct ClientHubTests {
             RawEvent(type: 1, code: KeyCode.playPause, value: 0, time: h.time + 10),
             RawEvent(type: 0, code: 0, value: 0, time: h.time + 10),
         ] {
-            h.hub.fanOut(h.engine.handle(2, e, now: h.time + 10))
+            h.hub.publish(h.engine.handle(2, e, now: h.time + 10))
         }
         h.pump()
         let phasesA = a.drain().compactMap { $0["phase"]?.stringValue }

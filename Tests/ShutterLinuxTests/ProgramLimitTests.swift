@@ -2,6 +2,8 @@ import Glibc
 import ShutterCore
 import Testing
 
+import class ShutterClient.LineClient
+
 @testable import ShutterLinux
 
 /// The built shutterd at its limits: the process's descriptor limit, and a client's text in
@@ -63,7 +65,8 @@ struct ProgramLimitTests {
         let c = try connect(path)
         #expect(try c.next(type: "hello", timeout: 5000) != nil)
         try c.sendRaw(Array(#"{"type":"x\nshutterd: client 99 fd=1 uid=0: FORGED LINE"}"#.utf8) + [0x0A])
-        try c.sendRaw(Array(#"{"type":"setInteraction","interaction":{"filter":{"kinds":["\r\u001b[2Kok"]}}}"#.utf8) + [0x0A])
+        try c.sendRaw(
+            Array(#"{"type":"setInteraction","interaction":{"filter":{"kinds":["\r\u001b[2Kok"]}}}"#.utf8) + [0x0A])
         #expect(try c.next(type: "error", timeout: 5000) != nil)
         #expect(try c.next(type: "error", timeout: 5000) != nil)
         kill(d.pid, SIGTERM)

@@ -2,6 +2,8 @@ import Glibc
 import ShutterCore
 import Testing
 
+import class ShutterClient.LineClient
+
 @testable import ShutterLinux
 
 /// The built programs, run as a user runs them: shutterd on a socket of its own, and
@@ -110,7 +112,9 @@ struct ProgramTests {
         #expect(devices.wait() == 0)
         let hello = try #require(try connect(path).next(type: "hello", timeout: 5000))
         let lines = devices.stdout.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
-        #expect(try lines.map { try JSON.parse(String($0)) } == hello["devices"]?.arrayValue, "devices --json: one device a line")
+        #expect(
+            try lines.map { try JSON.parse(String($0)) } == hello["devices"]?.arrayValue,
+            "devices --json: one device a line")
 
         let junit = dir + "/verify.xml"
         let verify = Child(
@@ -144,7 +148,7 @@ struct ProgramTests {
     }
 
     /// Serves one client a hello listing `devices`, as shutterd would, and closes.
-    func fakeDaemon(at path: String, devices: [JSON], while run: () -> Void) throws {
+    func fakeDaemon(at path: String, devices: [DeviceRecord], while run: () -> Void) throws {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var (addr, len) = try UnixSocket.address(path)
@@ -165,12 +169,15 @@ struct ProgramTests {
     func devicesJSONLines() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
-        func device(_ n: Int, _ name: String) -> JSON {
-            DeviceInfo(
-                name: name, bus: 0x03, vendor: 0x05ac, product: 0x0221, version: 0x0110, uniq: nil,
-                phys: "usb-0000:00:14.0-2/input\(n)", syspath: "/sys/x/event\(n + 4)", node: "/dev/input/event\(n + 4)",
-                kind: n == 0 ? .keyboard : .media
-            ).json
+        func device(_ n: Int, _ name: String) -> DeviceRecord {
+            DeviceRecord(
+                handle: n,
+                info: DeviceInfo(
+                    name: name, bus: 0x03, vendor: 0x05ac, product: 0x0221, version: 0x0110, uniq: nil,
+                    phys: "usb-0000:00:14.0-2/input\(n)", syspath: "/sys/x/event\(n + 4)",
+                    node: "/dev/input/event\(n + 4)",
+                    kind: n == 0 ? .keyboard : .media
+                ))
         }
         for devices in [[device(0, "Apple Inc. Apple Keyboard"), device(1, "Apple Inc. Apple Keyboard")], []] {
             let path = dir + "/fake-\(devices.count).sock"
@@ -184,7 +191,7 @@ struct ProgramTests {
             #expect(text.isEmpty || text.hasSuffix("\n"), "every line ends with a newline")
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
             #expect(lines.count == devices.count, "\(devices.count) devices: \(text.debugDescription)")
-            #expect(try lines.map { try JSON.parse(String($0)) } == devices)
+            #expect(try lines.map { try JSON.parse(String($0)) } == devices.map(\.info.json))
         }
     }
 
@@ -202,7 +209,9 @@ struct ProgramTests {
                 "shutterctl: --timeout \(value.debugDescription): expected a number of seconds from 0.001 to 86400"))
     }
 
-    @Test("shutterctl verify --timeout: the bounds and ordinary values are accepted", arguments: ["0.001", "86400", "30", "2.5", "7."])
+    @Test(
+        "shutterctl verify --timeout: the bounds and ordinary values are accepted",
+        arguments: ["0.001", "86400", "30", "2.5", "7."])
     func verifyTimeoutAccepted(_ value: String) throws {
         // No daemon on the socket: an accepted value gets as far as connecting (exit 3).
         let (status, stderr) = verify(timeout: value)
@@ -331,6 +340,9 @@ struct ProgramTests {
         #expect(d.wait() == 0)
         #expect(got.first?.hasPrefix("READY=1") == true)
         #expect(got.filter { $0 == "WATCHDOG=1" }.count >= 2, "\(got)")
+        // What the first daemon sent after the count (a last WATCHDOG=1, STOPPING=1) is not
+        // the second's.
+        while notify.next(timeout: 0) != nil {}
 
         let plain = Child(
             [shutterd, "--socket", dir + "/t.sock"], directory: dir, env: ["NOTIFY_SOCKET=\(notify.path)"])

@@ -1,5 +1,6 @@
 import Glibc
 import ShutterCore
+
 @testable import ShutterLinux
 
 /// A fresh directory under /tmp for one test's sockets and files.

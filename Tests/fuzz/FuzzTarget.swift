@@ -10,7 +10,7 @@
 // property stops the run with a message naming it (libFuzzer saves the input as crash-*).
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 enum Parser: String {
@@ -21,7 +21,8 @@ nonisolated(unsafe) var parser = Parser.json
 
 @_cdecl("LLVMFuzzerInitialize")
 public func fuzzInitialize(
-    _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
 ) -> CInt {
     let arg0 = argv.pointee?.pointee.map { String(cString: $0) } ?? ""
     let base = arg0.split(separator: "/").last.map(String.init) ?? arg0
@@ -78,7 +79,9 @@ func checkJSON(_ bytes: [UInt8]) {
 func checkRoundTrip(_ value: JSON) {
     var out: [UInt8] = []
     value.write(into: &out)
-    if hasRawControl(out) || out.contains(0x0A) { broken("written JSON has no raw control character", value.serialized) }
+    if hasRawControl(out) || out.contains(0x0A) {
+        broken("written JSON has no raw control character", value.serialized)
+    }
     let again: JSON
     do {
         again = try JSON.parse(out)
@@ -105,7 +108,9 @@ func checkRequest(_ line: [UInt8]) {
             // What the reply says is in force reads back as the same interaction.
             do {
                 let back = try Interaction(request: interaction.json)
-                guard back == interaction else { broken("an interaction reads back equal", interaction.json.serialized) }
+                guard back == interaction else {
+                    broken("an interaction reads back equal", interaction.json.serialized)
+                }
             } catch {
                 broken("an interaction's JSON reads back", "\(error.message) in \(interaction.json.serialized)")
             }

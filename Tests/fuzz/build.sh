@@ -41,7 +41,7 @@ if ! swiftc -parse-as-library -sanitize=fuzzer,address $ld "$probe/probe.swift" 
 fi
 
 # -O: libFuzzer's figures are executions per second; -g: reports name lines.
-if ! swiftc -module-name ShutterFuzz -parse-as-library -O -g -sanitize=fuzzer,address $ld \
+if ! swiftc -module-name ShutterFuzz -package-name shutterd -parse-as-library -O -g -sanitize=fuzzer,address $ld \
     Sources/ShutterCore/*.swift Tests/fuzz/FuzzTarget.swift -o "$out/shutter-fuzz"; then
     echo "fuzz: the fuzz target does not compile"
     exit 1

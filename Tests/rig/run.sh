@@ -87,6 +87,9 @@ if [ "$SHUTTERD" != - ]; then
         skip "cannot copy the binaries to $RESULTS/bin"
     SHUTTERD=$RESULTS/bin/shutterd
     SHUTTERCTL=$RESULTS/bin/shutterctl
+    # The Swift client fixture, when Tests/ClientFixture/run.sh built it, next to them.
+    FIXTURE=$REPO/Tests/ClientFixture/.build/debug/shutterd-client-fixture
+    [ -x "$FIXTURE" ] && cp "$FIXTURE" "$RESULTS/bin/"
 fi
 
 # The Python client, pip-installed into a venv for the guest's pytest scenarios, as a rig's

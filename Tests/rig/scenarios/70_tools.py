@@ -1,6 +1,7 @@
-"""The project's tools against the daemon: shutterctl verify, and the Python package's
-pytest plugin (pip-installed in a venv)."""
+"""The project's tools against the daemon: shutterctl verify, the Python package's pytest
+plugin (pip-installed in a venv), and the Swift client library in a package of its own."""
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -106,3 +107,33 @@ def sc_pytest_expect_press_wrong(rig):
     lines = [line for line in out.splitlines() if want in line]
     check(lines, "pytest's output lacks %r: %s" % (want, out[-1500:]))
     return "pytest exit 1: %s" % lines[0].strip()
+
+
+@scenario("swift-client-fixture", needs="hotplug-add")
+def sc_swift_client_fixture(rig):
+    """Tests/ClientFixture, a Swift package of its own built on the ShutterClient library,
+    receives a real press: began and ended of KEY_VOLUMEUP from the AB Shutter3."""
+    fixture = os.path.join(os.path.dirname(rig.args.shutterctl), "shutterd-client-fixture")
+    check(os.path.exists(fixture), "no %s: build Tests/ClientFixture first (Tests/ClientFixture/run.sh)" % fixture)
+    p = subprocess.Popen([fixture, "--socket", rig.args.socket, "--events", "2", "--timeout", "15",
+                          "--name", "AB Shutter3*"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    # The fixture prints the interaction once the reply says it is in force.
+    while True:
+        line = p.stdout.readline()
+        lines.append(line)
+        if not line or line.startswith("interaction in force"):
+            break
+    rig.devs["ab-shutter3"].click("ios")
+    try:
+        out, _ = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+    text = "".join(lines) + out
+    check(p.returncode == 0, "exit %s: %r" % (p.returncode, text))
+    check(any(l.startswith("device 'AB Shutter3") for l in text.splitlines()), "no AB Shutter3 in its devices: %r" % text)
+    for phase in ("began", "ended"):
+        check(re.search(r"^capture secondary %s press=\d+ KEY_VOLUMEUP from 'AB Shutter3" % phase, text, re.M),
+              "no %s of KEY_VOLUMEUP: %r" % (phase, text))
+    return "received %s" % " | ".join(l for l in text.splitlines() if l.startswith("capture"))

@@ -1,0 +1,291 @@
+import Glibc
+internal import ShutterCore
+
+/// Why a `Client` call failed.
+public enum ClientError: Error, Equatable, CustomStringConvertible {
+    /// The socket could not be connected to (it does not exist, permission, ...).
+    case cannotConnect(path: String, reason: String)
+    /// The daemon speaks a protocol major this library does not know.
+    case unsupportedProtocol(ProtocolVersion)
+    /// The first line was not a hello: not shutterd at the other end.
+    case notShutterd(String)
+    /// An `error` message from shutterd: its code (`invalidRequest`, `notPermitted`,
+    /// `tooManyClients`, ...) and message.
+    case daemon(code: String, message: String)
+    /// The daemon closed the connection (and reconnection is off).
+    case closed
+    /// What was awaited did not arrive in time.
+    case timedOut(String)
+    /// A line that shutterd should not have sent (not JSON, a known message without a field).
+    case malformed(String)
+    /// A socket call failed: the call and the error.
+    case system(String)
+
+    /// The error in words.
+    public var description: String {
+        switch self {
+        case .cannotConnect(let path, let reason): "cannot connect to shutterd at \(path): \(reason)"
+        case .unsupportedProtocol(let v):
+            "shutterd speaks protocol \(v), this client \(ProtocolVersion.supported.major).x: refusing"
+        case .notShutterd(let what): "not shutterd: \(what)"
+        case .daemon(let code, let message): "shutterd: \(code): \(message)"
+        case .closed: "shutterd closed the connection"
+        case .timedOut(let what): what
+        case .malformed(let what): "shutterd sent \(what)"
+        case .system(let what): what
+        }
+    }
+}
+
+/// One connection to shutterd: the hello, requests, and events, all blocking, each bounded
+/// by a timeout. Not for use from several threads at once.
+///
+/// ```swift
+/// let client = try Client()  // $SHUTTERD_SOCKET, else /run/shutterd/shutterd.sock
+/// try client.setInteraction(Interaction(secondary: false, filter: .init(names: ["AB Shutter3*"])))
+/// while let event = try client.next() {
+///     if case .capture(let c) = event { print(c.handler, c.phase, c.key.name, c.device.id) }
+/// }
+/// ```
+public final class Client {
+    /// Where shutterd listens unless told otherwise.
+    public static let defaultSocketPath = "/run/shutterd/shutterd.sock"
+
+    /// `$SHUTTERD_SOCKET` when set and not empty, else `defaultSocketPath`.
+    public static var environmentSocketPath: String {
+        if let p = getenv("SHUTTERD_SOCKET"), p[0] != 0 { return String(cString: p) }
+        return defaultSocketPath
+    }
+
+    /// The socket connected to.
+    public let socketPath: String
+    /// Bounds connecting, the hello, and every request.
+    public let timeout: Duration
+    /// Whether `next` reconnects when the daemon goes.
+    public let reconnects: Bool
+    /// How long to wait between attempts to reconnect.
+    public let retryInterval: Duration
+    /// The hello of the current connection.
+    public private(set) var hello: Hello
+    /// The hello's line, as the daemon sent it.
+    package private(set) var helloLine: String
+
+    var connection: LineClient?
+    /// Events (with their lines) read while waiting for a reply, in order.
+    var pending: [(Event, String?)] = []
+    /// The last interaction set, set again after reconnecting.
+    var interaction: Interaction?
+    var lastID: Int64 = 0
+
+    /// Connects to shutterd and reads its hello, refusing a daemon of another protocol
+    /// major (`ClientError.unsupportedProtocol`); a newer minor is accepted.
+    ///
+    /// - Parameters:
+    ///   - socketPath: the socket; nil for `$SHUTTERD_SOCKET`, else the daemon's default.
+    ///   - timeout: bounds connecting, the hello, and every request's reply.
+    ///   - reconnect: whether `next` survives a daemon restart (off by default): it then
+    ///     returns `.disconnected`, reconnects every `retryInterval`, sets the last
+    ///     interaction again and returns `.reconnected`. The first connection is not retried.
+    public init(
+        socketPath: String? = nil, timeout: Duration = .seconds(5), reconnect: Bool = false,
+        retryInterval: Duration = .milliseconds(500)
+    ) throws(ClientError) {
+        self.socketPath = socketPath ?? Client.environmentSocketPath
+        self.timeout = timeout
+        self.reconnects = reconnect
+        self.retryInterval = retryInterval
+        let (connection, hello, line) = try Client.open(self.socketPath, timeout: timeout)
+        self.connection = connection
+        self.hello = hello
+        self.helloLine = line
+    }
+
+    /// Closes the connection; further calls throw `ClientError.closed`.
+    public func close() {
+        connection = nil
+        pending.removeAll()
+    }
+
+    /// Connects and reads the hello.
+    static func open(_ path: String, timeout: Duration) throws(ClientError) -> (LineClient, Hello, String) {
+        let deadline = ContinuousClock.now + timeout
+        let c = try LineClient(path: path, timeout: timeout)
+        switch try c.receive(until: deadline) {
+        case nil: throw .timedOut("\(path) did not greet like shutterd (no hello within \(seconds(timeout)) s)")
+        case .closed: throw .notShutterd("\(path) closed the connection without a hello")
+        case .unreadable(let text, _): throw .notShutterd("\(path) sent \(quote(text)) instead of a hello")
+        case .message(let json, let text):
+            switch json["type"]?.stringValue {
+            case "hello":
+                let hello = try Hello(json: json)
+                guard hello.protocolVersion.major == ProtocolVersion.supported.major else {
+                    throw .unsupportedProtocol(hello.protocolVersion)
+                }
+                return (c, hello, text)
+            case "error": throw ClientError(error: json)
+            default: throw .notShutterd("\(path) sent \(quote(text)) instead of a hello")
+            }
+        }
+    }
+
+    // MARK: requests
+
+    /// Sends a request and waits for its reply; events that arrive meanwhile are kept for
+    /// `next`. An `error` in answer is thrown as `ClientError.daemon`.
+    func request(_ type: String, _ fields: [(String, JSON)] = []) throws(ClientError) -> JSON {
+        guard let c = connection else { throw .closed }
+        lastID += 1
+        let id = lastID
+        let deadline = ContinuousClock.now + timeout
+        do throws(ClientError) {
+            try c.send(.object([("type", .string(type)), ("id", .int(id))] + fields))
+            while true {
+                switch try c.receive(until: deadline) {
+                case nil: throw ClientError.timedOut("no reply to \(type) from shutterd within \(seconds(timeout)) s")
+                case .closed: throw ClientError.closed
+                case .unreadable(let text, let e): throw ClientError.malformed("\(quote(text)) (not JSON: \(e))")
+                case .message(let json, let text):
+                    let type = json["type"]?.stringValue
+                    if type == "reply" {
+                        if json["id"]?.intValue == id { return json }
+                        continue  // not ours
+                    }
+                    if type == "error" {
+                        // Ours, or about the connection (no id): either way the caller's to know.
+                        if json["id"] == nil || json["id"]?.intValue == id { throw ClientError(error: json) }
+                        continue
+                    }
+                    if let event = try Event(json: json) { pending.append((event, text)) }
+                }
+            }
+        } catch .closed {
+            lost("shutterd closed the connection")
+            throw .closed
+        }
+    }
+
+    /// Replaces this client's interaction; a field left nil takes its default, not its
+    /// previous value. With reconnection on, it is set again on every new connection (also
+    /// when the connection closed before the reply came: then `.closed` is thrown). Returns the interaction now in force, every field set. An invalid
+    /// one (a slider's min above its max, an unknown kind) is thrown as
+    /// `ClientError.daemon(code: "invalidRequest", ...)`, and nothing changes.
+    @discardableResult
+    public func setInteraction(_ interaction: Interaction) throws(ClientError) -> Interaction {
+        let reply: JSON
+        do throws(ClientError) {
+            reply = try request("setInteraction", [("interaction", interaction.json)])
+        } catch .closed {
+            // Set again once reconnected.
+            self.interaction = interaction
+            throw .closed
+        }
+        self.interaction = interaction
+        guard let inForce = reply["interaction"] else {
+            throw .malformed("a setInteraction reply without the interaction")
+        }
+        return try Interaction(reply: inForce)
+    }
+
+    /// The devices shutterd has open now.
+    public func listDevices() throws(ClientError) -> [Device] {
+        try Device.list(try request("listDevices")["devices"], "a listDevices reply")
+    }
+
+    /// Asks shutterd for a reply: returns once it came.
+    public func ping() throws(ClientError) {
+        _ = try request("ping")
+    }
+
+    // MARK: events
+
+    /// The next event, waiting at most `timeout` (nil: for ever); nil when none came in
+    /// time. Replies and message types this library does not know are skipped. An `error`
+    /// from shutterd is thrown as `ClientError.daemon`. When the daemon closes the
+    /// connection: `ClientError.closed`, or with reconnection on, `.disconnected` and then,
+    /// once connected again, `.reconnected`.
+    public func next(timeout: Duration? = nil) throws(ClientError) -> Event? {
+        try nextMessage(timeout: timeout)?.event
+    }
+
+    /// `next`, with the line each event came in (nil for `.disconnected`).
+    package func nextMessage(timeout: Duration? = nil) throws(ClientError) -> (event: Event, line: String?)? {
+        let deadline = timeout.map { ContinuousClock.now + $0 }
+        while true {
+            if !pending.isEmpty { return pending.removeFirst() }
+            guard let c = connection else {
+                guard reconnects else { throw .closed }
+                guard try reconnect(until: deadline) else { return nil }
+                continue
+            }
+            let line: LineClient.Line?
+            do throws(ClientError) {
+                line = try c.receive(until: deadline)
+            } catch .system(let what) where reconnects {
+                lost(what)
+                continue
+            }
+            switch line {
+            case nil: return nil
+            case .closed:
+                lost("shutterd closed the connection")
+                if !reconnects { throw .closed }
+            case .unreadable(let text, let e): throw .malformed("\(quote(text)) (not JSON: \(e))")
+            case .message(let json, let text):
+                if let event = try Event(json: json) { return (event, text) }
+            }
+        }
+    }
+
+    /// The connection is gone: with reconnection on, `next` says so first.
+    func lost(_ why: String) {
+        connection = nil
+        if reconnects { pending.append((.disconnected(why), nil)) }
+    }
+
+    /// Tries to connect until `deadline`, every `retryInterval`; true once connected (with
+    /// `.reconnected` first in `pending`), false when the deadline passed.
+    func reconnect(until deadline: ContinuousClock.Instant?) throws(ClientError) -> Bool {
+        while true {
+            var pause = retryInterval
+            if let deadline {
+                let left = ContinuousClock.now.duration(to: deadline)
+                if left <= .zero { return false }
+                pause = min(pause, left)
+            }
+            sleep(pause)
+            var bound = timeout
+            if let deadline { bound = min(bound, max(.milliseconds(1), ContinuousClock.now.duration(to: deadline))) }
+            do throws(ClientError) {
+                let (c, hello, text) = try Client.open(socketPath, timeout: bound)
+                connection = c
+                self.hello = hello
+                helloLine = text
+                pending.removeAll()
+                if let interaction { try setInteraction(interaction) }
+                pending.insert((.reconnected(hello), text), at: 0)
+                return true
+            } catch .cannotConnect, .closed, .timedOut, .notShutterd, .daemon(code: "tooManyClients", _) {
+                connection = nil
+                pending.removeAll()
+                continue
+            }
+        }
+    }
+}
+
+/// Waits `d`, whatever signals arrive.
+func sleep(_ d: Duration) {
+    let (s, atto) = d.components
+    var left = timespec(tv_sec: Int(clamping: s), tv_nsec: Int(atto / 1_000_000_000))
+    while true {
+        var asked = left
+        if nanosleep(&asked, &left) == 0 || errno != EINTR { return }
+    }
+}
+
+/// Text of the daemon's for a message: quoted and cut.
+func quote(_ text: String) -> String {
+    var out: [UInt8] = []
+    JSON.writeString(text.count > 80 ? String(text.prefix(80)) + "..." : text, into: &out)
+    return String(decoding: out, as: UTF8.self)
+}

@@ -1,0 +1,114 @@
+/// What waits to be sent to one client: its messages' bytes in one buffer, written in place
+/// (no array per message) and sent straight from it, bounded in messages and in bytes so
+/// that a client that stops reading costs a known amount of memory and is dropped rather
+/// than waited for.
+package struct OutBuffer {
+    /// Messages that may wait.
+    package let limit: Int
+    /// Bytes that may wait. A message larger than this is still taken by an empty buffer:
+    /// the daemon's own messages (a `hello` with many devices) must reach a client that reads.
+    package let byteLimit: Int
+    /// Messages are appended here; `bytes[start...]` is what is not sent yet.
+    package var bytes: [UInt8] = []
+    var start = 0
+    /// Where each waiting message ends in `bytes`, from `endsHead` on.
+    var ends: [Int] = []
+    var endsHead = 0
+    /// Where the message at `endsHead` begins (below `start` when it is partly sent).
+    var headStart = 0
+
+    package init(limit: Int, byteLimit: Int = Int.max) {
+        self.limit = limit
+        self.byteLimit = byteLimit
+    }
+
+    /// Messages waiting (a partly sent one included).
+    package var count: Int { ends.count - endsHead }
+    package var isEmpty: Bool { start == bytes.count }
+    /// Bytes waiting.
+    package var pending: Int { bytes.count - start }
+
+    /// Where the next message starts: write it into `bytes`, then `commit(from:)`.
+    package var mark: Int { bytes.count }
+
+    /// Takes the message written into `bytes` since `mark`; false, and the message taken
+    /// back out, when it does not fit (the client has fallen behind).
+    package mutating func commit(from mark: Int) -> Bool {
+        let wasEmpty = mark == start
+        guard count < limit, wasEmpty || pending <= byteLimit else {
+            bytes.removeSubrange(mark...)
+            return false
+        }
+        ends.append(bytes.count)
+        return true
+    }
+
+    /// Queues a message; false when it does not fit.
+    package mutating func push(_ message: [UInt8]) -> Bool {
+        let m = mark
+        bytes.append(contentsOf: message)
+        return commit(from: m)
+    }
+
+    /// Queues a message whatever the limits (the final overflow notice).
+    package mutating func pushFinal(_ message: [UInt8]) {
+        bytes.append(contentsOf: message)
+        ends.append(bytes.count)
+    }
+
+    /// Drops every message not yet started; a partly sent one is kept whole.
+    package mutating func discardUnstarted() {
+        guard !isEmpty else { return }
+        let partial = start > headStart
+        bytes.removeSubrange((partial ? ends[endsHead] : start)...)
+        ends.removeSubrange((partial ? endsHead + 1 : endsHead)...)
+    }
+
+    /// Hands `write` the waiting bytes (at most `max`), which returns how many it sent (0
+    /// when the peer cannot take more now), until everything is sent or nothing more is
+    /// taken; returns the total sent.
+    package mutating func drain<E: Error>(max: Int = 262_144, _ write: (UnsafeRawBufferPointer) throws(E) -> Int)
+        throws(E) -> Int
+    {
+        var total = 0
+        while !isEmpty {
+            let end = Swift.min(bytes.count, start + max)
+            let result = bytes.withUnsafeBytes { raw -> Result<Int, E> in
+                do throws(E) {
+                    return .success(try write(UnsafeRawBufferPointer(rebasing: raw[start..<end])))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            let n = try result.get()
+            if n <= 0 { break }
+            total += n
+            start += n
+            while endsHead < ends.count && ends[endsHead] <= start {
+                headStart = ends[endsHead]
+                endsHead += 1
+            }
+        }
+        compact()
+        return total
+    }
+
+    /// Drops what was sent: all of it when everything went (keeping the capacity, up to a
+    /// bound), or the sent prefix when it is at least half the buffer (amortised linear).
+    mutating func compact() {
+        if isEmpty {
+            bytes.removeAll(keepingCapacity: bytes.capacity <= 65536)
+            ends.removeAll(keepingCapacity: true)
+            start = 0
+            endsHead = 0
+            headStart = 0
+        } else if start >= 65536 && start >= bytes.count - start {
+            bytes.removeSubrange(..<start)
+            ends.removeSubrange(..<endsHead)
+            for i in ends.indices { ends[i] -= start }
+            headStart -= start
+            start = 0
+            endsHead = 0
+        }
+    }
+}

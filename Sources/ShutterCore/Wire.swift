@@ -1,0 +1,220 @@
+/// Every byte shutterd writes to a client, in one place: the events, the replies and errors,
+/// `hello`, the device objects and the notices. Each message is one JSON object on one line.
+///
+/// Events are written in two parts: the tail (device, key, times), the same for every
+/// client, written once per occurrence; and the head (type, sequence numbers, handler,
+/// phase, slider value), written per client straight into that client's output buffer.
+package enum Wire {
+    /// The device object.
+    package static func device(_ d: DeviceInfo, into out: inout [UInt8]) {
+        d.json.write(into: &out)
+    }
+
+    /// `"device":{...},"key":{...},"kernelTime":N,"receiveTime":N}\n`: the part of an event
+    /// that every client receives alike.
+    package static func eventTail(_ o: Occurrence, into out: inout [UInt8]) {
+        out.append(ascii: "\"device\":")
+        out.append(contentsOf: o.device.text)
+        out.append(ascii: ",\"key\":{\"code\":")
+        out.append(decimal: o.key.code)
+        out.append(ascii: ",\"name\":")
+        JSON.writeString(o.key.name, into: &out)
+        if let scancode = o.key.scancode {
+            out.append(ascii: ",\"scancode\":")
+            out.append(decimal: UInt32(bitPattern: scancode))
+        }
+        out.append(ascii: "},\"kernelTime\":")
+        out.append(decimal: o.kernelTime)
+        out.append(ascii: ",\"receiveTime\":")
+        out.append(decimal: o.receiveTime)
+        out.append(ascii: "}\n")
+    }
+
+    /// A client's own part of an event, up to the shared tail: `{"type":...,` with its
+    /// `clientSeq`, the handler it was told, and its slider `value`.
+    package static func eventHead(
+        _ o: Occurrence, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool, sliderValue: Int64,
+        into out: inout [UInt8]
+    ) {
+        switch o.kind {
+        case .capture(_, let phase):
+            out.append(ascii: "{\"type\":\"capture\",\"seq\":")
+            out.append(decimal: o.seq)
+            out.append(ascii: ",\"clientSeq\":")
+            out.append(decimal: clientSeq)
+            out.append(ascii: handler == .secondary ? ",\"handler\":\"secondary\"" : ",\"handler\":\"primary\"")
+            switch phase {
+            case .began: out.append(ascii: ",\"phase\":\"began\",\"press\":")
+            case .ended: out.append(ascii: ",\"phase\":\"ended\",\"press\":")
+            case .cancelled: out.append(ascii: ",\"phase\":\"cancelled\",\"press\":")
+            }
+            out.append(decimal: o.press)
+            out.append(ascii: shouldPlaySound ? ",\"shouldPlaySound\":true," : ",\"shouldPlaySound\":false,")
+        case .focus(let phase):
+            out.append(ascii: "{\"type\":\"control\",\"seq\":")
+            out.append(decimal: o.seq)
+            out.append(ascii: ",\"clientSeq\":")
+            out.append(decimal: clientSeq)
+            out.append(
+                ascii: phase == .began ? ",\"event\":\"active\",\"press\":" : ",\"event\":\"inactive\",\"press\":")
+            out.append(decimal: o.press)
+            out.append(ascii: ",")
+        case .slider(let delta):
+            out.append(ascii: "{\"type\":\"control\",\"seq\":")
+            out.append(decimal: o.seq)
+            out.append(ascii: ",\"clientSeq\":")
+            out.append(decimal: clientSeq)
+            out.append(ascii: ",\"event\":\"slider\",\"delta\":")
+            out.append(decimal: delta)
+            out.append(ascii: ",\"value\":")
+            out.append(decimal: sliderValue)
+            out.append(ascii: ",")
+        }
+        if let reason = o.reason {
+            out.append(ascii: "\"reason\":")
+            JSON.writeString(reason.rawValue, into: &out)
+            out.append(ascii: ",")
+        }
+    }
+}
+
+/// The daemon's other messages, each a JSON line with its newline.
+package enum Message {
+    package static func line(_ json: JSON) -> [UInt8] {
+        var out: [UInt8] = []
+        json.write(into: &out)
+        out.append(0x0A)
+        return out
+    }
+
+    package static func hello(version: String, devices: [DeviceRecord]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.append(ascii: "{\"type\":\"hello\",\"protocol\":{\"major\":")
+        out.append(decimal: ProtocolVersion.major)
+        out.append(ascii: ",\"minor\":")
+        out.append(decimal: ProtocolVersion.minor)
+        out.append(ascii: "},\"daemon\":{\"name\":\"shutterd\",\"version\":")
+        JSON.writeString(version, into: &out)
+        out.append(ascii: "},\"devices\":")
+        devicesArray(devices, into: &out)
+        out.append(ascii: "}\n")
+        return out
+    }
+
+    package static func reply(_ request: Request, id: RequestID?, _ extra: [(String, JSON)] = []) -> [UInt8] {
+        line([("type", .string("reply")), ("request", .string(request.name))], id: id, extra)
+    }
+
+    /// The reply to listDevices: the device objects as admitted.
+    package static func devices(id: RequestID?, _ devices: [DeviceRecord]) -> [UInt8] {
+        var out = line([("type", .string("reply")), ("request", .string(Request.listDevices.name))], id: id, [])
+        out.removeLast(2)  // "}\n"
+        out.append(ascii: ",\"devices\":")
+        devicesArray(devices, into: &out)
+        out.append(ascii: "}\n")
+        return out
+    }
+
+    static func devicesArray(_ devices: [DeviceRecord], into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "["))
+        for (i, d) in devices.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: d.text)
+        }
+        out.append(UInt8(ascii: "]"))
+    }
+
+    package static func error(_ e: RequestError) -> [UInt8] {
+        line(
+            [("type", .string("error")), ("code", .string(e.code.rawValue)), ("message", .string(e.message))],
+            id: e.id, [])
+    }
+
+    /// An object line: `head`, the id as the client wrote it, then `tail`.
+    static func line(_ head: [(String, JSON)], id: RequestID?, _ tail: [(String, JSON)]) -> [UInt8] {
+        var out: [UInt8] = []
+        func name(_ key: String) {
+            out.append(out.isEmpty ? UInt8(ascii: "{") : UInt8(ascii: ","))
+            JSON.writeString(key, into: &out)
+            out.append(UInt8(ascii: ":"))
+        }
+        for (key, value) in head {
+            name(key)
+            value.write(into: &out)
+        }
+        if let id {
+            name("id")
+            out.append(contentsOf: id.text)
+        }
+        for (key, value) in tail {
+            name(key)
+            value.write(into: &out)
+        }
+        out.append(contentsOf: [UInt8(ascii: "}"), 0x0A])
+        return out
+    }
+
+    package static func device(added: Bool, _ device: DeviceRecord) -> [UInt8] {
+        var out: [UInt8] = []
+        out.append(ascii: added ? "{\"type\":\"deviceAdded\",\"device\":" : "{\"type\":\"deviceRemoved\",\"device\":")
+        out.append(contentsOf: device.text)
+        out.append(ascii: "}\n")
+        return out
+    }
+
+    /// The last message to a client that fell behind: how far, and the limits it passed.
+    package static func overflow(queued: Int, bytes: Int, limits: ClientLimits) -> [UInt8] {
+        line(
+            .object([
+                ("type", .string("overflow")), ("queued", .int(Int64(queued))), ("bytes", .int(Int64(bytes))),
+                (
+                    "message",
+                    .string(
+                        "client fell behind by \(queued) messages, \(bytes) bytes (limits: \(limits.queueMessages) messages, \(limits.queueBytes) bytes); disconnecting"
+                    )
+                ),
+            ]))
+    }
+}
+
+extension DeviceInfo {
+    /// The device object of the protocol (docs/PROTOCOL.md, "Device").
+    package var json: JSON {
+        var m: [(String, JSON)] = [
+            ("id", .string(id)), ("group", .string(group)), ("name", .string(name)),
+            ("bus", .string(busName)), ("vendor", .string(hex(vendor, width: 4))),
+            ("product", .string(hex(product, width: 4))), ("version", .string(hex(version, width: 4))),
+        ]
+        if let uniq { m.append(("uniq", .string(uniq))) }
+        if let phys { m.append(("phys", .string(phys))) }
+        m.append(("syspath", .string(syspath)))
+        m.append(("node", .string(node)))
+        m.append(("kind", .string(kind.rawValue)))
+        return .object(m)
+    }
+}
+
+extension Interaction {
+    /// The interaction as in force, in a setInteraction reply.
+    package var json: JSON {
+        .object([
+            ("enabled", .bool(enabled)), ("primary", .bool(primary)), ("secondary", .bool(secondary)),
+            ("defaultCaptureSoundDisabled", .bool(defaultCaptureSoundDisabled)), ("grab", .bool(grab)),
+            ("filter", filter.json), ("slider", slider.json),
+        ])
+    }
+}
+
+extension Filter {
+    package var json: JSON {
+        .object([
+            ("devices", .array(devices.map(JSON.string))), ("names", .array(names.map(JSON.string))),
+            ("buses", .array(buses.map(JSON.string))), ("kinds", .array(kinds.map { .string($0.rawValue) })),
+            ("keys", .array(keys.map(JSON.string))),
+        ])
+    }
+}
+
+extension SliderRange {
+    package var json: JSON { .object([("min", .int(min)), ("max", .int(max)), ("value", .int(value))]) }
+}

@@ -1,0 +1,24 @@
+import Glibc
+
+/// Owns a file descriptor and closes it once.
+package final class FileDescriptor {
+    package private(set) var raw: Int32
+
+    package init(_ raw: Int32) { self.raw = raw }
+
+    /// Opens `path` read-only, close-on-exec; nil when it cannot be (the reserve descriptor
+    /// at the open-file limit).
+    package static func open(_ path: String) -> FileDescriptor? {
+        guard let raw = try? sys("open", path, { Glibc.open(path, O_RDONLY | O_CLOEXEC) }) else { return nil }
+        return FileDescriptor(raw)
+    }
+
+    package func close() {
+        if raw >= 0 {
+            _ = Glibc.close(raw)
+            raw = -1
+        }
+    }
+
+    deinit { close() }
+}

@@ -1,0 +1,80 @@
+// Connects to shutterd with the ShutterClient library and prints what it receives, one
+// line each: the hello, the devices, the ping, the interaction in force, then events.
+//
+// Usage: shutterd-client-fixture [--socket PATH] [--events N] [--timeout SECONDS] [--name PATTERN]
+//   --socket   default $SHUTTERD_SOCKET, else /run/shutterd/shutterd.sock
+//   --events   how many events to wait for after the interaction is in force (default 0)
+//   --timeout  seconds to wait for them (default 30)
+//   --name     a filter on device names (default: none)
+// Exit 0 when all arrived, 1 on a client error, 2 when the events did not all arrive in time.
+import Glibc
+import ShutterClient
+
+func usage(_ message: String) -> Never {
+    print("shutterd-client-fixture: \(message)")
+    exit(64)
+}
+
+var socketPath: String?
+var events = 0
+var timeout = 30
+var names: [String] = []
+var args = CommandLine.arguments.dropFirst()
+while let arg = args.popFirst() {
+    guard let value = args.popFirst() else {
+        usage("\(arg) needs a value")
+    }
+    switch arg {
+    case "--socket": socketPath = value
+    case "--events": events = Int(value) ?? -1
+    case "--timeout": timeout = Int(value) ?? -1
+    case "--name": names.append(value)
+    default:
+        usage("unknown argument '\(arg)'")
+    }
+    if events < 0 || timeout < 0 {
+        usage("\(arg) \(value): expected a whole number")
+    }
+}
+
+func say(_ line: String) {
+    print(line)
+    fflush(nil)
+}
+
+func describe(_ event: Event) -> String {
+    switch event {
+    case .capture(let c):
+        "capture \(c.handler) \(c.phase) press=\(c.press) \(c.key.name) from '\(c.device.name)' id=\(c.device.id)"
+    case .control(let c): "control \(c.event) \(c.key.name) from '\(c.device.name)'"
+    case .deviceAdded(let d): "deviceAdded '\(d.name)' id=\(d.id) kind=\(d.kind)"
+    case .deviceRemoved(let d): "deviceRemoved '\(d.name)' id=\(d.id)"
+    case .overflow(let o): "overflow \(o.message)"
+    case .disconnected(let why): "disconnected: \(why)"
+    case .reconnected(let h): "reconnected to \(h.daemonName) \(h.daemonVersion)"
+    }
+}
+
+do {
+    let client = try Client(socketPath: socketPath)
+    let hello = client.hello
+    say(
+        "hello \(hello.daemonName) \(hello.daemonVersion) protocol \(hello.protocolVersion) devices \(hello.devices.count)"
+    )
+    for d in try client.listDevices() { say("device '\(d.name)' id=\(d.id) kind=\(d.kind) bus=\(d.bus)") }
+    try client.ping()
+    say("ping answered")
+    let inForce = try client.setInteraction(Interaction(secondary: true, filter: Interaction.Filter(names: names)))
+    say("interaction in force: enabled=\(inForce.enabled ?? false) names=\(inForce.filter?.names ?? [])")
+    let deadline = ContinuousClock.now + .seconds(timeout)
+    for _ in 0..<events {
+        guard let event = try client.next(timeout: ContinuousClock.now.duration(to: deadline)) else {
+            say("timed out waiting for events")
+            exit(2)
+        }
+        say(describe(event))
+    }
+} catch {
+    say("error: \(error)")
+    exit(1)
+}

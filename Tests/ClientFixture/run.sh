@@ -1,0 +1,102 @@
+#!/bin/sh
+# The Swift client's tier: Tests/ClientFixture is a package of its own, as a user's would
+# be, that depends on the ShutterClient library by path. This builds it with 'swift build'
+# (its own .build directory; the first build compiles the library from scratch) and runs it
+# against the built shutterd on a socket of its own: the hello, the device list, a ping,
+# the interaction in force, a bounded wait for events (none come: no device is pressed on
+# the host; the kernel rig presses one), and an unreachable daemon.
+#
+# Usage: Tests/ClientFixture/run.sh [SHUTTERD]    (default .build/debug/shutterd)
+#
+# Prints one PASS/FAIL line per check and last 'N passed, N failed'. A tier that cannot
+# run says why; under CI=true that is a failure.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+SHUTTERD=${1:-$REPO/.build/debug/shutterd}
+FIXTURE=$HERE/.build/debug/shutterd-client-fixture
+
+if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
+    PATH=/opt/swift/usr/bin:$PATH
+fi
+
+cannot() {
+    echo "swift client: cannot run: $*"
+    if [ "${CI:-}" = true ]; then
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+    exit 77
+}
+command -v swift >/dev/null 2>&1 || cannot "swift is not on PATH"
+[ -x "$SHUTTERD" ] || cannot "no shutterd at $SHUTTERD (swift build)"
+
+passed=0
+failed=0
+work=$(mktemp -d)
+daemon=
+cleanup() {
+    [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# check NAME EXPECTED-EXIT PATTERN... -- COMMAND...: runs COMMAND, which must exit with
+# EXPECTED-EXIT and print every PATTERN (grep -E), one line each.
+check() {
+    name=$1 want=$2
+    shift 2
+    patterns=
+    while [ "$1" != -- ]; do
+        patterns="$patterns$1
+"
+        shift
+    done
+    shift
+    "$@" >"$work/out" 2>&1
+    got=$?
+    problem=
+    [ "$got" = "$want" ] || problem="exit $got, expected $want"
+    while IFS= read -r p; do
+        [ -z "$p" ] && continue
+        grep -Eq -- "$p" "$work/out" || problem="${problem:+$problem; }no line matches '$p'"
+    done <<PATTERNS
+$patterns
+PATTERNS
+    if [ -z "$problem" ]; then
+        echo "PASS $name"
+        passed=$((passed + 1))
+    else
+        echo "FAIL $name: $problem; output:"
+        sed 's/^/    /' "$work/out"
+        failed=$((failed + 1))
+    fi
+}
+
+check fixture-builds 0 'Build complete' -- swift build --package-path "$HERE" --scratch-path "$HERE/.build"
+if [ ! -x "$FIXTURE" ]; then
+    echo "0 passed, $((failed + 1)) failed"
+    exit 1
+fi
+
+sock=$work/shutterd.sock
+SHUTTERD_CONFIG=$work/no-such.conf "$SHUTTERD" --socket "$sock" 2>"$work/shutterd.log" &
+daemon=$!
+i=0
+while [ ! -S "$sock" ] && [ $i -lt 100 ]; do
+    sleep 0.1
+    i=$((i + 1))
+done
+
+# $SHUTTERD_SOCKET names the socket, as the library's default.
+check fixture-hello-devices-ping-interaction 0 \
+    '^hello shutterd [0-9.]+ protocol 1\.[0-9]+ devices [0-9]+$' '^ping answered$' \
+    '^interaction in force: enabled=true names=\["AB Shutter3\*"\]$' -- \
+    env SHUTTERD_SOCKET="$sock" "$FIXTURE" --name 'AB Shutter3*'
+check fixture-event-wait-is-bounded 2 '^timed out waiting for events$' -- \
+    "$FIXTURE" --socket "$sock" --events 1 --timeout 1
+check fixture-unreachable 1 "^error: cannot connect to shutterd at $work/none.sock: No such file or directory$" -- \
+    "$FIXTURE" --socket "$work/none.sock"
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,74 @@
+import ShutterClient
+import ShutterCore
+import Testing
+
+private typealias Interaction = ShutterClient.Interaction
+
+/// How the client reads the daemon's messages and writes its requests, without a socket.
+@Suite("ShutterClient messages")
+struct MessageTests {
+    let device = JSON.object([
+        ("id", .string("usb-05ac-0221-usb-1-input1-apple")), ("group", .string("usb-05ac-0221-usb-1")),
+        ("name", .string("Apple")), ("bus", .string("usb")), ("vendor", .string("05ac")), ("product", .string("0221")),
+        ("version", .string("0110")), ("phys", .string("usb-1/input1")), ("syspath", .string("/sys/x/event5")),
+        ("node", .string("/dev/input/event5")), ("kind", .string("media")), ("colour", .string("white")),
+    ])
+
+    @Test("a device: every field, the absent uniq nil, an unknown field kept in its JSON and otherwise ignored")
+    func deviceFields() throws {
+        let d = try Device(json: device)
+        #expect(d.id == "usb-05ac-0221-usb-1-input1-apple" && d.group == "usb-05ac-0221-usb-1" && d.name == "Apple")
+        #expect(d.bus == "usb" && d.vendor == "05ac" && d.product == "0221" && d.version == "0110")
+        #expect(
+            d.uniq == nil && d.phys == "usb-1/input1" && d.syspath == "/sys/x/event5" && d.node == "/dev/input/event5")
+        #expect(d.kind == "media")
+        #expect(try JSON.parse(d.json) == device)
+    }
+
+    @Test("a known message without a field it needs is an error naming the field")
+    func missingField() {
+        var m = device.objectValue!
+        m.removeAll { $0.0 == "node" }
+        #expect(throws: ClientError.malformed("a device without a string \"node\"")) { try Device(json: .object(m)) }
+        let capture = JSON.object([("type", .string("capture")), ("phase", .string("began"))])
+        #expect(throws: ClientError.malformed("a capture without an integer \"seq\"")) { try Event(json: capture) }
+    }
+
+    @Test("replies, hellos and unknown types are not events; an error message is thrown with its code and message")
+    func notEvents() throws {
+        #expect(try Event(json: .object([("type", .string("reply")), ("request", .string("ping"))])) == nil)
+        #expect(try Event(json: .object([("type", .string("hello"))])) == nil)
+        #expect(try Event(json: .object([("type", .string("batteryLow")), ("level", .int(5))])) == nil)
+        #expect(try Event(json: .object([("no", .string("type"))])) == nil)
+        let error = JSON.object([
+            ("type", .string("error")), ("code", .string("notPermitted")), ("message", .string("no")),
+        ])
+        #expect(throws: ClientError.daemon(code: "notPermitted", message: "no")) { try Event(json: error) }
+    }
+
+    @Test("an interaction request carries the fields set and no others")
+    func interactionRequest() throws {
+        #expect(Interaction().json == .object([]))
+        #expect(Interaction(secondary: false).json == .object([("secondary", .bool(false))]))
+        let all = Interaction(
+            enabled: true, primary: false, secondary: true, defaultCaptureSoundDisabled: true, grab: false,
+            filter: .init(devices: ["d"], names: ["AB*"], buses: ["usb"], kinds: ["remote"], keys: ["KEY_ENTER"]),
+            slider: .init(min: -5, max: 5, value: 1))
+        #expect(
+            all.json.serialized
+                == #"{"enabled":true,"primary":false,"secondary":true,"defaultCaptureSoundDisabled":true,"grab":false,"filter":{"devices":["d"],"names":["AB*"],"buses":["usb"],"kinds":["remote"],"keys":["KEY_ENTER"]},"slider":{"min":-5,"max":5,"value":1}}"#
+        )
+        #expect(Interaction(filter: .init(names: ["x"])).json.serialized == #"{"filter":{"names":["x"]}}"#)
+        // What the daemon reads back from that request is what was asked.
+        let parsed = try ShutterCore.Interaction(request: all.json)
+        #expect(try Interaction(reply: parsed.json) == all)
+    }
+
+    @Test("durations for people")
+    func durations() {
+        #expect(seconds(.seconds(30)) == "30")
+        #expect(seconds(.milliseconds(500)) == "0.5")
+        #expect(seconds(.milliseconds(2250)) == "2.25")
+        #expect(seconds(.milliseconds(1)) == "0.001")
+    }
+}

@@ -1,0 +1,68 @@
+import ShutterCore
+import Testing
+
+/// The engine fed as the daemon feeds it: one read's events at a time, into a buffer.
+@Suite("Engine batches")
+struct EngineBatchTests {
+    let dial = DeviceInfo(
+        name: "Griffin PowerMate", bus: 3, vendor: 0x077d, product: 0x0410, version: 0x400, uniq: nil,
+        phys: "usb-0000:00:14.0-1/input0", syspath: "/sys/x/event7", node: "/dev/input/event7", kind: .dial)
+
+    func ev(_ type: UInt16, _ code: UInt16, _ value: Int32, _ t: Int64) -> RawEvent {
+        RawEvent(type: type, code: code, value: value, time: t)
+    }
+
+    @Test("consecutive frames of one axis in a read become one slider occurrence with the summed delta")
+    func coalescesSliders() {
+        let engine = Engine(name: TestNames.name)
+        engine.addDevice(handle: 1, info: dial, mapping: .standard(for: .dial))
+        var events: [RawEvent] = []
+        for i in 0..<10 {
+            events += [
+                ev(EventType.rel, RelCode.dial, i == 9 ? -4 : 2, Int64(i)),
+                ev(EventType.syn, SynCode.report, 0, Int64(i)),
+            ]
+        }
+        var out: [Occurrence] = []
+        engine.handle(1, events, now: 100, into: &out)
+        #expect(out.count == 1)
+        #expect(out.first?.kind == .slider(delta: 9 * 2 - 4))
+        #expect(out.first?.kernelTime == 9, "the time of the last frame summed")
+        #expect(out.first?.seq == 1)
+        #expect(engine.nextSeq() == 2, "no sequence number is skipped")
+    }
+
+    @Test("a press between slider frames keeps the order: slider, press, slider")
+    func pressBetweenSliders() {
+        let engine = Engine(name: TestNames.name)
+        engine.addDevice(handle: 1, info: dial, mapping: .standard(for: .dial))
+        let events = [
+            ev(EventType.rel, RelCode.dial, 1, 1), ev(EventType.syn, SynCode.report, 0, 1),
+            ev(EventType.rel, RelCode.dial, 1, 2), ev(EventType.syn, SynCode.report, 0, 2),
+            ev(EventType.key, KeyCode.btn0, 1, 3), ev(EventType.syn, SynCode.report, 0, 3),
+            ev(EventType.rel, RelCode.dial, 5, 4), ev(EventType.syn, SynCode.report, 0, 4),
+        ]
+        var out: [Occurrence] = []
+        engine.handle(1, events, now: 100, into: &out)
+        #expect(out.map(\.kind) == [.slider(delta: 2), .capture(.primary, .began), .slider(delta: 5)])
+        #expect(out.map(\.seq) == [1, 2, 3])
+    }
+
+    @Test("the batch form gives what event-by-event feeding gives, sliders apart")
+    func sameAsSingleEvents() {
+        let a = Engine(name: TestNames.name)
+        let b = Engine(name: TestNames.name)
+        for e in [a, b] { e.addDevice(handle: 1, info: dial, mapping: .standard(for: .dial)) }
+        let events = [
+            ev(EventType.msc, MscCode.scan, 0x90001, 1), ev(EventType.key, KeyCode.btn0, 1, 1),
+            ev(EventType.syn, SynCode.report, 0, 1), ev(EventType.key, KeyCode.btn0, 0, 2),
+            ev(EventType.syn, SynCode.report, 0, 2),
+        ]
+        var batch: [Occurrence] = []
+        a.handle(1, events, now: 7, into: &batch)
+        let single = events.flatMap { b.handle(1, $0, now: 7) }
+        #expect(batch.map(\.kind) == single.map(\.kind))
+        #expect(batch.map(\.key) == single.map(\.key))
+        #expect(batch.map(\.seq) == single.map(\.seq))
+    }
+}

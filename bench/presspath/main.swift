@@ -1,0 +1,88 @@
+// The press path in one process, for instruction and allocation counts: a device's frames
+// go through the engine and the socket server to N real Unix-socket clients, which read
+// everything. No kernel device: the frames are the ones an AB Shutter3 sends (MSC_SCAN,
+// KEY_VOLUMEUP, SYN_REPORT), and a dial's REL_DIAL steps.
+//
+//     presspath PRESSES CLIENTS [dial]
+//
+// Run under `valgrind --tool=callgrind` for instructions per press, or with bench's
+// counting allocator for allocations per press (bench/README.md).
+import Glibc
+import ShutterCore
+import ShutterLinux
+
+final class Delegate: ClientHubDelegate {
+    let engine: Engine
+    init(_ engine: Engine) { self.engine = engine }
+    var deviceList: [DeviceRecord] { [] }
+    func nextSeq() -> UInt64 { engine.nextSeq() }
+    func grabWishesChanged() {}
+    func clientCountChanged() {}
+}
+
+func run() throws {
+    let args = CommandLine.arguments
+    let presses = args.count > 1 ? Int(args[1]) ?? 10000 : 10000
+    let clientCount = args.count > 2 ? Int(args[2]) ?? 1 : 1
+    let dial = args.count > 3 && args[3] == "dial"
+
+    var template = Array("/tmp/presspath-XXXXXX".utf8CString)
+    let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+    let path = dir + "/s.sock"
+    let loop = try EventLoop()
+    let listener = try UnixListener(path: path)
+    let hub = try ClientHub(loop: loop, listener: listener, access: AccessPolicy(Config()), limits: ClientLimits())
+    let engine = Engine(name: { KeyNames.name(type: $0, code: $1) })
+    let delegate = Delegate(engine)
+    hub.delegate = delegate
+    let info = DeviceInfo(
+        name: "AB Shutter3", bus: 5, vendor: 0x2717, product: 0x0040, version: 0x23, uniq: "c2:1a:55:0e:b3:05",
+        phys: nil, syspath: "/sys/devices/virtual/misc/uhid/0005:2717:0040.0001/input/input1/event1",
+        node: "/dev/input/event1", kind: dial ? .dial : .remote)
+    engine.addDevice(handle: 1, info: info, mapping: .standard(for: info.kind))
+
+    var clients: [Int32] = []
+    for _ in 0..<clientCount {
+        let fd = try UnixSocket.connect(path: path)
+        UnixSocket.setNonBlocking(fd)
+        clients.append(fd)
+    }
+    var buffer = [UInt8](repeating: 0, count: 1 << 16)
+    var received = 0
+    func pumpAndRead() {
+        while (try? loop.runOnce(timeout: 0)) ?? 0 > 0 {}
+        for fd in clients {
+            while let n = try? UnixSocket.receive(fd, into: &buffer), n > 0 { received += n }
+        }
+    }
+    pumpAndRead()
+
+    var time: Int64 = 1_000_000
+    // As the daemon does: one read's events, then the engine, then publish; buffers reused.
+    var events: [RawEvent] = []
+    var occurrences: [Occurrence] = []
+    func frame(_ frame: [(UInt16, UInt16, Int32)]) {
+        time += 1000
+        events.removeAll(keepingCapacity: true)
+        occurrences.removeAll(keepingCapacity: true)
+        for (type, code, value) in frame { events.append(RawEvent(type: type, code: code, value: value, time: time)) }
+        engine.handle(1, events, now: time + 50, into: &occurrences)
+        hub.publish(occurrences)
+    }
+    let down: [(UInt16, UInt16, Int32)] = dial ? [(2, 7, 1), (0, 0, 0)] : [(4, 4, 0xc00e9), (1, 115, 1), (0, 0, 0)]
+    let up: [(UInt16, UInt16, Int32)] = dial ? [(2, 7, -1), (0, 0, 0)] : [(4, 4, 0xc00e9), (1, 115, 0), (0, 0, 0)]
+    for _ in 0..<presses {
+        frame(down)
+        pumpAndRead()
+        frame(up)
+        pumpAndRead()
+    }
+    print("presspath: \(presses) presses, \(clientCount) clients, \(received) bytes received")
+    for fd in clients { close(fd) }
+    hub.closeAll()
+    listener.shutdown()
+    unlink(path + ".lock")
+    rmdir(dir)
+}
+
+try run()

@@ -39,7 +39,8 @@ UDEVRULESDIR ?= $(LIBDIR)/udev/rules.d
 MANDIR       ?= $(PREFIX)/share/man
 DOCDIR       ?= $(PREFIX)/share/doc/shutterd
 
-SWIFT        ?= swift
+# swift on PATH, else the toolchain at /opt/swift (as README's two commands allow).
+SWIFT        ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
 SWIFTFLAGS   ?=
 # Where `swift build -c release` leaves the binaries.
 SWIFT_BIN    ?= .build/release

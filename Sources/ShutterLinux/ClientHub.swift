@@ -144,20 +144,26 @@ package final class ClientHub {
             reserve = nil
             let waiting = try? listener.accept()
             if let waiting {
-                let connection = FileDescriptor(waiting)
                 refusedAtLimit! += 1
-                let e = RequestError(
-                    .tooManyClients,
-                    "shutterd cannot take another client now (\(String(cString: strerror(error.errno)))); try again later"
-                )
-                _ = try? UnixSocket.send(connection.raw, [Message.error(e)[...]])
-                connection.close()
+                turnAway(
+                    FileDescriptor(waiting),
+                    RequestError(
+                        .tooManyClients,
+                        "shutterd cannot take another client now (\(String(cString: strerror(error.errno)))); try again later"
+                    ))
             }
             reserve = FileDescriptor.open("/dev/null")
             if reserve != nil { return waiting != nil }
         }
         loop.modify(listener.raw, events: 0)
         return false
+    }
+
+    /// A connection that is not taken: its one message, sent if the socket takes it now
+    /// (never waited for), then closed.
+    func turnAway(_ socket: FileDescriptor, _ error: RequestError) {
+        _ = try? UnixSocket.send(socket.raw, Message.error(error))
+        socket.close()
     }
 
     func admit(_ fd: Int32) {
@@ -168,21 +174,22 @@ package final class ClientHub {
             serial: accepted, socket: socket, peer: peer, limits: limits, mayGrab: peer.map(access.mayGrab) ?? false)
         if let peer, !access.mayConnect(peer) {
             Log.info("\(client.label): refused, not in allow-users or allow-groups")
-            let e = RequestError(
-                .notPermitted,
-                "uid \(peer.uid) is not allowed to use shutterd (see allow-users and allow-groups in shutterd.conf)"
-            )
-            _ = try? UnixSocket.send(fd, [Message.error(e)[...]])
-            socket.close()
+            turnAway(
+                socket,
+                RequestError(
+                    .notPermitted,
+                    "uid \(peer.uid) is not allowed to use shutterd (see allow-users and allow-groups in shutterd.conf)"
+                ))
             return
         }
         if clients.count >= limits.maxClients {
             Log.info("\(client.label): refused, \(clients.count) clients are connected (max-clients)")
-            let e = RequestError(
-                .tooManyClients,
-                "shutterd has \(clients.count) clients, its limit (max-clients in shutterd.conf); try again later")
-            _ = try? UnixSocket.send(fd, [Message.error(e)[...]])
-            socket.close()
+            turnAway(
+                socket,
+                RequestError(
+                    .tooManyClients,
+                    "shutterd has \(clients.count) clients, its limit (max-clients in shutterd.conf); try again later"
+                ))
             return
         }
         do {

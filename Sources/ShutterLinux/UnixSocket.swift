@@ -55,13 +55,9 @@ package enum UnixSocket {
         sysLogged("fcntl(F_SETFL, O_NONBLOCK)") { fcntl(fd, F_SETFL, (flags < 0 ? 0 : flags) | O_NONBLOCK) }
     }
 
-    /// Sends the slices with one `send` (copied into one buffer: a copy costs less than the
-    /// system call it saves), as `send(_:_:)` with a buffer.
-    package static func send(_ fd: Int32, _ slices: [ArraySlice<UInt8>]) throws(SystemError) -> Int {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(slices.reduce(0) { $0 + $1.count })
-        for slice in slices { bytes.append(contentsOf: slice) }
-        let result = bytes.withUnsafeBytes { raw -> Result<Int, SystemError> in
+    /// Sends a message with one `send`, as `send(_:_:)` with a buffer.
+    package static func send(_ fd: Int32, _ message: [UInt8]) throws(SystemError) -> Int {
+        let result = message.withUnsafeBytes { raw -> Result<Int, SystemError> in
             do throws(SystemError) {
                 return .success(try send(fd, raw))
             } catch {

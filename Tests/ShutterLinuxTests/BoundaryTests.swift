@@ -117,7 +117,7 @@ struct BoundaryTests {
         close(pair[1])
         defer { close(pair[0]) }
         #expect {
-            _ = try UnixSocket.send(pair[0], [Array("x\n".utf8)[...]])
+            _ = try UnixSocket.send(pair[0], Array("x\n".utf8))
         } throws: { error in
             (error as? SystemError)?.errno == EPIPE
         }

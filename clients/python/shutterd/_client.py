@@ -47,6 +47,11 @@ class Client:
         """The devices the hello listed."""
         return self._core.devices
 
+    @property
+    def dropped(self) -> int:
+        """Events dropped because more than MAX_PENDING came while requests waited."""
+        return self._core.dropped
+
     def _connect(self, deadline: float) -> None:
         self.close()
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -7,6 +7,7 @@ version does not know are kept (and otherwise ignored), as docs/PROTOCOL.md asks
 
 from __future__ import annotations
 
+import collections
 import fnmatch
 import json
 import os
@@ -24,6 +25,9 @@ DEFAULT_SOCKET = "/run/shutterd/shutterd.sock"
 #: The daemon refuses longer request lines; replies are not limited, but a line this long
 #: from the daemon is taken as a broken stream.
 MAX_LINE = 16 * 1024 * 1024
+# Events kept while a request waits for its reply (ClientCore.pending); past this the
+# oldest are dropped and counted (Client.dropped).
+MAX_PENDING = 4096
 
 HANDLERS = ("primary", "secondary")
 
@@ -539,7 +543,10 @@ class ClientCore:
         self.reconnect = reconnect
         self.reconnect_delay = reconnect_delay
         self.hello: Optional[Hello] = None
-        self.pending: "List[Message]" = []
+        # Events that came while a request waited for its reply, for iteration; bounded, so
+        # a program that only sends requests does not hold every press for ever.
+        self.pending: "collections.deque[Message]" = collections.deque()
+        self.dropped = 0
         self.next_id = 1
         self.interaction: Optional[dict] = None
 
@@ -561,6 +568,9 @@ class ClientCore:
         if isinstance(msg, Reply) and msg.id == rid:
             return msg
         if isinstance(msg, EVENT_TYPES) or msg.type == "error":
+            if len(self.pending) >= MAX_PENDING:
+                self.pending.popleft()
+                self.dropped += 1
             self.pending.append(msg)
         return None
 
@@ -572,7 +582,7 @@ class ClientCore:
 
     def take_pending(self) -> Optional[Message]:
         while self.pending:
-            ev = self.event_of(self.pending.pop(0))
+            ev = self.event_of(self.pending.popleft())
             if ev is not None:
                 return ev
         return None

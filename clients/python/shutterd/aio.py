@@ -55,6 +55,11 @@ class AsyncClient:
     def devices(self) -> List[Device]:
         return self._core.devices
 
+    @property
+    def dropped(self) -> int:
+        """Events dropped because more than MAX_PENDING came while requests waited."""
+        return self._core.dropped
+
     async def connect(self) -> None:
         """Connects and reads the hello, within the client's timeout."""
         await self.close()

@@ -27,7 +27,7 @@ def test_hello_names_the_daemon_and_its_protocol(daemon):
         assert c.hello.protocol_major == shutterd.PROTOCOL_MAJOR
         assert isinstance(c.hello.daemon_version, str) and c.hello.daemon_version
         assert c.hello.raw["type"] == "hello"
-        assert c.devices == c.hello.devices
+        assert c.devices == c.hello.devices == c.list_devices()
 
 
 def test_list_devices_agrees_with_hello_and_ping_answers(daemon):

@@ -123,6 +123,16 @@ def test_events_that_arrive_before_a_reply_are_kept_for_iteration(fake):
         assert [(e.phase, e.press) for e in (c.next_event(1), c.next_event(1))] == [("began", 4), ("ended", 4)]
 
 
+def test_events_kept_while_a_request_waits_are_bounded(fake):
+    presses = shutterd.MAX_PENDING // 2 + 100  # two events each: 200 over the bound
+    f = fake(before_reply=[e for p in range(1, presses + 1) for e in click(p)])
+    with shutterd.Client(f.path) as c:
+        c.ping()
+        assert c.dropped == 200
+        first = c.next_event(1)
+        assert (first.phase, first.press) == ("began", 101), "the oldest were dropped"
+
+
 def test_a_silent_daemon_makes_a_request_time_out(fake):
     f = fake(silent=True)
     with shutterd.Client(f.path, timeout=0.2) as c:

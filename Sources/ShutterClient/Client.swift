@@ -73,6 +73,11 @@ public final class Client {
     var connection: LineClient?
     /// Events (with their lines) read while waiting for a reply, in order.
     var pending: [(Event, String?)] = []
+    /// Events kept while a request waits for its reply, at most; past it the oldest are
+    /// dropped and counted in `dropped`.
+    public static let maxPending = 4096
+    /// Events dropped because more than `maxPending` came while requests waited.
+    public private(set) var dropped = 0
     /// The last interaction set, set again after reconnecting.
     var interaction: Interaction?
     var lastID: Int64 = 0
@@ -155,7 +160,15 @@ public final class Client {
                         if json["id"] == nil || json["id"]?.intValue == id { throw ClientError(error: json) }
                         continue
                     }
-                    if let event = try Event(json: json) { pending.append((event, text)) }
+                    if let event = try Event(json: json) {
+                        // Bounded: a program that only sends requests must not hold every
+                        // event for ever; the oldest go first, counted.
+                        if pending.count >= Self.maxPending {
+                            pending.removeFirst()
+                            dropped += 1
+                        }
+                        pending.append((event, text))
+                    }
                 }
             }
         } catch .closed {

@@ -16,7 +16,8 @@ public struct ProtocolVersion: Sendable, Equatable, CustomStringConvertible {
 
     /// The version this library speaks. A daemon of another major is refused; a newer
     /// minor is accepted, and what it adds is ignored.
-    public static let supported = ProtocolVersion(major: 1, minor: 1)
+    public static let supported = ProtocolVersion(
+        major: ShutterCore.ProtocolVersion.major, minor: ShutterCore.ProtocolVersion.minor)
 
     /// `1.0`.
     public var description: String { "\(major).\(minor)" }

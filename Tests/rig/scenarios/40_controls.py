@@ -159,10 +159,20 @@ def sc_burst(rig):
 @scenario("slow-client-overflow", needs="enumerate")
 def sc_slow_client(rig):
     """A client that read nothing during the burst got 'overflow' last, then was closed;
-    the reading client beside it lost nothing (checked by dial-burst-10000)."""
+    the reading client beside it lost nothing (checked by dial-burst-10000).
+
+    The burst alone need not fill its queue: steps read at once come as one slider event,
+    so how many messages it makes depends on how fast shutterd reads. 1,000 clicks of the
+    dial's button follow it (2,000 captures, never merged), more than queue-limit (1,024
+    messages) beyond what the kernel's socket buffer holds."""
     sock = getattr(rig, "stalled", None)
     check(sock is not None, "no stalled client (dial-burst-10000 did not run)")
     rig.stalled = None
+    dial = rig.devs["griffin-powermate"]
+    btn = rigdev.code("BTN_0")
+    for _ in range(1000):
+        dial.emit([(rigdev.EV_KEY, btn, 1), (rigdev.EV_SYN, rigdev.SYN_REPORT, 0)])
+        dial.emit([(rigdev.EV_KEY, btn, 0), (rigdev.EV_SYN, rigdev.SYN_REPORT, 0)])
     sock.settimeout(10)
     data = b""
     closed = False

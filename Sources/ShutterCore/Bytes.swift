@@ -7,23 +7,69 @@ extension Array where Element == UInt8 {
         literal.withUTF8Buffer { append(contentsOf: $0) }
     }
 
-    /// Appends an integer in decimal. The digits are made in a 20-byte value on the stack
-    /// (a UInt64 has at most 20) and appended once: no copy of the buffer, no allocation
-    /// beyond the array's own growth.
+    /// Appends an integer in decimal, its digits made on the stack and appended at once.
     @inlinable
     package mutating func append<T: BinaryInteger>(decimal value: T) {
-        if value < 0 { append(UInt8(ascii: "-")) }
-        var magnitude = UInt64(value.magnitude)
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
-        let count = Swift.withUnsafeMutableBytes(of: &digits) { raw -> Int in
-            var i = 20
-            repeat {
-                i -= 1
-                raw[i] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-            } while magnitude > 0
-            return 20 - i
+        appendShort(capacity: 21) { $0.write(decimal: value) }
+    }
+
+    /// Appends text of at most `capacity` bytes that `body` writes into a buffer on the stack:
+    /// one append to the array for a dozen pieces, instead of one (with its capacity check
+    /// and bookkeeping) per piece.
+    @inlinable
+    package mutating func appendShort(capacity: Int, _ body: (inout ShortText) -> Void) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer in
+            var text = ShortText(buffer)
+            body(&text)
+            append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<text.count]))
         }
-        Swift.withUnsafeBytes(of: &digits) { raw in append(contentsOf: raw[(20 - count)..<20]) }
+    }
+}
+
+/// A fixed buffer being filled with literals and integers, for `Array.appendShort`. Writing
+/// past its capacity is a programming error and stops the program (a caller sizes it for the
+/// longest text it writes).
+@usableFromInline
+package struct ShortText {
+    @usableFromInline let buffer: UnsafeMutableBufferPointer<UInt8>
+    @usableFromInline package private(set) var count = 0
+
+    @inlinable
+    @usableFromInline
+    init(_ buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
+
+    @inlinable
+    @usableFromInline
+    package mutating func write(_ literal: StaticString) {
+        let n = literal.utf8CodeUnitCount
+        precondition(count + n <= buffer.count, "ShortText: capacity exceeded")
+        (buffer.baseAddress! + count).initialize(from: literal.utf8Start, count: n)
+        count += n
+    }
+
+    /// An integer in decimal: at most 20 digits and a sign.
+    @inlinable
+    @usableFromInline
+    package mutating func write<T: BinaryInteger>(decimal value: T) {
+        precondition(count + 21 <= buffer.count, "ShortText: capacity exceeded")
+        let base = buffer.baseAddress! + count
+        var magnitude = UInt64(value.magnitude)
+        var length = 0
+        var probe = magnitude
+        repeat {
+            length += 1
+            probe /= 10
+        } while probe > 0
+        if value < 0 {
+            base[0] = UInt8(ascii: "-")
+            count += 1
+        }
+        let digits = buffer.baseAddress! + count
+        for i in stride(from: length - 1, through: 0, by: -1) {
+            let (q, r) = magnitude.quotientAndRemainder(dividingBy: 10)
+            digits[i] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: r)
+            magnitude = q
+        }
+        count += length
     }
 }

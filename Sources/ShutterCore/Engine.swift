@@ -11,32 +11,54 @@ package final class Engine {
     }
 
     /// A class, so the per-event path changes it in place rather than copying it out of
-    /// and back into the dictionary.
+    /// and back into the dictionary. Its mutable fields are marked `@exclusivity(unchecked)`:
+    /// the engine runs on one thread and never holds an access to them across a call that
+    /// could touch them again, and the runtime check cost more than the rest of a raw event.
     final class DeviceState {
         let record: DeviceRecord
         let mapping: DeviceMapping
+        /// The role of each key code below `Self.keyCount`, made once from the mapping: no
+        /// hashing per event.
+        let roles: [KeyRole?]
+        /// Bit `code` set for every relative axis that is a slider (codes below 32).
+        let sliderAxes: UInt32
         /// Held keys with a role, by code.
-        var held: [UInt16: Held] = [:]
+        @exclusivity(unchecked) var held: [UInt16: Held] = [:]
         /// The scancode of the current frame's last MSC_SCAN, for the key that follows it.
-        var scan: Int32?
+        @exclusivity(unchecked) var scan: Int32?
         /// Summed slider movement of the current frame, by axis, in arrival order.
-        var frameRel: [(UInt16, Int64, Int64)] = []
+        @exclusivity(unchecked) var frameRel: [(UInt16, Int64, Int64)] = []
         /// Releases of the current frame: how the frame ends says whether they are real.
-        var frameReleases: [(event: RawEvent, scan: Int32?)] = []
+        @exclusivity(unchecked) var frameReleases: [(event: RawEvent, scan: Int32?)] = []
         /// libevdev's names of the mapped keys and axes, made once: no string per event.
         var names: [UInt32: String] = [:]
+        /// The slider axes' names, by code (codes below 32).
+        var axisNames: [String?] = Array(repeating: nil, count: 32)
+
+        /// KEY_CNT: key codes are below it.
+        static let keyCount = 0x300
 
         init(record: DeviceRecord, mapping: DeviceMapping) {
             self.record = record
             self.mapping = mapping
+            roles = (0..<UInt16(Self.keyCount)).map { mapping.role(ofKey: $0) }
+            sliderAxes = mapping.sliderAxes.reduce(0) { $1 < 32 ? $0 | 1 << UInt32($1) : $0 }
             frameRel.reserveCapacity(4)
             frameReleases.reserveCapacity(4)
+        }
+
+        func role(ofKey code: UInt16) -> KeyRole? {
+            Int(code) < Self.keyCount ? roles[Int(code)] : nil
+        }
+
+        func isSlider(_ axis: UInt16) -> Bool {
+            axis < 32 && sliderAxes & 1 << UInt32(axis) != 0
         }
     }
 
     var devices: [Int: DeviceState] = [:]
-    package private(set) var lastSeq: UInt64 = 0
-    var lastPress: UInt64 = 0
+    @exclusivity(unchecked) package private(set) var lastSeq: UInt64 = 0
+    @exclusivity(unchecked) var lastPress: UInt64 = 0
     /// Turns an event type and code into libevdev's name for it.
     let name: (UInt16, UInt16) -> String
 
@@ -56,7 +78,9 @@ package final class Engine {
             state.names[UInt32(EventType.key) << 16 | UInt32(code)] = name(EventType.key, code)
         }
         for axis in mapping.sliderAxes {
-            state.names[UInt32(EventType.rel) << 16 | UInt32(axis)] = name(EventType.rel, axis)
+            let axisName = name(EventType.rel, axis)
+            state.names[UInt32(EventType.rel) << 16 | UInt32(axis)] = axisName
+            if axis < 32 { state.axisNames[Int(axis)] = axisName }
         }
         devices[record.handle] = state
     }
@@ -134,7 +158,7 @@ package final class Engine {
     /// Feeds one event of a device; returns what it produced, numbered.
     package func handle(_ handle: Int, _ event: RawEvent, now: Int64) -> [Occurrence] {
         var produced: [Occurrence] = []
-        if let state = devices[handle] { feed(state, event, now: now, into: &produced) }
+        if let state = devices[handle] { feed(state, event, now: now, into: &produced, mergeFrom: Int.max) }
         return produced
     }
 
@@ -144,31 +168,23 @@ package final class Engine {
     /// one message for what one read of the device brought, not one per frame.
     package func handle(_ handle: Int, _ events: [RawEvent], now: Int64, into out: inout [Occurrence]) {
         guard let state = devices[handle] else { return }
-        for event in events {
-            let before = out.count
-            feed(state, event, now: now, into: &out)
-            // Coalesce: a slider occurrence just made, right after one of the same axis.
-            guard out.count == before + 1, before > 0, case .slider(let delta) = out[before].kind,
-                case .slider(let earlier) = out[before - 1].kind, out[before - 1].key.code == out[before].key.code,
-                out[before - 1].device === state.record
-            else { continue }
-            let (sum, overflow) = earlier.addingReportingOverflow(delta)
-            guard !overflow else { continue }
-            out[before - 1].kind = .slider(delta: sum)
-            out[before - 1].kernelTime = out[before].kernelTime
-            out.removeLast()
-            lastSeq -= 1  // The merged occurrence keeps the earlier one's number.
-        }
+        let first = out.count
+        for event in events { feed(state, event, now: now, into: &out, mergeFrom: first) }
     }
 
-    func feed(_ state: DeviceState, _ event: RawEvent, now: Int64, into produced: inout [Occurrence]) {
+    /// Feeds one event. A slider frame adds its movement to the last occurrence in
+    /// `produced` when that one, made by this batch (at `mergeFrom` or later), is the same
+    /// slider of the same device.
+    func feed(
+        _ state: DeviceState, _ event: RawEvent, now: Int64, into produced: inout [Occurrence], mergeFrom: Int
+    ) {
         switch event.type {
         case EventType.msc where event.code == MscCode.scan:
             state.scan = event.value
         case EventType.key:
             let scan = state.scan
             state.scan = nil
-            guard let role = state.mapping.role(ofKey: event.code) else { break }
+            guard let role = state.role(ofKey: event.code) else { break }
             switch event.value {
             case 1 where state.held[event.code] == nil:
                 lastPress += 1
@@ -187,7 +203,7 @@ package final class Engine {
             default:
                 break  // Autorepeat (2), or a press of a key already held.
             }
-        case EventType.rel where state.mapping.sliderAxes.contains(event.code):
+        case EventType.rel where state.isSlider(event.code):
             if let i = state.frameRel.firstIndex(where: { $0.0 == event.code }) {
                 state.frameRel[i].1 += Int64(event.value)
                 state.frameRel[i].2 = event.time
@@ -197,18 +213,30 @@ package final class Engine {
         case EventType.syn where event.code == SynCode.report:
             // SYN_REPORT 1 ends a frame the kernel made up (input_dev_release_keys), not one the device sent.
             let reason: CancelReason? = event.value == 1 ? .removed : nil
-            for (pending, scan) in state.frameReleases {
-                release(state, pending, scan: scan, reason: reason, now: now, into: &produced)
+            if !state.frameReleases.isEmpty {
+                for (pending, scan) in state.frameReleases {
+                    release(state, pending, scan: scan, reason: reason, now: now, into: &produced)
+                }
+                state.frameReleases.removeAll(keepingCapacity: true)
             }
-            state.frameReleases.removeAll(keepingCapacity: true)
             for (axis, delta, time) in state.frameRel where delta != 0 {
-                let key = KeyInfo(code: axis, name: keyName(state, EventType.rel, axis))
+                let last = produced.count - 1
+                if last >= mergeFrom, case .slider(let earlier) = produced[last].kind,
+                    produced[last].key.code == axis, produced[last].device === state.record,
+                    case (let sum, false) = earlier.addingReportingOverflow(delta)
+                {
+                    // The merged occurrence keeps the earlier one's number.
+                    produced[last].kind = .slider(delta: sum)
+                    produced[last].kernelTime = time
+                    continue
+                }
+                let key = KeyInfo(code: axis, name: state.axisNames[Int(axis)] ?? keyName(state, EventType.rel, axis))
                 produced.append(
                     Occurrence(
                         seq: nextSeq(), kind: .slider(delta: delta), press: 0, device: state.record, key: key,
                         kernelTime: time, receiveTime: now))
             }
-            state.frameRel.removeAll(keepingCapacity: true)
+            if !state.frameRel.isEmpty { state.frameRel.removeAll(keepingCapacity: true) }
             state.scan = nil
         case EventType.syn where event.code == SynCode.dropped:
             // The frame in progress is incomplete; libevdev's resync brings the state. Its

@@ -43,6 +43,23 @@ package struct OutBuffer {
         return true
     }
 
+    /// What `deliver` did with an occurrence.
+    package enum Delivery: Equatable, Sendable {
+        /// The client receives nothing of it.
+        case skipped
+        case queued
+        /// It did not fit: nothing was queued (the client has fallen behind).
+        case overflow
+    }
+
+    /// Writes `session`'s line for `o` (whose shared tail, Wire.eventTail, is `tail`) in
+    /// place and queues it: the whole per-client step of publishing, in one call.
+    package mutating func deliver(_ o: Occurrence, tail: [UInt8], to session: inout ClientSession) -> Delivery {
+        let m = mark
+        guard session.deliver(o, tail: tail, into: &bytes) else { return .skipped }
+        return commit(from: m) ? .queued : .overflow
+    }
+
     /// Queues a message; false when it does not fit.
     package mutating func push(_ message: [UInt8]) -> Bool {
         let m = mark
@@ -65,22 +82,14 @@ package struct OutBuffer {
     }
 
     /// Hands `write` the waiting bytes (at most `max`), which returns how many it sent (0
-    /// when the peer cannot take more now), until everything is sent or nothing more is
-    /// taken; returns the total sent.
-    package mutating func drain<E: Error>(max: Int = 262_144, _ write: (UnsafeRawBufferPointer) throws(E) -> Int)
-        throws(E) -> Int
-    {
+    /// when the peer cannot take more now, or failed: the caller keeps its own error), until
+    /// everything is sent or nothing more is taken; returns the total sent. Not generic and
+    /// not throwing: it runs for every client on every event.
+    package mutating func drain(max: Int = 262_144, _ write: (UnsafeRawBufferPointer) -> Int) -> Int {
         var total = 0
         while !isEmpty {
             let end = Swift.min(bytes.count, start + max)
-            let result = bytes.withUnsafeBytes { raw -> Result<Int, E> in
-                do throws(E) {
-                    return .success(try write(UnsafeRawBufferPointer(rebasing: raw[start..<end])))
-                } catch {
-                    return .failure(error)
-                }
-            }
-            let n = try result.get()
+            let n = bytes.withUnsafeBytes { raw in write(UnsafeRawBufferPointer(rebasing: raw[start..<end])) }
             if n <= 0 { break }
             total += n
             start += n

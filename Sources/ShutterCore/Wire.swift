@@ -31,49 +31,54 @@ package enum Wire {
     }
 
     /// A client's own part of an event, up to the shared tail: `{"type":...,` with its
-    /// `clientSeq`, the handler it was told, and its slider `value`.
+    /// `clientSeq`, the handler it was told, and its slider `value`. At most four integers
+    /// (21 bytes each) and about 100 bytes of literals: written on the stack, appended once.
     package static func eventHead(
         _ o: Occurrence, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool, sliderValue: Int64,
         into out: inout [UInt8]
     ) {
-        switch o.kind {
-        case .capture(_, let phase):
-            out.append(ascii: "{\"type\":\"capture\",\"seq\":")
-            out.append(decimal: o.seq)
-            out.append(ascii: ",\"clientSeq\":")
-            out.append(decimal: clientSeq)
-            out.append(ascii: handler == .secondary ? ",\"handler\":\"secondary\"" : ",\"handler\":\"primary\"")
-            switch phase {
-            case .began: out.append(ascii: ",\"phase\":\"began\",\"press\":")
-            case .ended: out.append(ascii: ",\"phase\":\"ended\",\"press\":")
-            case .cancelled: out.append(ascii: ",\"phase\":\"cancelled\",\"press\":")
+        out.appendShort(capacity: 256) { out in
+            switch o.kind {
+            case .capture(_, let phase):
+                out.write("{\"type\":\"capture\",\"seq\":")
+                out.write(decimal: o.seq)
+                out.write(",\"clientSeq\":")
+                out.write(decimal: clientSeq)
+                out.write(handler == .secondary ? ",\"handler\":\"secondary\"" : ",\"handler\":\"primary\"")
+                switch phase {
+                case .began: out.write(",\"phase\":\"began\",\"press\":")
+                case .ended: out.write(",\"phase\":\"ended\",\"press\":")
+                case .cancelled: out.write(",\"phase\":\"cancelled\",\"press\":")
+                }
+                out.write(decimal: o.press)
+                out.write(shouldPlaySound ? ",\"shouldPlaySound\":true," : ",\"shouldPlaySound\":false,")
+            case .focus(let phase):
+                out.write("{\"type\":\"control\",\"seq\":")
+                out.write(decimal: o.seq)
+                out.write(",\"clientSeq\":")
+                out.write(decimal: clientSeq)
+                out.write(phase == .began ? ",\"event\":\"active\",\"press\":" : ",\"event\":\"inactive\",\"press\":")
+                out.write(decimal: o.press)
+                out.write(",")
+            case .slider(let delta):
+                out.write("{\"type\":\"control\",\"seq\":")
+                out.write(decimal: o.seq)
+                out.write(",\"clientSeq\":")
+                out.write(decimal: clientSeq)
+                out.write(",\"event\":\"slider\",\"delta\":")
+                out.write(decimal: delta)
+                out.write(",\"value\":")
+                out.write(decimal: sliderValue)
+                out.write(",")
             }
-            out.append(decimal: o.press)
-            out.append(ascii: shouldPlaySound ? ",\"shouldPlaySound\":true," : ",\"shouldPlaySound\":false,")
-        case .focus(let phase):
-            out.append(ascii: "{\"type\":\"control\",\"seq\":")
-            out.append(decimal: o.seq)
-            out.append(ascii: ",\"clientSeq\":")
-            out.append(decimal: clientSeq)
-            out.append(
-                ascii: phase == .began ? ",\"event\":\"active\",\"press\":" : ",\"event\":\"inactive\",\"press\":")
-            out.append(decimal: o.press)
-            out.append(ascii: ",")
-        case .slider(let delta):
-            out.append(ascii: "{\"type\":\"control\",\"seq\":")
-            out.append(decimal: o.seq)
-            out.append(ascii: ",\"clientSeq\":")
-            out.append(decimal: clientSeq)
-            out.append(ascii: ",\"event\":\"slider\",\"delta\":")
-            out.append(decimal: delta)
-            out.append(ascii: ",\"value\":")
-            out.append(decimal: sliderValue)
-            out.append(ascii: ",")
-        }
-        if let reason = o.reason {
-            out.append(ascii: "\"reason\":")
-            JSON.writeString(reason.rawValue, into: &out)
-            out.append(ascii: ",")
+            switch o.reason {
+            case nil: break
+            case .removed: out.write("\"reason\":\"removed\",")
+            case .dropped: out.write("\"reason\":\"dropped\",")
+            case .shutdown: out.write("\"reason\":\"shutdown\",")
+            case .disabled: out.write("\"reason\":\"disabled\",")
+            case .filtered: out.write("\"reason\":\"filtered\",")
+            }
         }
     }
 }

@@ -347,11 +347,19 @@ package final class ClientHub {
 
     /// Writes what the socket takes now; waits for writability for the rest.
     func flush(_ client: Client) {
-        do {
-            _ = try client.out.drain { (bytes) throws(SystemError) -> Int in try UnixSocket.send(client.fd, bytes) }
-        } catch {
+        var failure: SystemError?
+        _ = client.out.drain { bytes -> Int in
+            do throws(SystemError) {
+                return try UnixSocket.send(client.fd, bytes)
+            } catch {
+                failure = error
+                return 0
+            }
+        }
+        if let failure {
             closeClient(
-                client, why: error.errno == EPIPE || error.errno == ECONNRESET ? "disconnected" : error.description)
+                client,
+                why: failure.errno == EPIPE || failure.errno == ECONNRESET ? "disconnected" : failure.description)
             return
         }
         if client.out.isEmpty {
@@ -409,9 +417,7 @@ package final class ClientHub {
             tail.removeAll(keepingCapacity: true)
             Wire.eventTail(o, into: &tail)
             for client in order where !client.closing {
-                let mark = client.out.mark
-                guard client.session.deliver(o, tail: tail, into: &client.out.bytes) else { continue }
-                if !client.out.commit(from: mark) { overflow(client) }
+                if client.out.deliver(o, tail: tail, to: &client.session) == .overflow { overflow(client) }
             }
         }
         // A client whose socket was full is written when epoll says it is writable, not

@@ -228,17 +228,6 @@ struct OutBufferTests {
         #expect(n == 0 && calls == 1 && q.count == 1)
     }
 
-    @Test("an error thrown by the send propagates")
-    func throwingWrite() {
-        struct Broken: Error {}
-        var q = OutBuffer(limit: 4)
-        _ = q.push(bytes("a"))
-        #expect(throws: Broken.self) {
-            _ = try q.drain { (_: UnsafeRawBufferPointer) throws(Broken) -> Int in throw Broken() }
-        }
-        #expect(q.count == 1)
-    }
-
     @Test("discardUnstarted keeps the rest of a partly sent message, and only it")
     func discardKeepsPartialMessage() {
         var q = OutBuffer(limit: 10)

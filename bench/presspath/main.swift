@@ -3,7 +3,11 @@
 // everything. No kernel device: the frames are the ones an AB Shutter3 sends (MSC_SCAN,
 // KEY_VOLUMEUP, SYN_REPORT), and a dial's REL_DIAL steps.
 //
-//     presspath PRESSES CLIENTS [dial]
+//     presspath PRESSES CLIENTS [dial|burst]
+//
+// `burst`: each "press" is one read of 32 dial steps (REL_DIAL +1, SYN_REPORT each), as the
+// daemon reads them when a dial turns faster than it wakes up; the per-step cost is the
+// figure for the unpaced dial burst.
 //
 // Run under `valgrind --tool=callgrind` for instructions per press, or with bench's
 // counting allocator for allocations per press (bench/README.md).
@@ -24,7 +28,8 @@ func run() throws {
     let args = CommandLine.arguments
     let presses = args.count > 1 ? Int(args[1]) ?? 10000 : 10000
     let clientCount = args.count > 2 ? Int(args[2]) ?? 1 : 1
-    let dial = args.count > 3 && args[3] == "dial"
+    let burst = args.count > 3 && args[3] == "burst"
+    let dial = burst || (args.count > 3 && args[3] == "dial")
 
     var template = Array("/tmp/presspath-XXXXXX".utf8CString)
     let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
@@ -69,8 +74,11 @@ func run() throws {
         engine.handle(1, events, now: time + 50, into: &occurrences)
         hub.publish(occurrences)
     }
-    let down: [(UInt16, UInt16, Int32)] = dial ? [(2, 7, 1), (0, 0, 0)] : [(4, 4, 0xc00e9), (1, 115, 1), (0, 0, 0)]
-    let up: [(UInt16, UInt16, Int32)] = dial ? [(2, 7, -1), (0, 0, 0)] : [(4, 4, 0xc00e9), (1, 115, 0), (0, 0, 0)]
+    let steps: [(UInt16, UInt16, Int32)] = Array(repeating: [(2, 7, 1), (0, 0, 0)], count: 32).flatMap { $0 }
+    let down: [(UInt16, UInt16, Int32)] =
+        burst ? steps : dial ? [(2, 7, 1), (0, 0, 0)] : [(4, 4, 0xc00e9), (1, 115, 1), (0, 0, 0)]
+    let up: [(UInt16, UInt16, Int32)] =
+        burst ? steps : dial ? [(2, 7, -1), (0, 0, 0)] : [(4, 4, 0xc00e9), (1, 115, 0), (0, 0, 0)]
     for _ in 0..<presses {
         frame(down)
         pumpAndRead()

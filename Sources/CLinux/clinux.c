@@ -17,3 +17,10 @@ int shutterd_peercred(int fd, int *pid, unsigned *uid, unsigned *gid) {
     }
     return r;
 }
+
+#include <linux/input.h>
+#include <sys/ioctl.h>
+
+int shutterd_evdev_key_state(int fd, unsigned char *bits, int len) {
+    return ioctl(fd, EVIOCGKEY(len), bits);
+}

@@ -1,4 +1,5 @@
 import CEvdev
+import CLinux
 import Glibc
 import ShutterCore
 
@@ -31,10 +32,12 @@ package final class EvdevDevice {
         self.node = node
         self.fd = owner
         self.dev = handle
+        readBuffer = .allocate(capacity: Self.readCapacity)
     }
 
     deinit {
         libevdev_free(dev)
+        readBuffer.deallocate()
     }
 
     static func string(_ p: UnsafePointer<CChar>?) -> String? { p.map { String(cString: $0) } }
@@ -77,41 +80,75 @@ package final class EvdevDevice {
         return (0...UInt32(KEY_MAX)).contains { libevdev_get_event_value(dev, UInt32(EV_KEY), $0) != 0 }
     }
 
-    /// Reads every pending event into `events` (appended; the caller reuses the buffer), to
-    /// EAGAIN: libevdev may hold events the descriptor no longer shows, so stopping early
-    /// could strand them. After a SYN_DROPPED, libevdev resynchronises the state, and the
-    /// events that bring it up to date come with `resync` set. Throws ENODEV when the device
-    /// is gone (with what was read before in `events`).
+    /// Events one read takes at most. The kernel keeps 64 or more per reader; what does
+    /// not fit stays readable and the (level-triggered) loop comes back for it.
+    static let readCapacity = 128
+    let readBuffer: UnsafeMutableBufferPointer<input_event>
+    /// After a SYN_DROPPED, until the SYN_REPORT that ends the damaged frame.
+    var dropping = false
+
+    /// Reads what the node holds now, with one read(2), appending its events to `events`
+    /// (the caller reuses the buffer). Returns at once when there is nothing.
+    ///
+    /// The keys' state is kept in libevdev's copy (`libevdev_set_event_value`), which is
+    /// what `anyKeyDown` and a resynchronisation compare with. After a SYN_DROPPED, the
+    /// events up to the next SYN_REPORT are ignored, as the kernel's documentation says,
+    /// and the keys' state is asked of the kernel (EVIOCGKEY): every key whose state
+    /// differs from the copy comes as an event with `resync` set, then a SYN_REPORT.
+    /// libevdev's own resynchronisation is not used because it first discards every event
+    /// queued in the kernel (`drain_events`), and with them a dial's relative steps, which
+    /// no state query can bring back. Throws ENODEV when the device is gone.
     package func read(into events: inout [RawEvent]) throws(SystemError) {
-        var flags = LIBEVDEV_READ_FLAG_NORMAL.rawValue
-        var ev = input_event()
-        while true {
-            let rc = libevdev_next_event(dev, flags, &ev)
+        let buffer = readBuffer
+        let size = MemoryLayout<input_event>.stride
+        guard
+            let n = try sysNonBlocking("read", node, { Glibc.read(fd.raw, buffer.baseAddress, buffer.count * size) })
+        else { return }
+        for ev in buffer[..<(n / size)] {
             let event = RawEvent(
                 type: ev.type, code: ev.code, value: ev.value,
-                time: Int64(ev.time.tv_sec) * 1_000_000 + Int64(ev.time.tv_usec),
-                resync: flags == LIBEVDEV_READ_FLAG_SYNC.rawValue)
-            if rc == LIBEVDEV_READ_STATUS_SUCCESS.rawValue {
-                events.append(event)
-            } else if rc == LIBEVDEV_READ_STATUS_SYNC.rawValue {
-                events.append(event)
-                if flags == LIBEVDEV_READ_FLAG_NORMAL.rawValue {
-                    // This is the SYN_DROPPED itself; the next reads are the resync.
+                time: Int64(ev.time.tv_sec) * 1_000_000 + Int64(ev.time.tv_usec))
+            if dropping {
+                if event.type == EventType.syn && event.code == SynCode.report {
+                    dropping = false
+                    resync(at: event.time, into: &events)
+                } else if event.type == EventType.syn && event.code == SynCode.dropped {
                     logDrop()
-                    flags = LIBEVDEV_READ_FLAG_SYNC.rawValue
                 }
-            } else if rc == -EAGAIN {
-                if flags == LIBEVDEV_READ_FLAG_SYNC.rawValue {
-                    flags = LIBEVDEV_READ_FLAG_NORMAL.rawValue  // Resync done; read on.
-                    continue
-                }
-                return
-            } else if rc == -EINTR {
                 continue
-            } else {
-                throw SystemError("libevdev_next_event", errno: -rc, subject: node)
             }
+            if event.type == EventType.key && event.value != 2 {
+                libevdev_set_event_value(dev, UInt32(event.type), UInt32(event.code), event.value)
+            } else if event.type == EventType.syn && event.code == SynCode.dropped {
+                logDrop()
+                dropping = true
+            }
+            events.append(event)
         }
+    }
+
+    /// Brings libevdev's copy of the keys' state up to the kernel's, appending an event with
+    /// `resync` set for each key that changed while events were dropped, and a SYN_REPORT.
+    func resync(at time: Int64, into events: inout [RawEvent]) {
+        guard libevdev_has_event_type(dev, UInt32(EV_KEY)) != 0 else { return }
+        var bits = [UInt8](repeating: 0, count: (Int(KEY_MAX) + 8) / 8)
+        let count = bits.count
+        do {
+            _ = try bits.withUnsafeMutableBufferPointer { (p) throws(SystemError) -> Int32 in
+                try sys("ioctl EVIOCGKEY", node) { shutterd_evdev_key_state(fd.raw, p.baseAddress, Int32(count)) }
+            }
+        } catch {
+            Log.error("\(nodeName) - \(name): cannot read the keys' state after dropped events: \(error)")
+            return
+        }
+        for code in 0...UInt32(KEY_MAX) where libevdev_has_event_code(dev, UInt32(EV_KEY), code) != 0 {
+            let now: Int32 = bits[Int(code) / 8] & (1 << (code % 8)) != 0 ? 1 : 0
+            guard libevdev_get_event_value(dev, UInt32(EV_KEY), code) != now else { continue }
+            libevdev_set_event_value(dev, UInt32(EV_KEY), code, now)
+            events.append(
+                RawEvent(type: EventType.key, code: UInt16(code), value: now, time: time, resync: true))
+        }
+        events.append(RawEvent(type: EventType.syn, code: SynCode.report, value: 0, time: time, resync: true))
     }
 
     /// SYN_DROPPED seen on this node, and how many of them the log has told.

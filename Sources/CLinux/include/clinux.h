@@ -1,5 +1,5 @@
 /* Linux interfaces Swift's Glibc module does not carry (epoll, signalfd, timerfd,
-   accept4, SO_PEERCRED), and socket flags as plain ints. The functions that need
+   accept4, SO_PEERCRED, EVIOCGKEY), and socket flags as plain ints. The functions that need
    _GNU_SOURCE live in clinux.c so that this header declares no glibc type differently
    from other modules. */
 #ifndef SHUTTERD_CLINUX_H
@@ -17,4 +17,7 @@ static const int shutterd_sock_nonblock = SOCK_NONBLOCK;
 int shutterd_accept4(int fd);
 /* SO_PEERCRED of a connected Unix socket; 0 or -1 with errno. */
 int shutterd_peercred(int fd, int *pid, unsigned *uid, unsigned *gid);
+/* EVIOCGKEY: the state of every key of an evdev node, one bit per code, into bits[len];
+   the ioctl's result (the bytes written, or -1 with errno). */
+int shutterd_evdev_key_state(int fd, unsigned char *bits, int len);
 #endif

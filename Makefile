@@ -61,13 +61,14 @@ all: build units
 build:
 	$(SWIFT) build -c release $(SWIFTFLAGS) --product shutterd
 	$(SWIFT) build -c release $(SWIFTFLAGS) --product shutterctl
+	$(SWIFT) build -c release $(SWIFTFLAGS) --product shutterd-mqtt
 
-units: $(GENDIR)/shutterd.service
+units: $(GENDIR)/shutterd.service $(GENDIR)/shutterd-mqtt.service
 
 # BINDIR is substituted without DESTDIR: the unit names the final location.
 # The file is remade whenever BINDIR changes (through the .bindir stamp).
-$(GENDIR)/shutterd.service: systemd/shutterd.service.in $(GENDIR)/.bindir
-	$(SED) 's|@BINDIR@|$(BINDIR)|g' systemd/shutterd.service.in > $@.tmp
+$(GENDIR)/%.service: systemd/%.service.in $(GENDIR)/.bindir
+	$(SED) 's|@BINDIR@|$(BINDIR)|g' $< > $@.tmp
 	mv $@.tmp $@
 
 $(GENDIR)/.bindir: FORCE
@@ -85,7 +86,7 @@ INSTALL_DIRS = $(BINDIR) $(UNITDIR) $(SYSUSERSDIR) $(UDEVRULESDIR) $(MANDIR)/man
 DIRLIST = $(DOCDIR)/installed-directories
 
 install: units
-	@for b in shutterd shutterctl; do \
+	@for b in shutterd shutterctl shutterd-mqtt; do \
 		if [ ! -x $(SWIFT_BIN)/$$b ]; then \
 			echo "$(SWIFT_BIN)/$$b is missing: run 'make' (as yourself) first" >&2; \
 			exit 1; \
@@ -102,11 +103,12 @@ install: units
 		| sort -u > "$(DESTDIR)$(DIRLIST).tmp"; \
 	mv "$(DESTDIR)$(DIRLIST).tmp" "$(DESTDIR)$(DIRLIST)"; \
 	chmod 0644 "$(DESTDIR)$(DIRLIST)"
-	$(INSTALL) -m 0755 $(SWIFT_BIN)/shutterd $(SWIFT_BIN)/shutterctl $(DESTDIR)$(BINDIR)/
-	$(INSTALL) -m 0644 $(GENDIR)/shutterd.service systemd/shutterd.socket $(DESTDIR)$(UNITDIR)/
+	$(INSTALL) -m 0755 $(SWIFT_BIN)/shutterd $(SWIFT_BIN)/shutterctl $(SWIFT_BIN)/shutterd-mqtt $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 0644 $(GENDIR)/shutterd.service $(GENDIR)/shutterd-mqtt.service systemd/shutterd.socket \
+		$(DESTDIR)$(UNITDIR)/
 	$(INSTALL) -m 0644 systemd/shutterd.sysusers $(DESTDIR)$(SYSUSERSDIR)/shutterd.conf
 	$(INSTALL) -m 0644 udev-rules/60-shutterd.rules $(DESTDIR)$(UDEVRULESDIR)/
-	$(INSTALL) -m 0644 man/shutterd.8 $(DESTDIR)$(MANDIR)/man8/
+	$(INSTALL) -m 0644 man/shutterd.8 man/shutterd-mqtt.8 $(DESTDIR)$(MANDIR)/man8/
 	$(INSTALL) -m 0644 man/shutterctl.1 $(DESTDIR)$(MANDIR)/man1/
 	$(if $(DOCS),$(INSTALL) -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/)
 	@echo
@@ -132,24 +134,27 @@ post-install:
 SYSTEMD_RUNNING = $(shell [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ] && [ "$$(id -u)" = 0 ] && echo yes)
 
 uninstall:
-	@if [ -f "$(DESTDIR)$(UNITDIR)/shutterd.service" ] || [ -f "$(DESTDIR)$(UNITDIR)/shutterd.socket" ]; then \
+	@if [ -f "$(DESTDIR)$(UNITDIR)/shutterd.service" ] || [ -f "$(DESTDIR)$(UNITDIR)/shutterd.socket" ] || \
+		[ -f "$(DESTDIR)$(UNITDIR)/shutterd-mqtt.service" ]; then \
 		if [ "$(SYSTEMD_RUNNING)" = yes ]; then \
-			echo "systemctl disable --now shutterd.socket shutterd.service"; \
-			systemctl disable --now shutterd.socket shutterd.service || \
+			echo "systemctl disable --now shutterd-mqtt.service shutterd.socket shutterd.service"; \
+			systemctl disable --now shutterd-mqtt.service shutterd.socket shutterd.service || \
 				echo "uninstall: systemctl disable --now failed (above); removing the files anyway" >&2; \
 		elif command -v systemctl >/dev/null 2>&1; then \
-			echo "systemctl --root=$(DESTDIR)/ disable shutterd.socket shutterd.service"; \
-			systemctl --root="$(DESTDIR)/" disable shutterd.socket shutterd.service || \
+			echo "systemctl --root=$(DESTDIR)/ disable shutterd-mqtt.service shutterd.socket shutterd.service"; \
+			systemctl --root="$(DESTDIR)/" disable shutterd-mqtt.service shutterd.socket shutterd.service || \
 				echo "uninstall: systemctl --root disable failed (above); removing the files anyway" >&2; \
 		else \
 			echo "uninstall: no systemctl; remove any enable links of shutterd.socket and shutterd.service yourself" >&2; \
 		fi; \
 	fi
-	rm -f $(DESTDIR)$(BINDIR)/shutterd $(DESTDIR)$(BINDIR)/shutterctl
-	rm -f $(DESTDIR)$(UNITDIR)/shutterd.service $(DESTDIR)$(UNITDIR)/shutterd.socket
+	rm -f $(DESTDIR)$(BINDIR)/shutterd $(DESTDIR)$(BINDIR)/shutterctl $(DESTDIR)$(BINDIR)/shutterd-mqtt
+	rm -f $(DESTDIR)$(UNITDIR)/shutterd.service $(DESTDIR)$(UNITDIR)/shutterd.socket \
+		$(DESTDIR)$(UNITDIR)/shutterd-mqtt.service
 	rm -f $(DESTDIR)$(SYSUSERSDIR)/shutterd.conf
 	rm -f $(DESTDIR)$(UDEVRULESDIR)/60-shutterd.rules
-	rm -f $(DESTDIR)$(MANDIR)/man8/shutterd.8 $(DESTDIR)$(MANDIR)/man1/shutterctl.1
+	rm -f $(DESTDIR)$(MANDIR)/man8/shutterd.8 $(DESTDIR)$(MANDIR)/man8/shutterd-mqtt.8 \
+		$(DESTDIR)$(MANDIR)/man1/shutterctl.1
 	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS)))
 	@set -e; list="$(DESTDIR)$(DIRLIST)"; \
 	if [ -f "$$list" ]; then \
@@ -196,9 +201,10 @@ check-install: units
 	ln -s /lib/systemd/system/other.service $$d/etc/systemd/system/multi-user.target.wants/; \
 	before=$$(cd "$$d" && find . | sort); \
 	$(MAKE) -s install DESTDIR=$$d SWIFT_BIN=$(SWIFT_BIN) >/dev/null; \
-	for f in $(BINDIR)/shutterd $(BINDIR)/shutterctl $(UNITDIR)/shutterd.service \
-		$(UNITDIR)/shutterd.socket $(SYSUSERSDIR)/shutterd.conf $(UDEVRULESDIR)/60-shutterd.rules \
-		$(MANDIR)/man8/shutterd.8 $(MANDIR)/man1/shutterctl.1 $(DOCDIR)/README.md $(DIRLIST); do \
+	for f in $(BINDIR)/shutterd $(BINDIR)/shutterctl $(BINDIR)/shutterd-mqtt $(UNITDIR)/shutterd.service \
+		$(UNITDIR)/shutterd.socket $(UNITDIR)/shutterd-mqtt.service $(SYSUSERSDIR)/shutterd.conf \
+		$(UDEVRULESDIR)/60-shutterd.rules $(MANDIR)/man8/shutterd.8 $(MANDIR)/man8/shutterd-mqtt.8 \
+		$(MANDIR)/man1/shutterctl.1 $(DOCDIR)/README.md $(DIRLIST); do \
 		[ -f "$$d$$f" ] || { echo "check-install: $$f was not installed"; exit 1; }; \
 	done; \
 	grep -q '^ExecStart=$(BINDIR)/shutterd' "$$d$(UNITDIR)/shutterd.service" || \
@@ -206,9 +212,9 @@ check-install: units
 	for p in $(CHECK_PREEXISTING); do \
 		! grep -qx "$$p" "$$d$(DIRLIST)" || { echo "check-install: $(DIRLIST) claims $$p, which existed before"; exit 1; }; \
 	done; \
-	systemctl --root="$$d" enable shutterd.socket shutterd.service >/dev/null 2>&1; \
-	links=$$(find "$$d/etc/systemd/system" -type l -name "shutterd.*" | wc -l); \
-	[ "$$links" -eq 2 ] || { echo "check-install: systemctl --root enable made $$links links, expected 2"; exit 1; }; \
+	systemctl --root="$$d" enable shutterd.socket shutterd.service shutterd-mqtt.service >/dev/null 2>&1; \
+	links=$$(find "$$d/etc/systemd/system" -type l -name "shutterd*" | wc -l); \
+	[ "$$links" -eq 3 ] || { echo "check-install: systemctl --root enable made $$links links, expected 3"; exit 1; }; \
 	$(MAKE) -s install DESTDIR=$$d SWIFT_BIN=$(SWIFT_BIN) >/dev/null; \
 	$(MAKE) -s uninstall DESTDIR=$$d >"$$d.log" 2>&1 || { cat "$$d.log"; rm -f "$$d.log"; exit 1; }; \
 	rm -f "$$d.log"; \
@@ -241,7 +247,7 @@ check-systemd:
 	sh Tests/systemd/run.sh $(SWIFT_BIN)/shutterd $(SWIFT_BIN)/shutterctl
 
 check-man:
-	@for page in man/shutterd.8 man/shutterctl.1; do \
+	@for page in man/shutterd.8 man/shutterd-mqtt.8 man/shutterctl.1; do \
 		echo "groff -man -ww -z $$page"; \
 		out=$$(groff -man -Tutf8 -ww -z $$page 2>&1); \
 		if [ -n "$$out" ]; then echo "$$out"; exit 1; fi; \

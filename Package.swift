@@ -6,6 +6,8 @@ let package = Package(
     products: [
         .executable(name: "shutterd", targets: ["shutterd"]),
         .executable(name: "shutterctl", targets: ["shutterctl"]),
+        // The bridge to an MQTT broker, a client of shutterd's socket (shutterd-mqtt(8)).
+        .executable(name: "shutterd-mqtt", targets: ["shutterd-mqtt"]),
         // For other Swift packages: a client of shutterd's socket (docs/DESIGN.md).
         .library(name: "ShutterClient", targets: ["ShutterClient"]),
     ],
@@ -17,6 +19,8 @@ let package = Package(
             name: "CUdev", pkgConfig: "libudev", providers: [.apt(["libudev-dev"])]),
         .systemLibrary(
             name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        .systemLibrary(
+            name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
 
         // Linux interfaces missing from Swift's Glibc module.
         .target(name: "CLinux"),
@@ -36,6 +40,8 @@ let package = Package(
 
         .executableTarget(name: "shutterd", dependencies: ["ShutterLinux", "ShutterCore"]),
         .executableTarget(name: "shutterctl", dependencies: ["ShutterClient", "ShutterLinux"]),
+        .executableTarget(
+            name: "shutterd-mqtt", dependencies: ["ShutterClient", "ShutterLinux", "ShutterCore", "CMosquitto"]),
         // The press path in one process, for instruction and allocation counts (bench/).
         .executableTarget(
             name: "presspath", dependencies: ["ShutterLinux", "ShutterCore"], path: "bench/presspath"),

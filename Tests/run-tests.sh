@@ -15,6 +15,9 @@
 #   7. the Swift client: Tests/ClientFixture, a package of its own that depends on the
 #      ShutterClient library by path, built with swift build and run against the built
 #      shutterd (Tests/ClientFixture/run.sh)
+#   7b. the MQTT bridge: shutterd-mqtt between the built shutterd (and a stand-in that sends
+#      captures) and a real mosquitto on a free port, mosquitto_sub as the consumer
+#      (Tests/mqtt/run.sh)
 #   8. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
 #      gadget devices (Tests/rig/run.sh)
 #   9. the systemd boot tier: Debian 12 booted with systemd as PID 1, the README's
@@ -24,7 +27,7 @@
 #      parent (uncommitted changes count).
 #      SHUTTERD_CHECK_SYSTEMD=1 always runs it, =0 never.
 # A tier that cannot run here says why; under CI=true that is a failure. Ends with one
-# line 'total: N passed, N failed' (tiers 2, 4, 6, 8 and 9 count tests, tiers 3 and 7 count checks,
+# line 'total: N passed, N failed' (tiers 2, 4, 6, 7b, 8 and 9 count tests, tiers 3 and 7 count checks,
 # tier 5 one check per parser and one for the protocol fuzzer).
 set -u
 cd "$(dirname "$0")/.."
@@ -125,6 +128,9 @@ run_tier "the Python client tier" Tests/python/run.sh
 
 echo "== Swift client (Tests/ClientFixture/run.sh)"
 run_tier "the Swift client tier" Tests/ClientFixture/run.sh
+
+echo "== MQTT bridge (Tests/mqtt/run.sh)"
+run_tier "the MQTT tier" Tests/mqtt/run.sh
 
 echo "== kernel rig"
 run_tier "the kernel rig" Tests/rig/run.sh

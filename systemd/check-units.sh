@@ -5,8 +5,8 @@
 #      and shutterd.socket must succeed and print nothing. When man(1) is
 #      available, the units' Documentation=man: links are checked too, against
 #      the pages in man/.
-#   2. `systemd-analyze security --offline=yes` must rate shutterd.service at
-#      an exposure of 2.0 or lower.
+#   2. `systemd-analyze security --offline=yes` must rate shutterd.service and
+#      shutterd-mqtt.service at an exposure of 2.0 or lower.
 #   3. `systemd-sysusers --dry-run` must accept shutterd.sysusers (against an
 #      empty root, so the host's users do not matter).
 #   4. The socket stays out of the daemon's hands: no RuntimeDirectory= of
@@ -64,6 +64,11 @@ fi
 
 mkdir -p "$tmp/units"
 sed "s|@BINDIR@|$bindir|g" "$here/shutterd.service.in" > "$tmp/units/shutterd.service"
+# shutterd-mqtt.service's ExecStart= names a stand-in beside the unit, built or not.
+mkdir -p "$tmp/mqttbin"
+printf '#!/bin/sh\nexit 0\n' > "$tmp/mqttbin/shutterd-mqtt"
+chmod +x "$tmp/mqttbin/shutterd-mqtt"
+sed "s|@BINDIR@|$tmp/mqttbin|g" "$here/shutterd-mqtt.service.in" > "$tmp/units/shutterd-mqtt.service"
 cp "$here/shutterd.socket" "$tmp/units/shutterd.socket"
 if grep -n '@[A-Z_]*@' "$tmp/units/shutterd.service"; then
     echo "check-units: FAIL: unsubstituted placeholder in shutterd.service" >&2
@@ -76,15 +81,16 @@ failed=0
 man_opt=--man=no
 if command -v man >/dev/null 2>&1; then
     mkdir -p "$tmp/man/man1" "$tmp/man/man8"
-    cp "$top/man/shutterd.8" "$tmp/man/man8/"
+    cp "$top/man/shutterd.8" "$top/man/shutterd-mqtt.8" "$tmp/man/man8/"
     cp "$top/man/shutterctl.1" "$tmp/man/man1/"
     MANPATH=$tmp/man
     export MANPATH
     man_opt=--man=yes
 fi
-echo "== systemd-analyze verify $man_opt shutterd.service shutterd.socket"
+echo "== systemd-analyze verify $man_opt shutterd.service shutterd.socket shutterd-mqtt.service"
 set +e
-(cd "$tmp/units" && systemd-analyze verify "$man_opt" ./shutterd.service ./shutterd.socket) > "$tmp/verify.out" 2>&1
+(cd "$tmp/units" && systemd-analyze verify "$man_opt" ./shutterd.service ./shutterd.socket ./shutterd-mqtt.service) \
+    > "$tmp/verify.out" 2>&1
 status=$?
 set -e
 cat "$tmp/verify.out"
@@ -96,23 +102,25 @@ else
 fi
 
 # 2. security exposure
-echo "== systemd-analyze security --offline=yes shutterd.service"
-set +e
-systemd-analyze security --offline=yes --no-pager "$tmp/units/shutterd.service" > "$tmp/security.out" 2>&1
-status=$?
-set -e
-# The table is long; the failed checks and the verdict are what matter.
-grep -E '^✗|Overall exposure' "$tmp/security.out" || cat "$tmp/security.out"
-score=$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9][0-9]*\.[0-9]\).*/\1/p' "$tmp/security.out")
-if [ "$status" -ne 0 ] || [ -z "$score" ]; then
-    echo "check-units: FAIL: systemd-analyze security (exit $status) gave no score"
-    failed=1
-elif awk -v s="$score" -v m="$max_exposure" 'BEGIN { exit !(s + 0 <= m + 0) }'; then
-    echo "ok: exposure $score <= $max_exposure"
-else
-    echo "check-units: FAIL: exposure $score > $max_exposure"
-    failed=1
-fi
+for unit in shutterd.service shutterd-mqtt.service; do
+    echo "== systemd-analyze security --offline=yes $unit"
+    set +e
+    systemd-analyze security --offline=yes --no-pager "$tmp/units/$unit" > "$tmp/security.out" 2>&1
+    status=$?
+    set -e
+    # The table is long; the failed checks and the verdict are what matter.
+    grep -E '^✗|Overall exposure' "$tmp/security.out" || cat "$tmp/security.out"
+    score=$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9][0-9]*\.[0-9]\).*/\1/p' "$tmp/security.out")
+    if [ "$status" -ne 0 ] || [ -z "$score" ]; then
+        echo "check-units: FAIL: systemd-analyze security (exit $status) gave no score for $unit"
+        failed=1
+    elif awk -v s="$score" -v m="$max_exposure" 'BEGIN { exit !(s + 0 <= m + 0) }'; then
+        echo "ok: $unit exposure $score <= $max_exposure"
+    else
+        echo "check-units: FAIL: $unit exposure $score > $max_exposure"
+        failed=1
+    fi
+done
 
 # 3. sysusers
 echo "== systemd-sysusers --dry-run shutterd.sysusers"

@@ -105,6 +105,12 @@ public final class Client {
         self.helloLine = line
     }
 
+    /// The connected socket, for a program with an event loop of its own (nil while
+    /// disconnected): when poll or epoll finds it readable, `next(timeout: .zero)` until it
+    /// returns nil takes what arrived without waiting. It changes on reconnecting; do not
+    /// read from it or close it.
+    public var descriptor: Int32? { connection?.raw }
+
     /// Closes the connection; further calls throw `ClientError.closed`.
     public func close() {
         connection = nil

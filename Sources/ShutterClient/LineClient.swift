@@ -97,19 +97,19 @@ package final class LineClient {
             case nil:
                 break
             }
-            var wait: Int32 = -1
-            if let deadline {
-                let left = ContinuousClock.now.duration(to: deadline)
-                if left <= .zero { return nil }
-                wait = milliseconds(left)
-            }
+            // A deadline already past still looks once (a zero wait): what has arrived is
+            // read, so that a caller that polls the descriptor itself gets it.
+            let wait = deadline.map { milliseconds(ContinuousClock.now.duration(to: $0)) } ?? -1
             var p = pollfd(fd: raw, events: Int16(POLLIN), revents: 0)
             let r = poll(&p, 1, wait)
             if r < 0 {
                 if errno == EINTR { continue }
                 throw .system("poll: \(String(cString: strerror(errno)))")
             }
-            if r == 0 { continue }  // the deadline is checked above
+            if r == 0 {
+                if let deadline, ContinuousClock.now >= deadline { return nil }
+                continue
+            }
             let n = buffer.withUnsafeMutableBytes { recv(raw, $0.baseAddress, $0.count, 0) }
             if n < 0 {
                 if errno == EINTR || errno == EAGAIN { continue }

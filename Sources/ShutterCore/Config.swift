@@ -65,6 +65,8 @@ package struct Config: Equatable, Sendable {
     package var grabUsers: [String] = []
     package var grabGroups: [String] = []
     package var devices: [DeviceRule] = []
+    /// shutterd-mqtt's settings; shutterd checks them and leaves them alone.
+    package var mqtt = MQTTSettings()
 
     package init() {}
 
@@ -80,6 +82,7 @@ package struct Config: Equatable, Sendable {
     package init(text: String, keyCode: (String) -> UInt16?) throws(ConfigError) {
         self.init()
         var section: String?
+        var mqttLine: Int?
         // A UTF-8 byte order mark, as some editors write, is not part of the first line.
         let text = text.unicodeScalars.first == "\u{FEFF}" ? String(text.unicodeScalars.dropFirst()) : text
         // "\r\n" is one Character in Swift: split on both so CRLF files read like LF ones.
@@ -95,11 +98,12 @@ package struct Config: Equatable, Sendable {
                     throw ConfigError(line: n, message: "section header must end with ']'")
                 }
                 let name = String(text.dropFirst().dropLast()).trimmingSpaces
-                guard name == "daemon" || name == "device" else {
-                    throw ConfigError(line: n, message: "unknown section [\(name)] (known: [daemon], [device])")
+                guard name == "daemon" || name == "device" || name == "mqtt" else {
+                    throw ConfigError(line: n, message: "unknown section [\(name)] (known: [daemon], [device], [mqtt])")
                 }
                 section = name
                 if name == "device" { devices.append(DeviceRule(line: n)) }
+                if name == "mqtt" { mqttLine = mqttLine ?? n }
                 continue
             }
             guard let eq = text.firstIndex(of: "=") else {
@@ -110,9 +114,18 @@ package struct Config: Equatable, Sendable {
             switch section {
             case "daemon": try setDaemon(key, value, line: n)
             case "device": try setDevice(key, value, line: n, keyCode: keyCode)
-            default: throw ConfigError(line: n, message: "'\(key)' outside a section: start with [daemon] or [device]")
+            case "mqtt":
+                do {
+                    try mqtt.set(key, value)
+                } catch {
+                    throw ConfigError(line: n, message: error.message)
+                }
+            default:
+                throw ConfigError(
+                    line: n, message: "'\(key)' outside a section: start with [daemon], [device] or [mqtt]")
             }
         }
+        if let problem = mqtt.inconsistency { throw ConfigError(line: mqttLine, message: "[mqtt]: \(problem)") }
         for rule in devices
         where rule.matchName == nil && rule.matchBus == nil && rule.matchVendor == nil && rule.matchProduct == nil
             && rule.matchID == nil

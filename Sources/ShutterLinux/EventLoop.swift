@@ -42,6 +42,10 @@ package final class EventLoop {
         sysLogged("epoll_ctl(DEL)", "fd \(fd)") { epoll_ctl(epoll.raw, EPOLL_CTL_DEL, fd, &ev) }
     }
 
+    /// Forgets `fd` without epoll_ctl: for a descriptor a library closed itself (libmosquitto's
+    /// socket on a lost connection), which closing already took out of the epoll set.
+    package func forget(_ fd: Int32) { handlers.removeValue(forKey: fd) }
+
     package func stop() { running = false }
 
     /// Runs until `stop()`.

@@ -169,9 +169,26 @@ struct ConfigTests {
         "every error names its line",
         arguments: [
             ("[daemon]\nqueue-limit = 32\n[daemon\n", 3, "section header must end with ']'"),
-            ("\n\n[printer]\n", 3, "unknown section [printer] (known: [daemon], [device])"),
-            ("# comment\nqueue-limit = 32\n", 2, "'queue-limit' outside a section: start with [daemon] or [device]"),
+            ("\n\n[printer]\n", 3, "unknown section [printer] (known: [daemon], [device], [mqtt])"),
+            (
+                "# comment\nqueue-limit = 32\n", 2,
+                "'queue-limit' outside a section: start with [daemon], [device] or [mqtt]"
+            ),
             ("[daemon]\nqueue-limit 32\n", 2, "expected 'key = value', found 'queue-limit 32'"),
+            ("[mqtt]\nport = 0\n", 2, "port must be a whole number from 1 to 65535, not '0'"),
+            ("[mqtt]\nprefix = rigs/+/x\n", 2, "prefix must not contain '+' (an MQTT wildcard), not 'rigs/+/x'"),
+            ("[mqtt]\nprefix = rigs/\n", 2, "prefix must not begin or end with '/', not 'rigs/'"),
+            ("[mqtt]\nqos = 3\n", 2, "qos must be a whole number from 0 to 2, not '3'"),
+            ("[mqtt]\nhost =\n", 2, "host must not be empty"),
+            (
+                "[mqtt]\npassword = hunter2\n", 2,
+                "unknown [mqtt] setting 'password' (known: host, port, prefix, qos, keepalive, tls-ca, tls-cert, tls-key, username, password-file, client-id, spool)"
+            ),
+            ("\n[mqtt]\npassword-file = /etc/p\n", 2, "[mqtt]: password-file needs a username"),
+            (
+                "[mqtt]\ntls-ca = ca.pem\ntls-cert = c.pem\n", 1,
+                "[mqtt]: tls-cert and tls-key go together: set both or neither"
+            ),
             (
                 "[daemon]\n\n\nverbose = 1\n", 4,
                 "unknown [daemon] setting 'verbose' (known: queue-limit, queue-bytes, max-clients, allow-users, allow-groups, grab-users, grab-groups)"

@@ -331,6 +331,36 @@ struct ClientStandInTests {
         }
     }
 
+    @Test("from an event loop of its own: the descriptor polls readable and a zero timeout takes what came")
+    func descriptorAndZeroTimeout() throws {
+        try withStandIn(afterHello: [captureLine("began", press: 1), captureLine("ended", press: 1), nil]) { s in
+            let client = try Client(socketPath: s.path)
+            guard let fd = client.descriptor else {
+                Issue.record("no descriptor while connected")
+                return
+            }
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            #expect(poll(&p, 1, 5000) == 1, "the events make the descriptor readable")
+            // Both lines may be in one read: the second then waits in the client, not the socket.
+            guard case .capture(let began) = try client.next(timeout: .zero) else {
+                Issue.record("a zero timeout did not take the capture that had arrived")
+                return
+            }
+            #expect(began.phase == .began)
+            var ended: Event? = try client.next(timeout: .zero)
+            if ended == nil, poll(&p, 1, 5000) == 1 { ended = try client.next(timeout: .zero) }
+            guard case .capture(let e) = ended else {
+                Issue.record("the second capture did not come")
+                return
+            }
+            #expect(e.phase == .ended)
+            // The stand-in closed the connection after them: readable again, and .closed.
+            #expect(poll(&p, 1, 5000) == 1)
+            #expect(throws: ClientError.closed) { try client.next(timeout: .zero) }
+            #expect(client.descriptor == nil, "no descriptor once the connection is gone")
+        }
+    }
+
     @Test("overflow is an event, then the connection is closed")
     func overflow() throws {
         let overflow =

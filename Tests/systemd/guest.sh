@@ -59,7 +59,7 @@ rm -rf "$SRC"
 cp -r "$SHARE/src" "$SRC"
 cp -r "$SHARE/libs/." /
 mkdir -p "$SRC/.build/release"
-cp "$SHARE/bin/shutterd" "$SHARE/bin/shutterctl" "$SRC/.build/release/"
+cp "$SHARE/bin/shutterd" "$SHARE/bin/shutterctl" "$SHARE/bin/shutterd-mqtt" "$SRC/.build/release/"
 # What is there before, to compare with after `make uninstall`.
 snapshot() {
     find /usr/local /etc/systemd /etc/udev /run/shutterd /run/systemd/system 2>/dev/null |

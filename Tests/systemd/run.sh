@@ -93,7 +93,9 @@ trap 'exit 130' INT TERM
 
 mkdir -p "$RESULTS/src" "$RESULTS/bin" "$RESULTS/libs"
 (cd "$REPO" && tar cf - Makefile README.md docs man systemd udev-rules Tests/systemd) | (cd "$RESULTS/src" && tar xf -)
-cp "$SHUTTERD" "$RESULTS/bin/shutterd" && cp "$SHUTTERCTL" "$RESULTS/bin/shutterctl" || skip "cannot copy the binaries"
+# shutterd-mqtt (beside shutterd) is installed and uninstalled with the rest, not run.
+cp "$SHUTTERD" "$RESULTS/bin/shutterd" && cp "$SHUTTERCTL" "$RESULTS/bin/shutterctl" &&
+    cp "$(dirname "$SHUTTERD")/shutterd-mqtt" "$RESULTS/bin/shutterd-mqtt" || skip "cannot copy the binaries"
 # Libraries outside the system's directories (the Swift runtime, unless linked statically)
 # go to the same paths in the guest.
 for lib in $(ldd "$SHUTTERD" "$SHUTTERCTL" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | sort -u); do

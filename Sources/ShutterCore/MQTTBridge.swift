@@ -1,0 +1,314 @@
+/// The pure part of shutterd-mqtt, the bridge from shutterd's socket to an MQTT broker:
+/// its settings (the `[mqtt]` section), topic names, payloads, the spool that holds events
+/// while the broker is away, and which retained device messages the broker should have.
+/// The program (Sources/shutterd-mqtt) does the sockets and libmosquitto.
+
+/// The `[mqtt]` section of shutterd.conf, and shutterd-mqtt's options of the same names.
+package struct MQTTSettings: Equatable, Sendable {
+    package var host = "localhost"
+    /// nil: 1883, or 8883 with TLS.
+    package var port: Int?
+    /// nil: `shutterd/<hostname>`.
+    package var prefix: String?
+    /// For events, notices, the status and the device messages.
+    package var qos = 1
+    /// Seconds between MQTT pings when nothing else is sent.
+    package var keepalive = 60
+    package var tlsCA: String?
+    package var tlsCert: String?
+    package var tlsKey: String?
+    package var username: String?
+    /// A file whose first line is the password: never the password itself.
+    package var passwordFile: String?
+    /// nil: `shutterd-mqtt-<hostname>`.
+    package var clientID: String?
+    /// Events held while the broker is unreachable; past it the oldest are dropped, counted.
+    package var spool = 10_000
+
+    package static let portRange = 1...65_535
+    package static let qosRange = 0...2
+    package static let keepaliveRange = 5...65_535
+    package static let spoolRange = 16...1_000_000
+    package static let keys = [
+        "host", "port", "prefix", "qos", "keepalive", "tls-ca", "tls-cert", "tls-key", "username",
+        "password-file", "client-id", "spool",
+    ]
+
+    package init() {}
+
+    package var tls: Bool { tlsCA != nil }
+    package var effectivePort: Int { port ?? (tls ? 8883 : 1883) }
+
+    /// Sets one setting by its config name (the option's name without `--`).
+    package mutating func set(_ key: String, _ value: String) throws(FieldError) {
+        func text() throws(FieldError) -> String {
+            guard !value.isEmpty else { throw FieldError(message: "\(key) must not be empty") }
+            return value
+        }
+        func number(_ range: ClosedRange<Int>) throws(FieldError) -> Int {
+            guard value.allSatisfy(\.isASCII), let n = Int(value), range.contains(n) else {
+                throw FieldError(
+                    message:
+                        "\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(value)'")
+            }
+            return n
+        }
+        switch key {
+        case "host": host = try text()
+        case "port": port = try number(Self.portRange)
+        case "prefix":
+            let p = try text()
+            if let bad = p.first(where: { $0 == "+" || $0 == "#" || $0 == "\0" }) {
+                throw FieldError(message: "prefix must not contain '\(bad)' (an MQTT wildcard), not '\(p)'")
+            }
+            guard !p.hasPrefix("/"), !p.hasSuffix("/") else {
+                throw FieldError(message: "prefix must not begin or end with '/', not '\(p)'")
+            }
+            prefix = p
+        case "qos": qos = try number(Self.qosRange)
+        case "keepalive": keepalive = try number(Self.keepaliveRange)
+        case "tls-ca": tlsCA = try text()
+        case "tls-cert": tlsCert = try text()
+        case "tls-key": tlsKey = try text()
+        case "username": username = try text()
+        case "password-file": passwordFile = try text()
+        case "client-id": clientID = try text()
+        case "spool": spool = try number(Self.spoolRange)
+        default:
+            throw FieldError(message: "unknown [mqtt] setting '\(key)' (known: \(Self.keys.joined(separator: ", ")))")
+        }
+    }
+
+    /// What only makes sense together; nil when the settings are consistent.
+    package var inconsistency: String? {
+        if (tlsCert == nil) != (tlsKey == nil) { return "tls-cert and tls-key go together: set both or neither" }
+        if tlsCert != nil && tlsCA == nil { return "tls-cert needs tls-ca (the broker's CA)" }
+        if passwordFile != nil && username == nil { return "password-file needs a username" }
+        return nil
+    }
+}
+
+/// The topics of one bridge, under its prefix (docs: shutterd-mqtt(8), "Topics").
+package struct MQTTTopics: Equatable, Sendable {
+    package let prefix: String
+
+    package init(prefix: String) { self.prefix = prefix }
+
+    /// `shutterd/<hostname>`, the hostname as one topic level.
+    package init(hostname: String) { self.init(prefix: "shutterd/" + Self.level(hostname)) }
+
+    /// Retained `online` or `offline` (the last will).
+    package var status: String { prefix + "/status" }
+    /// What the bridge lost, and why: dropped from its spool, or shutterd's overflow.
+    package var notice: String { prefix + "/notice" }
+    /// A device's retained object.
+    package func device(_ id: String) -> String { prefix + "/devices/" + Self.level(id) }
+    /// A device's capture and control events.
+    package func events(_ id: String) -> String { prefix + "/events/" + Self.level(id) }
+
+    /// `s` as one topic level: '/' would split it, '+' and '#' are wildcards a topic to
+    /// publish must not have, NUL is not allowed: each becomes '_'; empty becomes '_'.
+    package static func level(_ s: String) -> String {
+        if s.isEmpty { return "_" }
+        return String(s.map { $0 == "/" || $0 == "+" || $0 == "#" || $0 == "\0" ? "_" : $0 })
+    }
+}
+
+/// Payloads: shutterd's JSON with what a consumer on another machine needs added.
+package enum MQTTPayload {
+    /// An event line from shutterd with `host` and `time` (UTC, ISO 8601, microseconds) added
+    /// at the end, the rest byte for byte as shutterd wrote it; and the device id, when the
+    /// event has one. nil when the line is not a JSON object.
+    package static func event(line: String, host: String, wallMicros: Int64) -> (payload: String, deviceID: String?)? {
+        guard let json = try? JSON.parse(line), case .object = json else { return nil }
+        var text = Substring(line)
+        while let last = text.last, last == " " || last == "\n" || last == "\r" || last == "\t" { text.removeLast() }
+        guard text.last == "}" else { return nil }
+        text.removeLast()
+        let empty = text.dropFirst().allSatisfy { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
+        let added = JSON.object([("host", .string(host)), ("time", .string(utcTime(micros: wallMicros)))]).serialized
+        let payload = text + (empty ? "" : ",") + added.dropFirst()
+        return (String(payload), json["device"]?["id"]?.stringValue)
+    }
+
+    /// A notice that the spool was full and dropped events.
+    package static func dropped(_ d: Spool.Dropped, capacity: Int, host: String, wallMicros: Int64) -> String {
+        var members: [(String, JSON)] = [
+            ("type", .string("dropped")), ("count", .int(Int64(d.count))),
+        ]
+        if let first = d.firstSeq, let last = d.lastSeq {
+            members += [("firstSeq", .int(first)), ("lastSeq", .int(last))]
+        }
+        members += [
+            (
+                "message",
+                .string(
+                    "the broker was unreachable for longer than \(capacity) events; \(d.count) dropped, oldest first")
+            ),
+            ("host", .string(host)), ("time", .string(utcTime(micros: wallMicros))),
+        ]
+        return JSON.object(members).serialized
+    }
+
+    /// Microseconds since the Unix epoch as `2026-12-01T02:50:29.123456Z`.
+    package static func utcTime(micros: Int64) -> String {
+        let (secondsSinceEpoch, micro) = floorDiv(micros, 1_000_000)
+        let (days, secondOfDay) = floorDiv(secondsSinceEpoch, 86_400)
+        // Days to a civil date (proleptic Gregorian), after H. Hinnant's days_from_civil.
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        func pad(_ n: Int64, _ width: Int) -> String {
+            let s = String(n)
+            return String(repeating: "0", count: max(0, width - s.count)) + s
+        }
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondOfDay / 3600, 2)):"
+            + "\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2)).\(pad(micro, 6))Z"
+    }
+
+    static func floorDiv(_ a: Int64, _ b: Int64) -> (Int64, Int64) {
+        let q = a / b
+        let r = a % b
+        return r < 0 ? (q - 1, r + b) : (q, r)
+    }
+}
+
+/// Events waiting for the broker, oldest first, at most `capacity`: past it the oldest is
+/// dropped and counted (with its `seq`) until the count is taken for a notice.
+package struct Spool {
+    package struct Entry: Equatable, Sendable {
+        package var topic: String
+        package var payload: String
+        /// shutterd's daemon-wide sequence number, when the event has one.
+        package var seq: Int64?
+
+        package init(topic: String, payload: String, seq: Int64?) {
+            self.topic = topic
+            self.payload = payload
+            self.seq = seq
+        }
+    }
+
+    /// What was dropped since the last notice.
+    package struct Dropped: Equatable, Sendable {
+        package var count = 0
+        package var firstSeq: Int64?
+        package var lastSeq: Int64?
+
+        package init(count: Int = 0, firstSeq: Int64? = nil, lastSeq: Int64? = nil) {
+            self.count = count
+            self.firstSeq = firstSeq
+            self.lastSeq = lastSeq
+        }
+    }
+
+    package let capacity: Int
+    var ring: [Entry?]
+    var head = 0
+    package private(set) var count = 0
+    /// Dropped since `takeDropped`.
+    package private(set) var dropped = Dropped()
+    /// Dropped since the start.
+    package private(set) var droppedTotal = 0
+
+    package init(capacity: Int) {
+        precondition(capacity > 0)
+        self.capacity = capacity
+        ring = []
+    }
+
+    package var isEmpty: Bool { count == 0 }
+    package var first: Entry? { count == 0 ? nil : ring[head] }
+
+    /// Adds `e` at the end; when full, the oldest is dropped first (and counted).
+    package mutating func append(_ e: Entry) {
+        if count == capacity, let oldest = popFirst() {
+            dropped.count += 1
+            droppedTotal += 1
+            if let seq = oldest.seq {
+                dropped.firstSeq = dropped.firstSeq ?? seq
+                dropped.lastSeq = seq
+            }
+        }
+        // Grows to capacity as needed, then stays: an idle bridge holds little.
+        if ring.count < capacity && count == ring.count {
+            // Unroll so that head is 0 before growing.
+            ring = (0..<count).map { ring[(head + $0) % ring.count] }
+            head = 0
+            ring.append(e)
+        } else {
+            ring[(head + count) % ring.count] = e
+        }
+        count += 1
+    }
+
+    @discardableResult
+    package mutating func popFirst() -> Entry? {
+        guard count > 0 else { return nil }
+        let e = ring[head]
+        ring[head] = nil
+        head = (head + 1) % ring.count
+        count -= 1
+        return e
+    }
+
+    /// What was dropped since the last call, and starts counting again.
+    package mutating func takeDropped() -> Dropped? {
+        guard dropped.count > 0 else { return nil }
+        defer { dropped = Dropped() }
+        return dropped
+    }
+}
+
+/// Which devices the broker should hold a retained message for: every device shutterd has
+/// open, and an empty retained message for every one that went, also while the broker was
+/// away. Each call returns what to publish now: an id and its JSON, or nil to clear it.
+package struct RetainedDevices {
+    package private(set) var devices: [(id: String, json: String)] = []
+    /// Went while the broker was away: cleared once it is back.
+    package private(set) var toClear: [String] = []
+
+    package init() {}
+
+    /// A new connection to shutterd: its hello's devices replace the list.
+    package mutating func replace(with list: [(id: String, json: String)], connected: Bool) -> [(String, String?)] {
+        let gone = devices.map(\.id).filter { id in !list.contains { $0.id == id } }
+        devices = list
+        return changed(clear: gone, publish: list, connected: connected)
+    }
+
+    package mutating func added(id: String, json: String, connected: Bool) -> [(String, String?)] {
+        devices.removeAll { $0.id == id }
+        devices.append((id, json))
+        return changed(clear: [], publish: [(id, json)], connected: connected)
+    }
+
+    package mutating func removed(id: String, connected: Bool) -> [(String, String?)] {
+        devices.removeAll { $0.id == id }
+        return changed(clear: [id], publish: [], connected: connected)
+    }
+
+    /// The broker is (back): clear what went meanwhile and publish every device again (a
+    /// broker restarted without persistence has forgotten them).
+    package mutating func brokerConnected() -> [(String, String?)] {
+        defer { toClear = [] }
+        return toClear.map { ($0, nil) } + devices.map { ($0.id, $0.json) }
+    }
+
+    mutating func changed(clear: [String], publish: [(id: String, json: String)], connected: Bool) -> [(
+        String, String?
+    )] {
+        toClear.removeAll { id in publish.contains { $0.id == id } }
+        guard connected else {
+            toClear += clear.filter { !toClear.contains($0) }
+            return []
+        }
+        return clear.map { ($0, nil) } + publish.map { ($0.id, $0.json) }
+    }
+}

@@ -1,0 +1,164 @@
+import Glibc
+import ShutterClient
+import ShutterCore
+import ShutterLinux
+
+/// shutterd's socket on one side, the broker on the other, one epoll loop between them.
+/// Events go into the spool and out to the broker, oldest first, while it is connected and
+/// fewer than `window` publications await its acknowledgement.
+final class Bridge {
+    let loop: EventLoop
+    let socketPath: String
+    let host: String
+    let topics: MQTTTopics
+    let settings: MQTTSettings
+    var broker: Broker!
+    var spool: Spool
+    var devices = RetainedDevices()
+    /// Publications handed to libmosquitto and not yet acknowledged (QoS 1 and 2).
+    var unacknowledged: Set<Int32> = []
+    static let window = 100
+
+    var client: Client?
+    var clientFD: Int32?
+    let shutterdRetry: Timer
+    var lastShutterdProblem = ""
+
+    init(settings: MQTTSettings, socketPath: String, host: String, loop: EventLoop) throws(BridgeError) {
+        self.loop = loop
+        self.settings = settings
+        self.socketPath = socketPath
+        self.host = host
+        topics = settings.prefix.map(MQTTTopics.init(prefix:)) ?? MQTTTopics(hostname: host)
+        spool = Spool(capacity: settings.spool)
+        do {
+            shutterdRetry = try Timer()
+        } catch {
+            throw BridgeError("\(error)")
+        }
+        broker = try Broker(
+            settings: settings, clientID: settings.clientID ?? "shutterd-mqtt-" + host,
+            will: (topics.status, "offline"), loop: loop)
+        broker.onConnect = { [unowned self] in brokerConnected() }
+        broker.onPublished = { [unowned self] mid in
+            unacknowledged.remove(mid)
+            pump()
+        }
+        do {
+            try loop.add(shutterdRetry.raw, events: EventLoop.readable) { [unowned self] _ in
+                shutterdRetry.acknowledge()
+                connectShutterd()
+            }
+        } catch {
+            throw BridgeError("\(error)")
+        }
+    }
+
+    func start() {
+        Log.info("shutterd-mqtt: \(socketPath) to \(broker.endpoint) under \(topics.prefix)/")
+        connectShutterd()
+        broker.connect()
+    }
+
+    // MARK: shutterd
+
+    func connectShutterd() {
+        do {
+            let c = try Client(socketPath: socketPath, timeout: .seconds(2))
+            guard let fd = c.descriptor else { throw ClientError.closed }
+            try loop.add(fd, events: EventLoop.readable) { [unowned self] _ in readShutterd() }
+            client = c
+            clientFD = fd
+            lastShutterdProblem = ""
+            Log.info(
+                "shutterd: connected to \(socketPath) (shutterd \(c.hello.daemonVersion), \(c.hello.devices.count) devices)"
+            )
+            publishDevices(devices.replace(with: c.hello.devices.map { ($0.id, $0.json) }, connected: broker.connected))
+        } catch {
+            let problem = "\(error)"
+            if problem != lastShutterdProblem { Log.error("shutterd: \(problem); retrying") }
+            lastShutterdProblem = problem
+            shutterdRetry.arm(after: 500_000)
+        }
+    }
+
+    /// Takes every event that arrived, without waiting.
+    func readShutterd() {
+        guard let c = client else { return }
+        do {
+            while let (event, line) = try c.nextMessage(timeout: .zero) {
+                handle(event, line)
+            }
+        } catch {
+            if let fd = clientFD { loop.forget(fd) }  // the client closed it
+            client = nil
+            clientFD = nil
+            c.close()
+            Log.info("shutterd: \(error); reconnecting")
+            shutterdRetry.arm(after: 500_000)
+        }
+    }
+
+    func handle(_ event: Event, _ line: String?) {
+        switch event {
+        case .capture, .control, .overflow:
+            guard let line, let (payload, id) = MQTTPayload.event(line: line, host: host, wallMicros: wallMicros())
+            else { return }
+            var topic = topics.notice
+            var seq: Int64?
+            if case .capture(let c) = event { seq = c.seq }
+            if case .control(let c) = event { seq = c.seq }
+            if seq != nil { topic = topics.events(id ?? "_") }
+            spool.append(Spool.Entry(topic: topic, payload: payload, seq: seq))
+            pump()
+        case .deviceAdded(let d):
+            publishDevices(devices.added(id: d.id, json: d.json, connected: broker.connected))
+        case .deviceRemoved(let d):
+            publishDevices(devices.removed(id: d.id, connected: broker.connected))
+        case .disconnected, .reconnected:
+            break  // reconnection is the bridge's, not the client's
+        }
+    }
+
+    // MARK: broker
+
+    func brokerConnected() {
+        broker.publish(topics.status, "online", retain: true)
+        publishDevices(devices.brokerConnected())
+        pump()
+    }
+
+    func publishDevices(_ list: [(String, String?)]) {
+        for (id, json) in list { broker.publish(topics.device(id), json ?? "", retain: true) }
+    }
+
+    /// Hands spooled events to libmosquitto while the broker is there and the window open.
+    func pump() {
+        while broker.connected, unacknowledged.count < Bridge.window, let next = spool.first {
+            if let d = spool.takeDropped() {
+                let notice = MQTTPayload.dropped(d, capacity: spool.capacity, host: host, wallMicros: wallMicros())
+                Log.error("mqtt: the spool was full: \(d.count) events dropped")
+                if let mid = broker.publish(topics.notice, notice, retain: false), settings.qos > 0 {
+                    unacknowledged.insert(mid)
+                }
+                continue
+            }
+            guard let mid = broker.publish(next.topic, next.payload, retain: false) else { return }
+            if settings.qos > 0 { unacknowledged.insert(mid) }
+            spool.popFirst()
+        }
+    }
+
+    func stop() {
+        client?.close()
+        broker.publish(topics.status, "offline", retain: true)
+        broker.stop()
+    }
+}
+
+/// Microseconds of CLOCK_REALTIME.
+func wallMicros() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
+}

@@ -1,0 +1,237 @@
+import CMosquitto
+import Glibc
+import ShutterCore
+import ShutterLinux
+
+/// One MQTT connection through libmosquitto, driven by the bridge's epoll loop (libmosquitto's
+/// external-loop API: no thread of its own). It reconnects by itself, backing off from half a
+/// second to `maxRetry`, and tells the bridge when it is connected and which publications the
+/// broker acknowledged.
+final class Broker {
+    let settings: MQTTSettings
+    let loop: EventLoop
+    let mosq: OpaquePointer
+    /// Watches the socket for readability; libmosquitto's pings and timeouts between times.
+    let keepaliveTimer: Timer
+    let retryTimer: Timer
+    var retry: Duration = .milliseconds(500)
+    static let maxRetry: Duration = .seconds(5)
+    /// The socket watched, while there is one.
+    var watched: Int32?
+    var watchingWrite = false
+    var started = false
+    private(set) var connected = false
+    /// The last failure logged, so that a broker that stays away is not logged every retry.
+    var lastProblem = ""
+
+    var onConnect: () -> Void = {}
+    var onPublished: (Int32) -> Void = { _ in }
+
+    init(settings: MQTTSettings, clientID: String, will: (topic: String, payload: String), loop: EventLoop)
+        throws(BridgeError)
+    {
+        self.settings = settings
+        self.loop = loop
+        guard let m = mosquitto_new(clientID, true, nil) else {
+            throw BridgeError("mosquitto_new: \(String(cString: strerror(errno)))")
+        }
+        mosq = m
+        do {
+            keepaliveTimer = try Timer()
+            retryTimer = try Timer()
+        } catch {
+            throw BridgeError("\(error)")
+        }
+        _ = mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311)
+        try check(
+            "the last will",
+            mosquitto_will_set(m, will.topic, Int32(will.payload.utf8.count), will.payload, Int32(settings.qos), true))
+        if let user = settings.username {
+            var password: String?
+            if let file = settings.passwordFile {
+                do {
+                    let text = try readTextFile(file, limit: 65_536)
+                    password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+                } catch {
+                    throw BridgeError("cannot read the password file \(error)")
+                }
+            }
+            try check("username and password", mosquitto_username_pw_set(m, user, password))
+        }
+        if let ca = settings.tlsCA {
+            try check(
+                "TLS (\(ca)\(settings.tlsCert.map { ", " + $0 } ?? ""))",
+                mosquitto_tls_set(m, ca, nil, settings.tlsCert, settings.tlsKey, nil))
+        }
+        mosquitto_user_data_set(m, Unmanaged.passUnretained(self).toOpaque())
+        mosquitto_connect_callback_set(m) { _, context, code in
+            Broker.from(context).connected(code: code)
+        }
+        mosquitto_disconnect_callback_set(m) { _, context, code in
+            Broker.from(context).disconnected(code: code)
+        }
+        mosquitto_publish_callback_set(m) { _, context, mid in
+            Broker.from(context).onPublished(mid)
+        }
+        do {
+            try loop.add(keepaliveTimer.raw, events: EventLoop.readable) { [unowned self] _ in
+                keepaliveTimer.acknowledge()
+                _ = mosquitto_loop_misc(mosq)
+                afterIO()
+            }
+            try loop.add(retryTimer.raw, events: EventLoop.readable) { [unowned self] _ in
+                retryTimer.acknowledge()
+                connect()
+            }
+        } catch {
+            throw BridgeError("\(error)")
+        }
+    }
+
+    static func from(_ context: UnsafeMutableRawPointer?) -> Broker {
+        Unmanaged<Broker>.fromOpaque(context!).takeUnretainedValue()
+    }
+
+    func check(_ what: String, _ rc: Int32) throws(BridgeError) {
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw BridgeError("\(what): \(Broker.describe(rc))") }
+    }
+
+    /// libmosquitto's words for `rc`, with errno's for a failed system call.
+    static func describe(_ rc: Int32) -> String {
+        if rc == MOSQ_ERR_ERRNO.rawValue { return String(cString: strerror(errno)) }
+        return String(cString: mosquitto_strerror(rc)) + " (\(rc))"
+    }
+
+    var endpoint: String { "\(settings.host):\(settings.effectivePort)" }
+
+    /// Starts connecting (or again, after a failure); the result comes through the loop.
+    func connect() {
+        let rc =
+            started
+            ? mosquitto_reconnect_async(mosq)
+            : mosquitto_connect_async(mosq, settings.host, Int32(settings.effectivePort), Int32(settings.keepalive))
+        started = true
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+            failed("cannot connect to the broker at \(endpoint): \(Broker.describe(rc))")
+            return
+        }
+        let fd = mosquitto_socket(mosq)
+        guard fd >= 0 else {
+            failed("cannot connect to the broker at \(endpoint): no socket")
+            return
+        }
+        do {
+            watchingWrite = mosquitto_want_write(mosq)
+            try loop.add(fd, events: EventLoop.readable | (watchingWrite ? EventLoop.writable : 0)) {
+                [unowned self] events in
+                ready(events)
+            }
+            watched = fd
+        } catch {
+            failed("\(error)")
+            return
+        }
+        let k = UInt64(settings.keepalive) * 1_000_000 / 4
+        keepaliveTimer.arm(after: k, interval: k)
+    }
+
+    func ready(_ events: UInt32) {
+        if events & (EventLoop.readable | EventLoop.hangup) != 0 {
+            _ = mosquitto_loop_read(mosq, 1)
+        }
+        if watched != nil, events & EventLoop.writable != 0 {
+            _ = mosquitto_loop_write(mosq, 1)
+        }
+        afterIO()
+    }
+
+    /// Watches for writability only while libmosquitto has something to write.
+    func afterIO() {
+        guard let fd = watched else { return }
+        let want = mosquitto_want_write(mosq)
+        if want != watchingWrite {
+            watchingWrite = want
+            loop.modify(fd, events: EventLoop.readable | (want ? EventLoop.writable : 0))
+        }
+    }
+
+    /// Publishes; returns the message id, or nil when libmosquitto refused (not connected).
+    @discardableResult
+    func publish(_ topic: String, _ payload: String, retain: Bool) -> Int32? {
+        var mid: Int32 = 0
+        let bytes = Array(payload.utf8)
+        let rc = bytes.withUnsafeBytes {
+            mosquitto_publish(mosq, &mid, topic, Int32($0.count), $0.baseAddress, Int32(settings.qos), retain)
+        }
+        afterIO()
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+            Log.debug("mqtt: publish to \(topic): \(Broker.describe(rc))")
+            return nil
+        }
+        return mid
+    }
+
+    func connected(code: Int32) {
+        guard code == 0 else {
+            // The broker's CONNACK return code: bad credentials, not authorised, ...
+            let reason = String(cString: mosquitto_connack_string(code))
+            failed("the broker at \(endpoint) refused the connection: \(reason) (CONNACK code \(code))")
+            return
+        }
+        connected = true
+        retry = .milliseconds(500)
+        lastProblem = ""
+        Log.info("mqtt: connected to \(endpoint)")
+        onConnect()
+    }
+
+    func disconnected(code: Int32) {
+        let was = connected
+        connected = false
+        if let fd = watched {
+            // libmosquitto closes the socket itself.
+            loop.forget(fd)
+            watched = nil
+        }
+        keepaliveTimer.disarm()
+        if stopping { return }
+        if was { Log.info("mqtt: lost the broker at \(endpoint): \(Broker.describe(code))") }
+        scheduleRetry()
+    }
+
+    var stopping = false
+
+    func failed(_ problem: String) {
+        if problem != lastProblem { Log.error("mqtt: \(problem); retrying") }
+        lastProblem = problem
+        if let fd = watched {
+            loop.remove(fd)
+            watched = nil
+        }
+        scheduleRetry()
+    }
+
+    func scheduleRetry() {
+        let (s, atto) = retry.components
+        retryTimer.arm(after: UInt64(s) * 1_000_000 + UInt64(atto / 1_000_000_000_000))
+        retry = min(retry * 2, Broker.maxRetry)
+    }
+
+    /// Disconnects cleanly (no last will), writing what is queued, for at most a second.
+    func stop() {
+        stopping = true
+        guard connected else { return }
+        _ = mosquitto_disconnect(mosq)
+        let deadline = ContinuousClock.now + .seconds(1)
+        while let fd = watched, mosquitto_want_write(mosq), ContinuousClock.now < deadline {
+            var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            _ = poll(&p, 1, 100)
+            _ = mosquitto_loop_write(mosq, 1)
+        }
+    }
+}
+
+struct BridgeError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}

@@ -1,0 +1,120 @@
+import CMosquitto
+import Glibc
+import ShutterClient
+import ShutterCore
+import ShutterLinux
+
+let usage = """
+    Usage: shutterd-mqtt [--config FILE] [--socket PATH] [--host HOST] [--port N]
+                         [--prefix TOPIC] [--qos N] [--keepalive S] [--tls-ca FILE]
+                         [--tls-cert FILE --tls-key FILE] [--username NAME]
+                         [--password-file FILE] [--client-id ID] [--spool N] [--verbose]
+
+    Publishes shutterd's devices and events to an MQTT broker: retained
+    <prefix>/status (online, or offline as the last will), retained
+    <prefix>/devices/<id>, and <prefix>/events/<id> with shutterd's JSON plus
+    "host" and "time". The prefix is shutterd/<hostname> unless set.
+
+    Options (each overrides the [mqtt] section of the config file):
+      --config FILE   read FILE, which must exist (default: $SHUTTERD_CONFIG when set,
+                      else /etc/shutterd/shutterd.conf, if it exists)
+      --socket PATH   shutterd's socket (default: $SHUTTERD_SOCKET, else
+                      /run/shutterd/shutterd.sock)
+      --host HOST, --port N, --prefix TOPIC, --qos N, --keepalive S, --tls-ca FILE,
+      --tls-cert FILE, --tls-key FILE, --username NAME, --password-file FILE,
+      --client-id ID, --spool N
+                      as the [mqtt] settings of the same names; the password only
+                      ever comes from a file
+      --verbose       log more
+      --version       print the version and exit
+      --help          print this help and exit
+
+    See shutterd-mqtt(8).
+    """
+
+func fail(_ message: String, code: Int32) -> Never {
+    Log.error("shutterd-mqtt: \(message)")
+    Log.finish()
+    exit(code)
+}
+
+signal(SIGPIPE, SIG_IGN)
+
+var configPath: String?
+var socketPath: String?
+var overrides: [(String, String)] = []
+var args = CommandLine.arguments.dropFirst()
+while let arg = args.popFirst() {
+    switch arg {
+    case "--password":
+        fail("--password: a password on the command line is visible to every user; use --password-file", code: 64)
+    case let option
+    where option.hasPrefix("--") && (["config", "socket"] + MQTTSettings.keys).contains(String(option.dropFirst(2))):
+        guard let v = args.popFirst() else { fail("\(option) needs a value", code: 64) }
+        switch option {
+        case "--config": configPath = v
+        case "--socket": socketPath = v
+        default: overrides.append((String(option.dropFirst(2)), v))
+        }
+    case "--verbose", "-v":
+        Log.verbose = true
+    case "--version":
+        print("shutterd-mqtt \(shutterdVersion)")
+        exit(0)
+    case "--help", "-h":
+        print(usage)
+        exit(0)
+    default:
+        fail("unknown argument '\(arg)'\n\(usage)", code: 64)
+    }
+}
+
+let env = { (name: String) -> String? in getenv(name).flatMap { $0[0] == 0 ? nil : String(cString: $0) } }
+let file = configPath ?? env("SHUTTERD_CONFIG") ?? "/etc/shutterd/shutterd.conf"
+var settings = MQTTSettings()
+do {
+    let text = try readTextFile(file)
+    do {
+        settings = try Config(text: text, keyCode: KeyNames.keyCode).mqtt
+    } catch {
+        fail("\(file): \(error)", code: 78)
+    }
+} catch  where error.errno == ENOENT && configPath == nil {
+    Log.debug("config: no \(file), using the defaults")
+} catch {
+    fail("cannot read config file \(error)", code: 78)
+}
+for (key, value) in overrides {
+    do {
+        try settings.set(key, value)
+    } catch {
+        fail("--\(key): \(error.message)", code: 64)
+    }
+}
+if let problem = settings.inconsistency { fail(problem, code: 64) }
+
+var name = [CChar](repeating: 0, count: 256)
+gethostname(&name, name.count - 1)
+let host = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+
+mosquitto_lib_init()
+do {
+    let loop = try EventLoop()
+    Log.attach(to: loop)
+    let signals = try SignalSource([SIGTERM, SIGINT])
+    let bridge = try Bridge(
+        settings: settings, socketPath: socketPath ?? Client.environmentSocketPath, host: host, loop: loop)
+    try loop.add(signals.raw, events: EventLoop.readable) { _ in
+        while let s = signals.next() {
+            Log.info("shutterd-mqtt: signal \(s), stopping")
+            loop.stop()
+        }
+    }
+    bridge.start()
+    try loop.run()
+    bridge.stop()
+} catch {
+    fail("\(error)", code: 1)
+}
+mosquitto_lib_cleanup()
+Log.finish()

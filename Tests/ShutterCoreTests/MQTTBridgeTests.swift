@@ -1,0 +1,107 @@
+import ShutterCore
+import Testing
+
+@Suite("shutterd-mqtt's pure part: settings, topics, payloads, the spool, retained devices")
+struct MQTTBridgeTests {
+    @Test("the [mqtt] section: every setting, the defaults, TLS's port")
+    func settings() throws {
+        let text = """
+            [mqtt]
+            host = broker.lab
+            prefix = lab/rig7
+            qos = 2
+            keepalive = 30
+            tls-ca = /etc/ssl/ca.pem
+            tls-cert = c.pem
+            tls-key = k.pem
+            username = rig7
+            password-file = /etc/shutterd/mqtt.password
+            client-id = rig7-bridge
+            spool = 500
+            """
+        let m = try Config(text: text, keyCode: { _ in nil }).mqtt
+        #expect(m.host == "broker.lab" && m.port == nil && m.effectivePort == 8883, "TLS means 8883 unless set")
+        #expect(m.prefix == "lab/rig7" && m.qos == 2 && m.keepalive == 30 && m.spool == 500)
+        #expect(m.tlsCA == "/etc/ssl/ca.pem" && m.tlsCert == "c.pem" && m.tlsKey == "k.pem")
+        #expect(m.username == "rig7" && m.passwordFile == "/etc/shutterd/mqtt.password" && m.clientID == "rig7-bridge")
+        let d = try Config(text: "[mqtt]\n", keyCode: { _ in nil }).mqtt
+        #expect(d == MQTTSettings() && d.effectivePort == 1883 && d.host == "localhost" && d.qos == 1)
+        var o = d
+        try o.set("port", "1884")
+        #expect(o.effectivePort == 1884)
+    }
+
+    @Test("topics: the prefix, the hostname's default, an id that would be several levels or a wildcard")
+    func topics() {
+        let t = MQTTTopics(prefix: "lab/rig7")
+        #expect(t.status == "lab/rig7/status" && t.notice == "lab/rig7/notice")
+        #expect(t.device("usb-046d-c52b-x") == "lab/rig7/devices/usb-046d-c52b-x")
+        #expect(t.events("a/b+c#d") == "lab/rig7/events/a_b_c_d")
+        #expect(MQTTTopics(hostname: "rig/7").prefix == "shutterd/rig_7")
+        #expect(MQTTTopics.level("") == "_")
+    }
+
+    @Test("UTC time from microseconds, across leap days and before 1970")
+    func utcTime() {
+        // Reference values from Python's datetime.
+        #expect(MQTTPayload.utcTime(micros: 0) == "1970-01-01T00:00:00.000000Z")
+        #expect(MQTTPayload.utcTime(micros: 951_825_600_000_001) == "2000-02-29T12:00:00.000001Z")
+        #expect(MQTTPayload.utcTime(micros: 1_796_093_429_123_456) == "2026-12-01T02:50:29.123456Z")
+        #expect(MQTTPayload.utcTime(micros: 4_107_542_399_999_999) == "2100-02-28T23:59:59.999999Z")
+        #expect(MQTTPayload.utcTime(micros: -1) == "1969-12-31T23:59:59.999999Z")
+    }
+
+    @Test("an event's payload is shutterd's line with host and time added, and names the device")
+    func eventPayload() throws {
+        let line = #"{"type":"capture","seq":7,"phase":"began","device":{"id":"usb-1-x","name":"X"},"value":0.25}"#
+        let e = try #require(MQTTPayload.event(line: line + "\n", host: "rig7", wallMicros: 0))
+        #expect(e.deviceID == "usb-1-x")
+        #expect(e.payload == String(line.dropLast()) + #","host":"rig7","time":"1970-01-01T00:00:00.000000Z"}"#)
+        let json = try JSON.parse(e.payload)
+        #expect(json["seq"]?.intValue == 7 && json["host"]?.stringValue == "rig7")
+        #expect(MQTTPayload.event(line: "{}", host: "h", wallMicros: 0)?.payload.hasPrefix(#"{"host":"h","#) == true)
+        #expect(MQTTPayload.event(line: "[1]", host: "h", wallMicros: 0) == nil)
+        #expect(MQTTPayload.event(line: "not json", host: "h", wallMicros: 0) == nil)
+        #expect(MQTTPayload.event(line: #"{"type":"x"}"#, host: "h", wallMicros: 0)?.deviceID == nil)
+    }
+
+    @Test("the spool keeps order, drops the oldest past its capacity and counts them with their seqs")
+    func spool() throws {
+        var s = Spool(capacity: 3)
+        func entry(_ n: Int64) -> Spool.Entry { Spool.Entry(topic: "t", payload: "\(n)", seq: n) }
+        for n: Int64 in 1...2 { s.append(entry(n)) }
+        #expect(s.popFirst()?.seq == 1)
+        for n: Int64 in 3...7 { s.append(entry(n)) }  // 2..7 went in; 2, 3, 4 dropped
+        #expect(s.count == 3 && s.droppedTotal == 3)
+        let taken = s.takeDropped()
+        let d = try #require(taken)
+        #expect(d == Spool.Dropped(count: 3, firstSeq: 2, lastSeq: 4))
+        #expect(s.takeDropped() == nil, "taken: counting starts again")
+        var out: [Int64] = []
+        while let e = s.popFirst() { out.append(e.seq ?? -1) }
+        #expect(out == [5, 6, 7])
+        #expect(s.isEmpty && s.first == nil)
+        s.append(Spool.Entry(topic: "n", payload: "notice", seq: nil))
+        #expect(s.first?.topic == "n" && s.count == 1 && s.droppedTotal == 3)
+        let notice = try JSON.parse(MQTTPayload.dropped(d, capacity: 3, host: "h", wallMicros: 0))
+        #expect(notice["type"]?.stringValue == "dropped" && notice["count"]?.intValue == 3)
+        #expect(notice["firstSeq"]?.intValue == 2 && notice["lastSeq"]?.intValue == 4)
+    }
+
+    @Test("retained devices: published while the broker is there, remembered and cleared when it comes back")
+    func retainedDevices() {
+        var r = RetainedDevices()
+        func ids(_ p: [(String, String?)]) -> [String] { p.map { $0.1 == nil ? "-" + $0.0 : $0.0 } }
+        #expect(ids(r.replace(with: [("a", "{}"), ("b", "{}")], connected: true)) == ["a", "b"])
+        #expect(ids(r.removed(id: "a", connected: false)) == [])
+        #expect(ids(r.added(id: "c", json: "{}", connected: false)) == [])
+        // shutterd restarted meanwhile with only c and d.
+        #expect(ids(r.replace(with: [("c", "{}"), ("d", "{}")], connected: false)) == [])
+        #expect(ids(r.brokerConnected()) == ["-a", "-b", "c", "d"])
+        #expect(ids(r.brokerConnected()) == ["c", "d"], "cleared once; the devices every time")
+        #expect(ids(r.removed(id: "c", connected: true)) == ["-c"])
+        #expect(ids(r.removed(id: "d", connected: false)) == [])
+        #expect(ids(r.added(id: "d", json: "{}", connected: false)) == [], "back before the broker: not cleared")
+        #expect(ids(r.brokerConnected()) == ["d"])
+    }
+}

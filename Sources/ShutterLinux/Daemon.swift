@@ -199,6 +199,11 @@ package final class Daemon {
         // reports them at once, as it is level-triggered.
     }
 
+    /// A read of at least this many events (eight frames of a dial step) reads again.
+    static let burstEvents = 16
+    /// Reads of one device before its events are published, at most.
+    static let burstReads = 16
+
     /// A device is readable: read it, let the engine make occurrences of its events, and
     /// publish them to the clients. Nothing here calls back up.
     func deviceReady(_ device: OpenDevice) {
@@ -206,7 +211,18 @@ package final class Daemon {
         occurrences.removeAll(keepingCapacity: true)
         var gone: SystemError?
         do {
-            try device.evdev.read(into: &events)
+            // A read that brings many events means the device is faster than the clients'
+            // wake-ups (a dial spun hard): read again before publishing, so that what the
+            // clients are sent, and the wake-ups that costs, is paid once for several reads
+            // and the kernel's buffer for this reader does not overflow meanwhile.
+            var reads = 0
+            var got = 0
+            repeat {
+                let before = events.count
+                try device.evdev.read(into: &events)
+                got = events.count - before
+                reads += 1
+            } while got >= Self.burstEvents && reads < Self.burstReads
         } catch {
             gone = error
         }

@@ -144,6 +144,30 @@ public struct Control: Sendable, Equatable {
     public var receiveTime: Int64
 }
 
+/// A gesture of this client's own (its interaction asked for it, protocol 1.2): a press held
+/// long, or a second press of the same key soon after the first.
+public struct Gesture: Sendable, Equatable {
+    public enum Kind: String, Sendable {
+        case longPress, doublePress
+    }
+
+    /// This client's sequence number, as a capture's (gestures have no daemon-wide `seq`).
+    public var clientSeq: Int64
+    public var gesture: Kind
+    /// The handler the press drives, as its `began` said.
+    public var handler: Handler
+    /// The press held long, or the second press of a double press.
+    public var press: Int64
+    /// For `doublePress`: the first press.
+    public var firstPress: Int64?
+    public var device: Device
+    public var key: Key
+    /// When the press became long, or the second press began: microseconds of CLOCK_MONOTONIC.
+    public var kernelTime: Int64
+    /// When shutterd made the message, in microseconds of CLOCK_MONOTONIC.
+    public var receiveTime: Int64
+}
+
 /// The daemon's last message to a client that fell behind; the connection closes after it.
 public struct Overflow: Sendable, Equatable {
     /// How many messages the client was behind.
@@ -158,6 +182,7 @@ public struct Overflow: Sendable, Equatable {
 public enum Event: Sendable, Equatable {
     case capture(Capture)
     case control(Control)
+    case gesture(Gesture)
     case deviceAdded(Device)
     case deviceRemoved(Device)
     case overflow(Overflow)
@@ -230,11 +255,32 @@ public struct Interaction: Sendable, Equatable {
     public var filter: Filter?
     /// The slider's range and start (default 0 to 100, from 50).
     public var slider: Slider?
+    /// Gestures to be told of (default none).
+    public var gestures: Gestures?
+
+    /// Which gestures the client is told of, with their times in milliseconds.
+    public struct Gestures: Sendable, Equatable {
+        /// A `longPress` when a press has been held this long (shutterd's default 500).
+        public var longPressAfter: Int64?
+        /// A `doublePress` when a second press begins this soon after the first one's
+        /// release (shutterd's default 300).
+        public var doublePressWithin: Int64?
+
+        /// The times shutterd accepts, in milliseconds.
+        public static let longPressBounds = ShutterCore.Gestures.longPressBounds
+        public static let doublePressBounds = ShutterCore.Gestures.doublePressBounds
+
+        /// The gestures whose times are given; a nil time asks for none of that gesture.
+        public init(longPressAfter: Int64? = nil, doublePressWithin: Int64? = nil) {
+            self.longPressAfter = longPressAfter
+            self.doublePressWithin = doublePressWithin
+        }
+    }
 
     /// An interaction with these fields set and the others left out.
     public init(
         enabled: Bool? = nil, primary: Bool? = nil, secondary: Bool? = nil, defaultCaptureSoundDisabled: Bool? = nil,
-        grab: Bool? = nil, filter: Filter? = nil, slider: Slider? = nil
+        grab: Bool? = nil, filter: Filter? = nil, slider: Slider? = nil, gestures: Gestures? = nil
     ) {
         self.enabled = enabled
         self.primary = primary
@@ -243,6 +289,7 @@ public struct Interaction: Sendable, Equatable {
         self.grab = grab
         self.filter = filter
         self.slider = slider
+        self.gestures = gestures
     }
 }
 
@@ -348,6 +395,18 @@ extension Control {
     }
 }
 
+extension Gesture {
+    package init(json: JSON) throws(ClientError) {
+        let f = Fields(json: json, context: "a gesture")
+        self.init(
+            clientSeq: try f.int("clientSeq"), gesture: try f.value("gesture"), handler: try f.value("handler"),
+            press: try f.int("press"),
+            firstPress: f.optionalInt("firstPress"), device: try Device(json: try f.object("device").json),
+            key: try Key(try f.object("key")), kernelTime: try f.int("kernelTime"),
+            receiveTime: try f.int("receiveTime"))
+    }
+}
+
 extension Event {
     /// The event a message is; nil for a message that is not an event (a reply, a hello, a
     /// type this library does not know). An `error` is thrown as `ClientError.daemon`.
@@ -356,6 +415,7 @@ extension Event {
         switch json["type"]?.stringValue {
         case "capture": self = .capture(try Capture(json: json))
         case "control": self = .control(try Control(json: json))
+        case "gesture": self = .gesture(try Gesture(json: json))
         case "deviceAdded": self = .deviceAdded(try Device(json: try f.object("device").json))
         case "deviceRemoved": self = .deviceRemoved(try Device(json: try f.object("device").json))
         case "overflow":
@@ -403,10 +463,16 @@ extension Interaction {
                     .object([("min", .int(slider.min)), ("max", .int(slider.max)), ("value", .int(slider.value))])
                 ))
         }
+        if let gestures {
+            var asked: [(String, JSON)] = []
+            if let ms = gestures.longPressAfter { asked.append(("longPress", .object([("after", .int(ms))]))) }
+            if let ms = gestures.doublePressWithin { asked.append(("doublePress", .object([("within", .int(ms))]))) }
+            members.append(("gestures", .object(asked)))
+        }
         return .object(members)
     }
 
-    /// The interaction a reply carries (every field present).
+    /// The interaction a reply carries (every field present; `gestures` from protocol 1.2).
     package init(reply json: JSON) throws(ClientError) {
         let f = Fields(json: json, context: "a setInteraction reply's interaction")
         func bool(_ key: String) throws(ClientError) -> Bool {
@@ -422,6 +488,11 @@ extension Interaction {
             filter: Filter(
                 devices: list("devices"), names: list("names"), buses: list("buses"), kinds: list("kinds"),
                 keys: list("keys")),
-            slider: Slider(min: try slider.int("min"), max: try slider.int("max"), value: try slider.int("value")))
+            slider: Slider(min: try slider.int("min"), max: try slider.int("max"), value: try slider.int("value")),
+            gestures: json["gestures"].map {
+                Gestures(
+                    longPressAfter: $0["longPress"]?["after"]?.intValue,
+                    doublePressWithin: $0["doublePress"]?["within"]?.intValue)
+            })
     }
 }

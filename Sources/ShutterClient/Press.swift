@@ -167,6 +167,10 @@ package enum EventText {
                     "\(time(c.kernelTime)) slider delta=\(c.delta ?? 0) value=\(c.value ?? 0) \(c.key.name) from \(from(c.device))"
             }
             return "\(time(c.kernelTime)) controls \(c.event.rawValue) \(c.key.name) from \(from(c.device))"
+        case .gesture(let g):
+            let first = g.firstPress.map { " after press=\($0)" } ?? ""
+            return
+                "\(time(g.kernelTime)) \(g.handler.rawValue) \(g.gesture.rawValue) press=\(g.press)\(first) \(g.key.name) from \(from(g.device))"
         case .deviceAdded(let d): return "added '\(d.name)' id=\(d.id) node=\(d.node)"
         case .deviceRemoved(let d): return "removed '\(d.name)' id=\(d.id) node=\(d.node)"
         case .overflow(let o): return "overflow: \(o.message)"

@@ -47,6 +47,7 @@ package struct Interaction: Equatable, Sendable {
     package var grab = false
     package var filter = Filter()
     package var slider = SliderRange()
+    package var gestures = Gestures()
 
     package init() {}
 
@@ -59,6 +60,26 @@ package struct Interaction: Equatable, Sendable {
         case .secondary: secondary ? .secondary : (primary ? .primary : nil)
         case .focus: nil
         }
+    }
+}
+
+/// The gestures a client asked for (opt-in): a long press, held `after` ms, and a double
+/// press, a second press of the same key of the same device within `within` ms of the first
+/// one's release. Times are the presses' own kernel timestamps. Nil: not asked for.
+package struct Gestures: Equatable, Sendable {
+    /// Milliseconds; nil: no `longPress` messages.
+    package var longPressAfter: Int64?
+    /// Milliseconds; nil: no `doublePress` messages.
+    package var doublePressWithin: Int64?
+
+    package static let longPressDefault: Int64 = 500
+    package static let longPressBounds: ClosedRange<Int64> = 50...60_000
+    package static let doublePressDefault: Int64 = 300
+    package static let doublePressBounds: ClosedRange<Int64> = 50...5_000
+
+    package init(longPressAfter: Int64? = nil, doublePressWithin: Int64? = nil) {
+        self.longPressAfter = longPressAfter
+        self.doublePressWithin = doublePressWithin
     }
 }
 

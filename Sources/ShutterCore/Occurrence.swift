@@ -60,6 +60,16 @@ package struct Occurrence: Sendable {
         case focus(Phase)
         /// Summed movement of a slider axis: one frame's, or several frames' read at once.
         case slider(delta: Int64)
+        /// A gesture of one client's (its interaction asked for it): made by its session,
+        /// never by the engine.
+        case gesture(Gesture)
+    }
+
+    package enum Gesture: Equatable, Sendable {
+        /// The press (`press`) has been held as long as the client's `longPress.after`.
+        case longPress
+        /// The press (`press`) began within `doublePress.within` of the end of `first`.
+        case doublePress(first: UInt64)
     }
 
     package var seq: UInt64
@@ -93,7 +103,7 @@ package struct Occurrence: Sendable {
         switch kind {
         case .capture(let role, _): c.kind = .capture(role, .cancelled)
         case .focus: c.kind = .focus(.cancelled)
-        case .slider: break
+        case .slider, .gesture: break
         }
         c.seq = seq
         c.reason = reason

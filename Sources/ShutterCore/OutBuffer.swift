@@ -54,10 +54,29 @@ package struct OutBuffer {
 
     /// Writes `session`'s line for `o` (whose shared tail, Wire.eventTail, is `tail`) in
     /// place and queues it: the whole per-client step of publishing, in one call.
+    /// A gesture the occurrence completes goes with it: a long press found out at the
+    /// release before it, a double press after the began.
     package mutating func deliver(_ o: Occurrence, tail: [UInt8], to session: inout ClientSession) -> Delivery {
-        let m = mark
+        var m = mark
+        if session.gesture(before: o, into: &bytes), !commit(from: m) { return .overflow }
+        m = mark
         guard session.deliver(o, tail: tail, into: &bytes) else { return .skipped }
-        return commit(from: m) ? .queued : .overflow
+        guard commit(from: m) else { return .overflow }
+        m = mark
+        if session.gesture(after: o, into: &bytes), !commit(from: m) { return .overflow }
+        return .queued
+    }
+
+    /// Queues `session`'s long presses due by `now`; false when they did not fit.
+    package mutating func deliverLongPresses(dueBy now: Int64, to session: inout ClientSession) -> Bool {
+        var lines: [UInt8] = []
+        guard session.longPresses(dueBy: now, into: &lines) > 0 else { return true }
+        var start = lines.startIndex
+        while let newline = lines[start...].firstIndex(of: 0x0A) {
+            guard push(Array(lines[start...newline])) else { return false }
+            start = newline + 1
+        }
+        return true
     }
 
     /// Queues a message; false when it does not fit.

@@ -1,7 +1,7 @@
 /// The protocol version spoken; see docs/PROTOCOL.md.
 package enum ProtocolVersion {
     package static let major = 1
-    package static let minor = 1
+    package static let minor = 2
 }
 
 /// The longest request line accepted, without its newline.
@@ -147,22 +147,34 @@ package struct FieldError: Error, Equatable {
     package var message: String
 }
 
+/// The members of the request object at `path` ("interaction.slider"), each with its entry
+/// in `table`: the one place that refuses what is not an object and names an unknown field
+/// with the known ones.
+func requestFields<Entry>(
+    of json: JSON, at path: String, in table: [Entry], name: (Entry) -> String
+) throws(FieldError) -> [(key: String, value: JSON, entry: Entry)] {
+    guard let members = json.objectValue else {
+        throw FieldError(message: "\"\(path)\" must be an object, not \(json.typeName)")
+    }
+    var fields: [(key: String, value: JSON, entry: Entry)] = []
+    for (key, value) in members {
+        guard let entry = table.first(where: { name($0) == key }) else {
+            throw FieldError(
+                message:
+                    "unknown field \(quoted(path + "." + key)) (known: \(table.map(name).joined(separator: ", ")))")
+        }
+        fields.append((key, value, entry))
+    }
+    return fields
+}
+
 extension Interaction {
     /// Reads an interaction from a request. Unknown fields are refused, so a misspelt one
     /// is reported rather than silently meaning the default.
     package init(request json: JSON) throws(FieldError) {
         self.init()
-        guard let members = json.objectValue else {
-            throw FieldError(message: "\"interaction\" must be an object, not \(json.typeName)")
-        }
-        for (key, value) in members {
-            guard let read = Self.fields.first(where: { $0.name == key })?.read else {
-                throw FieldError(
-                    message:
-                        "unknown field \(quoted("interaction." + key)) (known: \(Self.fields.map(\.name).joined(separator: ", ")))"
-                )
-            }
-            try read(&self, value)
+        for (_, value, field) in try requestFields(of: json, at: "interaction", in: Self.fields, name: \.name) {
+            try field.read(&self, value)
         }
     }
 
@@ -181,6 +193,7 @@ extension Interaction {
         ("grab", { (i: inout Interaction, v: JSON) throws(FieldError) in i.grab = try bool(v, "grab") }),
         ("filter", { (i: inout Interaction, v: JSON) throws(FieldError) in i.filter = try Filter(request: v) }),
         ("slider", { (i: inout Interaction, v: JSON) throws(FieldError) in i.slider = try SliderRange(request: v) }),
+        ("gestures", { (i: inout Interaction, v: JSON) throws(FieldError) in i.gestures = try Gestures(request: v) }),
     ]
 
     static func bool(_ v: JSON, _ key: String) throws(FieldError) -> Bool {
@@ -194,15 +207,9 @@ extension Interaction {
 extension Filter {
     package init(request json: JSON) throws(FieldError) {
         self.init()
-        guard let members = json.objectValue else {
-            throw FieldError(message: "\"interaction.filter\" must be an object, not \(json.typeName)")
-        }
-        for (key, value) in members {
+        for (key, value, field) in try requestFields(of: json, at: "interaction.filter", in: Self.fields, name: \.name)
+        {
             let name = quoted("interaction.filter.\(key)")
-            guard let set = Self.fields.first(where: { $0.name == key })?.set else {
-                throw FieldError(
-                    message: "unknown field \(name) (known: \(Self.fields.map(\.name).joined(separator: ", ")))")
-            }
             guard let items = value.arrayValue else {
                 throw FieldError(message: "\(name) must be an array of strings, not \(value.typeName)")
             }
@@ -213,7 +220,7 @@ extension Filter {
                 }
                 strings.append(s)
             }
-            try set(&self, strings, name)
+            try field.set(&self, strings, name)
         }
     }
 
@@ -254,16 +261,10 @@ extension Filter {
 extension SliderRange {
     package init(request json: JSON) throws(FieldError) {
         self.init()
-        guard let members = json.objectValue else {
-            throw FieldError(message: "\"interaction.slider\" must be an object, not \(json.typeName)")
-        }
         var valueSet = false
-        for (key, v) in members {
+        for (key, v, entry) in try requestFields(of: json, at: "interaction.slider", in: Self.fields, name: \.name) {
             let name = quoted("interaction.slider." + key)
-            guard let field = Self.fields.first(where: { $0.name == key })?.field else {
-                throw FieldError(
-                    message: "unknown field \(name) (known: \(Self.fields.map(\.name).joined(separator: ", ")))")
-            }
+            let field = entry.field
             guard let n = v.intValue else { throw FieldError(message: "\(name) must be an integer, not \(v.typeName)") }
             self[keyPath: field] = n
             if key == "value" { valueSet = true }
@@ -280,4 +281,49 @@ extension SliderRange {
     static let fields: [(name: String, field: WritableKeyPath<SliderRange, Int64> & Sendable)] = [
         ("min", \.min), ("max", \.max), ("value", \.value),
     ]
+}
+
+extension Gestures {
+    /// `{"longPress":{"after":MS},"doublePress":{"within":MS}}`: each gesture present is
+    /// asked for, with its time or the default.
+    package init(request json: JSON) throws(FieldError) {
+        self.init()
+        for (key, value, gesture) in try requestFields(
+            of: json, at: "interaction.gestures", in: Self.fields, name: \.name)
+        {
+            let name = "interaction.gestures.\(key)"
+            guard let settings = value.objectValue else {
+                throw FieldError(message: "\(quoted(name)) must be an object, not \(value.typeName)")
+            }
+            var ms = gesture.default
+            for (setting, v) in settings {
+                guard setting == gesture.setting else {
+                    throw FieldError(
+                        message: "unknown field \(quoted(name + "." + setting)) (known: \(gesture.setting))")
+                }
+                guard let n = v.intValue else {
+                    throw FieldError(message: "\(quoted(name + "." + setting)) must be an integer, not \(v.typeName)")
+                }
+                guard gesture.bounds.contains(n) else {
+                    throw FieldError(
+                        message:
+                            "\(quoted(name + "." + setting)) \(n) is outside \(gesture.bounds.lowerBound)...\(gesture.bounds.upperBound) (milliseconds)"
+                    )
+                }
+                ms = n
+            }
+            self[keyPath: gesture.field] = ms
+        }
+    }
+
+    /// The gestures, each with its one setting: the one list the decoder, its errors and
+    /// the reply come from.
+    static let fields:
+        [(
+            name: String, setting: String, default: Int64, bounds: ClosedRange<Int64>,
+            field: WritableKeyPath<Gestures, Int64?> & Sendable
+        )] = [
+            ("longPress", "after", longPressDefault, longPressBounds, \.longPressAfter),
+            ("doublePress", "within", doublePressDefault, doublePressBounds, \.doublePressWithin),
+        ]
 }

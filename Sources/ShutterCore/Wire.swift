@@ -60,6 +60,23 @@ package enum Wire {
                 out.write(phase == .began ? ",\"event\":\"active\",\"press\":" : ",\"event\":\"inactive\",\"press\":")
                 out.write(decimal: o.press)
                 out.write(",")
+            case .gesture(let gesture):
+                // A client's own: numbered by its clientSeq alone.
+                out.write("{\"type\":\"gesture\",\"clientSeq\":")
+                out.write(decimal: clientSeq)
+                switch gesture {
+                case .longPress: out.write(",\"gesture\":\"longPress\"")
+                case .doublePress: out.write(",\"gesture\":\"doublePress\"")
+                }
+                out.write(
+                    handler == .secondary
+                        ? ",\"handler\":\"secondary\",\"press\":" : ",\"handler\":\"primary\",\"press\":")
+                out.write(decimal: o.press)
+                if case .doublePress(let first) = gesture {
+                    out.write(",\"firstPress\":")
+                    out.write(decimal: first)
+                }
+                out.write(",")
             case .slider(let delta):
                 out.write("{\"type\":\"control\",\"seq\":")
                 out.write(decimal: o.seq)
@@ -205,8 +222,18 @@ extension Interaction {
         .object([
             ("enabled", .bool(enabled)), ("primary", .bool(primary)), ("secondary", .bool(secondary)),
             ("defaultCaptureSoundDisabled", .bool(defaultCaptureSoundDisabled)), ("grab", .bool(grab)),
-            ("filter", filter.json), ("slider", slider.json),
+            ("filter", filter.json), ("slider", slider.json), ("gestures", gestures.json),
         ])
+    }
+}
+
+extension Gestures {
+    /// Only the gestures asked for, each with its time.
+    package var json: JSON {
+        .object(
+            Self.fields.compactMap { g in
+                self[keyPath: g.field].map { (g.name, JSON.object([(g.setting, .int($0))])) }
+            })
     }
 }
 

@@ -11,6 +11,9 @@ package protocol ClientHubDelegate: AnyObject {
     func grabWishesChanged()
     /// The number of clients changed.
     func clientCountChanged()
+    /// Gestures are due: read what the devices with a held key have sent meanwhile first,
+    /// so that a release that came before a long press's time ends the press instead.
+    func readBeforeGestures()
 }
 
 /// The socket side of the daemon: accepts clients, reads their requests, and writes each
@@ -64,6 +67,12 @@ package final class ClientHub {
     package var closeGrace: Int64 = 120_000_000
     /// When `closeTimer` is armed for (the earliest deadline of the closing clients).
     var closeTimerDue: Int64?
+    /// Fires when a press of a client that asked for long presses becomes long; armed only
+    /// while one is pending.
+    let gestureTimer: Timer
+    var gestureTimerDue: Int64?
+    /// Clients whose interaction asks for long presses: only they can arm the timer.
+    var longPressClients = 0
     /// Clients with requests left over from their last turn, served in order after the
     /// ready descriptors, one turn each per round.
     var backlog: [Client] = []
@@ -85,9 +94,11 @@ package final class ClientHub {
         self.access = access
         self.limits = limits
         closeTimer = try Timer()
+        gestureTimer = try Timer()
         reserve = FileDescriptor.open("/dev/null")
         try loop.add(listener.raw, events: EventLoop.readable) { [unowned self] _ in acceptClients() }
         try loop.add(closeTimer.raw, events: EventLoop.readable) { [unowned self] _ in closeTimerFired() }
+        try loop.add(gestureTimer.raw, events: EventLoop.readable) { [unowned self] _ in gestureTimerFired() }
         loop.deferredWork = { [unowned self] in serveBacklog() }
     }
 
@@ -106,6 +117,7 @@ package final class ClientHub {
         }
         loop.remove(listener.raw)
         loop.remove(closeTimer.raw)
+        loop.remove(gestureTimer.raw)
     }
 
     func acceptClients() {
@@ -305,11 +317,14 @@ package final class ClientHub {
                 return
             }
             let hadGrab = client.session.interaction.grab
+            let hadLong = client.session.interaction.gestures.longPressAfter != nil
             let cancels = client.session.setInteraction(
                 interaction, now: monotonicMicros(), nextSeq: { delegate?.nextSeq() ?? 0 })
             for c in cancels { send(client, c) }
             send(client, Message.reply(line.request, id: line.id, [("interaction", client.session.interaction.json)]))
             if hadGrab || interaction.grab { delegate?.grabWishesChanged() }
+            longPressClients += (interaction.gestures.longPressAfter != nil ? 1 : 0) - (hadLong ? 1 : 0)
+            if hadLong || interaction.gestures.longPressAfter != nil { updateGestureTimer() }
         }
         flush(client)
     }
@@ -385,6 +400,10 @@ package final class ClientHub {
         client.socket.close()
         if let why { Log.info("\(client.label): \(why)") }
         if client.session.interaction.grab { delegate?.grabWishesChanged() }
+        if client.session.interaction.gestures.longPressAfter != nil {
+            longPressClients -= 1
+            updateGestureTimer()
+        }
         delegate?.clientCountChanged()
         // A descriptor is free again: a listener paused at the limit may accept.
         if reserve == nil {
@@ -423,6 +442,39 @@ package final class ClientHub {
         // A client whose socket was full is written when epoll says it is writable, not
         // retried on every batch.
         for client in order where !client.out.isEmpty && !client.watchingWritable { flush(client) }
+        if longPressClients > 0 { updateGestureTimer() }
+    }
+
+    /// Arms the gesture timer for the earliest long press pending, or disarms it.
+    func updateGestureTimer() {
+        var due: Int64?
+        if longPressClients > 0 {
+            for client in order where !client.closing {
+                if let d = client.session.nextLongPress { due = min(due ?? d, d) }
+            }
+        }
+        guard due != gestureTimerDue else { return }
+        gestureTimerDue = due
+        if let due {
+            gestureTimer.arm(after: UInt64(max(1, due - monotonicMicros())))
+        } else {
+            gestureTimer.disarm()
+        }
+    }
+
+    func gestureTimerFired() {
+        gestureTimer.acknowledge()
+        gestureTimerDue = nil
+        delegate?.readBeforeGestures()
+        let now = monotonicMicros()
+        for client in order where !client.closing && client.session.nextLongPress.map({ $0 <= now }) == true {
+            if client.out.deliverLongPresses(dueBy: now, to: &client.session) {
+                flush(client)
+            } else {
+                overflow(client)
+            }
+        }
+        updateGestureTimer()
     }
 
     /// Sends every client the same message (device added or removed).

@@ -299,6 +299,9 @@ extension Daemon: ClientHubDelegate {
     package func nextSeq() -> UInt64 { engine.nextSeq() }
     package func grabWishesChanged() { updateGrabs() }
     package func clientCountChanged() { Systemd.notify("STATUS=\(status)") }
+    package func readBeforeGestures() {
+        for device in devices.values where engine.heldCount(device.handle) > 0 { deviceReady(device) }
+    }
 }
 
 package struct DaemonError: Error, CustomStringConvertible {

@@ -23,11 +23,15 @@ let devicesUsage = """
     """
 
 let watchUsage = """
-    Usage: shutterctl watch [--json] [--no-secondary] [--socket PATH]
+    Usage: shutterctl watch [--json] [--no-secondary] [--long-press MS] [--double-press MS]
+                            [--socket PATH]
 
     Prints every capture and control event with the device and key that produced it, and
     device arrivals and removals. Reconnects when shutterd restarts. With --no-secondary the
     interaction has no secondary handler, so volume up falls through to primary, as on iOS.
+    --long-press MS also prints a longPress gesture when a press has been held MS
+    milliseconds (50 to 60000), --double-press MS a doublePress when a second press of the
+    same key begins within MS milliseconds (50 to 5000) of the first one's release.
     """
 
 let verifyUsage = """
@@ -125,6 +129,19 @@ if let i = args.firstIndex(of: "--socket") {
     return v
 }
 
+/// A whole number of milliseconds given to option `name`, within `range`; nil when the
+/// option is not given. Anything else is a usage error naming the option and the range.
+@MainActor func millisecondsOption(_ name: String, _ range: ClosedRange<Int64>, _ usage: String) -> Int64? {
+    guard let text = option(name, usage) else { return nil }
+    guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let ms = Int64(text), range.contains(ms)
+    else {
+        usageError(
+            "\(name) must be a whole number of milliseconds from \(range.lowerBound) to \(range.upperBound), not '\(text)'",
+            usage)
+    }
+    return ms
+}
+
 /// The accepted values of `--timeout`: a millisecond at least, a day at most.
 let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400")
 
@@ -188,6 +205,8 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
     }
     let json = flagSet("--json")
     let noSecondary = flagSet("--no-secondary")
+    let longPress = millisecondsOption("--long-press", Interaction.Gestures.longPressBounds, watchUsage)
+    let doublePress = millisecondsOption("--double-press", Interaction.Gestures.doublePressBounds, watchUsage)
     rejectLeftovers(watchUsage)
     // The first connection is retried here; the client reconnects after that.
     var client: Client?
@@ -211,7 +230,12 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
         }
     }
     greeted(c.hello, c.helloLine)
-    if noSecondary { setInteraction(c, Interaction(secondary: false)) }
+    if noSecondary || longPress != nil || doublePress != nil {
+        let gestures =
+            longPress == nil && doublePress == nil
+            ? nil : Interaction.Gestures(longPressAfter: longPress, doublePressWithin: doublePress)
+        setInteraction(c, Interaction(secondary: noSecondary ? false : nil, gestures: gestures))
+    }
     while true {
         do throws(ClientError) {
             guard let (event, line) = try c.nextMessage() else { continue }

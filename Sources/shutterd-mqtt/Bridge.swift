@@ -117,6 +117,8 @@ final class Bridge {
             publishDevices(devices.removed(id: d.id, connected: broker.connected))
         case .disconnected, .reconnected:
             break  // reconnection is the bridge's, not the client's
+        case .gesture:
+            break  // the bridge's interaction asks for no gestures
         }
     }
 

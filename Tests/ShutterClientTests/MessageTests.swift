@@ -53,10 +53,10 @@ struct MessageTests {
         let all = Interaction(
             enabled: true, primary: false, secondary: true, defaultCaptureSoundDisabled: true, grab: false,
             filter: .init(devices: ["d"], names: ["AB*"], buses: ["usb"], kinds: ["remote"], keys: ["KEY_ENTER"]),
-            slider: .init(min: -5, max: 5, value: 1))
+            slider: .init(min: -5, max: 5, value: 1), gestures: .init(longPressAfter: 700, doublePressWithin: 250))
         #expect(
             all.json.serialized
-                == #"{"enabled":true,"primary":false,"secondary":true,"defaultCaptureSoundDisabled":true,"grab":false,"filter":{"devices":["d"],"names":["AB*"],"buses":["usb"],"kinds":["remote"],"keys":["KEY_ENTER"]},"slider":{"min":-5,"max":5,"value":1}}"#
+                == #"{"enabled":true,"primary":false,"secondary":true,"defaultCaptureSoundDisabled":true,"grab":false,"filter":{"devices":["d"],"names":["AB*"],"buses":["usb"],"kinds":["remote"],"keys":["KEY_ENTER"]},"slider":{"min":-5,"max":5,"value":1},"gestures":{"longPress":{"after":700},"doublePress":{"within":250}}}"#
         )
         #expect(Interaction(filter: .init(names: ["x"])).json.serialized == #"{"filter":{"names":["x"]}}"#)
         // What the daemon reads back from that request is what was asked.
@@ -70,5 +70,45 @@ struct MessageTests {
         #expect(seconds(.milliseconds(500)) == "0.5")
         #expect(seconds(.milliseconds(2250)) == "2.25")
         #expect(seconds(.milliseconds(1)) == "0.001")
+    }
+
+    @Test("a gesture line as shutterd writes it decodes to .gesture, and watch prints it")
+    func gesture() throws {
+        let engine = Engine(name: { $1 == 115 ? "KEY_VOLUMEUP" : "KEY_\($1)" })
+        let info = DeviceInfo(
+            name: "AB Shutter3", bus: 5, vendor: 0x2717, product: 0x0040, version: 1, uniq: "c2:1a:55:0e:b3:05",
+            phys: nil, syspath: "/sys/x/event1", node: "/dev/input/event1", kind: .remote)
+        engine.addDevice(handle: 1, info: info, mapping: .standard(for: .remote))
+        var session = ClientSession()
+        _ = session.setInteraction(
+            try ShutterCore.Interaction(request: JSON.parse(#"{"gestures":{"doublePress":{"within":300}}}"#)), now: 0,
+            nextSeq: { 0 })
+        var out = OutBuffer(limit: 100)
+        for (value, ms) in [(Int32(1), Int64(0)), (0, 80), (1, 200)] {
+            let t = 5_000_000 + ms * 1000
+            var produced: [Occurrence] = []
+            engine.handle(
+                1,
+                [RawEvent(type: 1, code: 115, value: value, time: t), RawEvent(type: 0, code: 0, value: 0, time: t)],
+                now: t, into: &produced)
+            for o in produced {
+                var tail: [UInt8] = []
+                Wire.eventTail(o, into: &tail)
+                _ = out.deliver(o, tail: tail, to: &session)
+            }
+        }
+        let lines = out.bytes.split(separator: 0x0A).map { Array($0) }
+        #expect(lines.count == 4)
+        guard case .gesture(let g) = try Event(json: JSON.parse(lines[3])) else {
+            Issue.record("not a gesture: \(String(decoding: lines[3], as: UTF8.self))")
+            return
+        }
+        #expect(g.gesture == .doublePress && g.handler == .secondary && g.clientSeq == 4)
+        #expect(g.press == 2 && g.firstPress == 1 && g.key.name == "KEY_VOLUMEUP" && g.device.name == "AB Shutter3")
+        #expect(g.kernelTime == 5_200_000)
+        #expect(
+            EventText.line(.gesture(g))
+                == "5.200000 secondary doublePress press=2 after press=1 KEY_VOLUMEUP from 'AB Shutter3' [bluetooth 2717:0040 remote]"
+        )
     }
 }

@@ -151,7 +151,7 @@ struct InteractionRequestTests {
             (#"[]"#, #"setInteraction: "interaction" must be an object, not an array"#),
             (
                 #"{"grabb":true}"#,
-                #"setInteraction: unknown field "interaction.grabb" (known: enabled, primary, secondary, defaultCaptureSoundDisabled, grab, filter, slider)"#
+                #"setInteraction: unknown field "interaction.grabb" (known: enabled, primary, secondary, defaultCaptureSoundDisabled, grab, filter, slider, gestures)"#
             ),
             (#"{"enabled":1}"#, #"setInteraction: "interaction.enabled" must be true or false, not a number"#),
             (#"{"secondary":"no"}"#, #"setInteraction: "interaction.secondary" must be true or false, not a string"#),
@@ -247,7 +247,7 @@ struct MessageTests {
         let m = try oneLine(Message.hello(version: "1.2.3", devices: [DeviceRecord(handle: 1, info: info)]))
         #expect(m["type"] == .string("hello"))
         #expect(m["protocol"]?["major"] == .int(1))
-        #expect(m["protocol"]?["minor"] == .int(1))
+        #expect(m["protocol"]?["minor"] == .int(2))
         #expect(m["daemon"]?["name"] == .string("shutterd"))
         #expect(m["daemon"]?["version"] == .string("1.2.3"))
         #expect(m["devices"]?.arrayValue == [info.json])

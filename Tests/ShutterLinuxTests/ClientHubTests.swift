@@ -46,6 +46,8 @@ final class HubHarness: ClientHubDelegate {
     func nextSeq() -> UInt64 { engine.nextSeq() }
     func grabWishesChanged() { grabChanges += 1 }
     func clientCountChanged() {}
+    var readsBeforeGestures = 0
+    func readBeforeGestures() { readsBeforeGestures += 1 }
 
     /// Runs the loop until nothing is ready.
     func pump() {
@@ -325,5 +327,64 @@ struct ClientHubTests {
         let open = AccessPolicy(Config())
         #expect(open.mayConnect(PeerCredentials(pid: 1, uid: 54323, gid: 54323)))
         #expect(!open.mayGrab(PeerCredentials(pid: 1, uid: 54323, gid: 54323)))
+    }
+}
+
+@Suite("Gesture timer", .serialized)
+struct GestureTimerTests {
+    /// A key of the remote going down or up now (the kernel's clock is CLOCK_MONOTONIC).
+    func key(_ h: HubHarness, _ code: UInt16, _ value: Int32) {
+        let now = monotonicMicros()
+        var out: [Occurrence] = []
+        h.engine.handle(
+            1,
+            [
+                RawEvent(type: EventType.key, code: code, value: value, time: now),
+                RawEvent(type: EventType.syn, code: SynCode.report, value: 0, time: now),
+            ], now: now, into: &out)
+        h.hub.publish(out)
+    }
+
+    @Test(
+        "a held key's longPress comes from the timer, after the hub asked for the devices to be read; the timer is armed only while a press is pending"
+    )
+    func longPressByTimer() throws {
+        let h = try HubHarness()
+        let plain = try h.connect()
+        let long = try h.connect()
+        long.send(#"{"type":"setInteraction","interaction":{"gestures":{"longPress":{"after":50}}}}"# + "\n")
+        h.pump()
+        #expect(long.drain().map { $0["type"]?.stringValue } == ["reply"])
+        #expect(h.hub.gestureTimerDue == nil)
+        key(h, KeyCode.volumeUp, 1)
+        #expect(h.hub.gestureTimerDue != nil)
+        // The timerfd fires; the loop waits for it (bounded: 200 rounds of up to 50 ms).
+        var got: [JSON] = []
+        for _ in 0..<200 where !got.contains(where: { $0["type"] == .string("gesture") }) {
+            _ = try h.loop.runOnce(timeout: 50)
+            got += long.drain()
+        }
+        #expect(got.map { $0["gesture"]?.stringValue ?? $0["phase"]?.stringValue } == ["began", "longPress"])
+        #expect(h.readsBeforeGestures >= 1)
+        #expect(h.hub.gestureTimerDue == nil)
+        key(h, KeyCode.volumeUp, 0)
+        h.pump()
+        #expect(long.drain().map { $0["phase"]?.stringValue } == ["ended"])
+        // The client that did not ask sees the press alone.
+        #expect(plain.drain().map { $0["phase"]?.stringValue } == ["began", "ended"])
+    }
+
+    @Test("a client that asked for long presses and left disarms the timer")
+    func leavingDisarms() throws {
+        let h = try HubHarness()
+        let long = try h.connect()
+        long.send(#"{"type":"setInteraction","interaction":{"gestures":{"longPress":{"after":60000}}}}"# + "\n")
+        h.pump()
+        key(h, KeyCode.volumeUp, 1)
+        #expect(h.hub.gestureTimerDue != nil)
+        shutdown(long.fd, Int32(SHUT_RDWR))
+        h.pump()
+        #expect(h.hub.gestureTimerDue == nil)
+        #expect(h.hub.longPressClients == 0)
     }
 }

@@ -79,11 +79,11 @@ struct ClientLibraryTests {
                 devices: ["usb-046d-b342-usb-1"], names: ["AB Shutter3*"], buses: ["bluetooth"],
                 kinds: ["remote", "dial"],
                 keys: ["KEY_VOLUMEUP", "REL_DIAL"]),
-            slider: .init(min: -10, max: 10, value: 3))
+            slider: .init(min: -10, max: 10, value: 3), gestures: .init(longPressAfter: 700, doublePressWithin: 250))
         #expect(try client.setInteraction(every) == every)
         let defaults = Interaction(
             enabled: true, primary: true, secondary: true, defaultCaptureSoundDisabled: false, grab: false,
-            filter: .init(), slider: .init(min: 0, max: 100, value: 50))
+            filter: .init(), slider: .init(min: 0, max: 100, value: 50), gestures: .init())
         #expect(try client.setInteraction(Interaction()) == defaults)
         #expect(try client.setInteraction(Interaction(secondary: false)).secondary == false)
     }

@@ -22,6 +22,7 @@ final class Delegate: ClientHubDelegate {
     func nextSeq() -> UInt64 { engine.nextSeq() }
     func grabWishesChanged() {}
     func clientCountChanged() {}
+    func readBeforeGestures() {}
 }
 
 func run() throws {

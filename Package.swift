@@ -48,7 +48,7 @@ let package = Package(
 
         .testTarget(
             name: "ShutterCoreTests", dependencies: ["ShutterCore"],
-            exclude: ["Streams"]),
+            exclude: ["Streams", "Recordings"]),
         .testTarget(
             name: "ShutterLinuxTests", dependencies: ["ShutterLinux", "ShutterCore", "ShutterClient"]),
         .testTarget(name: "ShutterClientTests", dependencies: ["ShutterClient", "ShutterCore"]),

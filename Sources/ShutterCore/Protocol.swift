@@ -1,7 +1,7 @@
 /// The protocol version spoken; see docs/PROTOCOL.md.
 package enum ProtocolVersion {
     package static let major = 1
-    package static let minor = 1
+    package static let minor = 2
 }
 
 /// The longest request line accepted, without its newline.

@@ -4,3 +4,4 @@
 
 /* EVIOCGRAB is a function-like macro Swift cannot import. */
 static inline unsigned long shutterd_eviocgrab(void) { return EVIOCGRAB; }
+#include <libevdev/libevdev-uinput.h>

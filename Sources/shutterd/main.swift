@@ -123,7 +123,7 @@ if !replayFiles.isEmpty {
     var recordings: [(path: String, recording: Recording)] = []
     for file in replayFiles {
         do {
-            recordings.append((file, try Recording(parsing: try readTextFile(file))))
+            recordings.append((file, try Recording(parsing: try readTextFile(file, limit: 64 << 20))))
         } catch let error as RecordingError {
             fail("\(file): \(error)", code: 65)
         } catch {

@@ -171,6 +171,34 @@ struct ReplayTests {
         #expect(waiting.wait() == 0)
     }
 
+    @Test("shutterctl latency measures the replayed presses: percentiles and a histogram")
+    func latency() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/s.sock"
+        write(Self.shutter, dir + "/shutter.evemu")
+        let d = Child([shutterd, "--socket", path, "--replay", dir + "/shutter.evemu"], directory: dir)
+        #expect(waitForFile(path))
+        let ctl = Child(
+            [builtProgram("shutterctl"), "--socket", path, "latency", "--device", "AB Shutter*", "--count", "2"],
+            directory: dir)
+        #expect(ctl.wait() == 0, "stderr: \(ctl.stderr)")
+        let lines = ctl.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "latency of 2 presses, microseconds")
+        #expect(lines.dropFirst().first?.split(separator: " ") == ["p50", "p90", "p99", "max"])
+        for label in ["kernel->shutterd", "shutterd->client", "kernel->client"] {
+            let cells = lines.first { $0.hasPrefix(label) }?.split(separator: " ").dropFirst()
+            #expect(cells?.count == 4 && cells?.allSatisfy { Int($0).map { $0 >= 0 } == true } == true, "\(label) row")
+        }
+        let bars = lines.drop { $0 != "kernel->client:" }.dropFirst()
+        #expect(bars.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }.reduce(0, +) == 2)
+        #expect(
+            ctl.stderr.contains("1: KEY_VOLUMEUP on AB Shutter3:")
+                && ctl.stderr.contains("2: KEY_ENTER on AB Shutter3:"))
+        kill(d.pid, SIGTERM)
+        #expect(d.wait() == 0)
+    }
+
     @Test("a bad recording or option stops shutterd with the file, the line and the problem")
     func refused() throws {
         let dir = temporaryDirectory()

@@ -46,6 +46,8 @@ extension EvdevDevice {
 package final class UinputDevice {
     let dev: OpaquePointer
     let uidev: OpaquePointer
+    /// /dev/uinput, opened here: libevdev does not set phys, so it is set on it first.
+    let fd: FileDescriptor
 
     package init(_ r: Recording) throws(SystemError) {
         guard let dev = libevdev_new() else { throw SystemError("libevdev_new", errno: ENOMEM) }
@@ -76,14 +78,25 @@ package final class UinputDevice {
                 }
             }
         }
+        let fd: FileDescriptor
+        do {
+            fd = FileDescriptor(try sys("open", "/dev/uinput") { open("/dev/uinput", O_RDWR | O_CLOEXEC) })
+            if let phys = r.phys {
+                _ = try sys("ioctl UI_SET_PHYS", "/dev/uinput") { shutterd_uinput_set_phys(fd.raw, phys) }
+            }
+        } catch {
+            libevdev_free(dev)
+            throw error
+        }
         var handle: OpaquePointer?
-        let rc = libevdev_uinput_create_from_device(dev, LIBEVDEV_UINPUT_OPEN_MANAGED.rawValue, &handle)
+        let rc = libevdev_uinput_create_from_device(dev, fd.raw, &handle)
         guard rc >= 0, let handle else {
             libevdev_free(dev)
             throw SystemError(
                 "libevdev_uinput_create_from_device", errno: rc < 0 ? -rc : ENOMEM, subject: "/dev/uinput")
         }
         self.dev = dev
+        self.fd = fd
         uidev = handle
     }
 

@@ -92,6 +92,20 @@ struct RecordingTests {
         #expect(out.map(\.kind) == [.capture(.secondary, .began), .capture(.secondary, .ended)])
     }
 
+    @Test("the shipped example recordings read, and are admitted as the devices they were")
+    func examples() throws {
+        let dir = Self.directory + "/../../../examples/recordings"
+        let kinds = ["ab-shutter3-volumeup.evemu": DeviceKind.remote, "powermate-push-and-turn.evemu": .dial]
+        for (file, kind) in kinds {
+            let r = try Recording(parsing: Files.read(dir + "/" + file))
+            #expect(r.kind == kind, "\(file)")
+            #expect(!r.events.isEmpty, "\(file)")
+            let decided = r.admission(syspath: "replay:" + file, node: file, config: Config(), keyCode: keyCode)
+            #expect(decided.plan.kind == kind && decided.plan.open, "\(file)")
+        }
+        #expect(Set(Files.list(dir).filter { $0.hasSuffix(".evemu") }) == Set(kinds.keys))
+    }
+
     @Test("the additions decide as udev would: SHUTTERD_IGNORE skips, SHUTTERD_KIND marks")
     func additionsDecide() {
         var r = shutter

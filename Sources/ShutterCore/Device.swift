@@ -48,6 +48,8 @@ package struct DeviceInfo: Equatable, Sendable {
     package var syspath: String
     package var node: String
     package var kind: DeviceKind
+    /// Played from a recording (`shutterd --replay`), not read from a device.
+    package var replayed = false
 
     package init(
         name: String, bus: UInt16, vendor: UInt16, product: UInt16, version: UInt16,

@@ -212,6 +212,7 @@ extension DeviceInfo {
         m.append(("syspath", .string(syspath)))
         m.append(("node", .string(node)))
         m.append(("kind", .string(kind.rawValue)))
+        if replayed { m.append(("replayed", .bool(true))) }
         return .object(m)
     }
 }

@@ -8,10 +8,13 @@ package let shutterdVersion = "0.1.0"
 package struct DaemonOptions {
     package var socketPath: String
     package var config: Config
+    /// Recordings to play instead of reading devices (`--replay`); nil reads the devices.
+    package var replay: ReplayOptions?
 
-    package init(socketPath: String, config: Config = Config()) {
+    package init(socketPath: String, config: Config = Config(), replay: ReplayOptions? = nil) {
         self.socketPath = socketPath
         self.config = config
+        self.replay = replay
     }
 }
 
@@ -34,8 +37,10 @@ package final class Daemon {
 
     let options: DaemonOptions
     let loop: EventLoop
-    let udev: Udev
-    let monitor: UdevMonitor
+    /// nil when replaying recordings: no udev, no devices.
+    let udev: Udev?
+    let monitor: UdevMonitor?
+    var replayer: Replayer?
     let listener: UnixListener
     let signals: SignalSource
     var watchdog: Timer?
@@ -70,18 +75,27 @@ package final class Daemon {
                 }
                 Log.info("listening on \(options.socketPath)")
             }
-            udev = try Udev()
-            // The monitor is enabled before enumerating so that no device falls between the
-            // two; one that shows up in both is dropped the second time by its syspath.
-            monitor = try UdevMonitor(udev)
-            let present = try udev.enumerateInput()
-            try loop.add(monitor.fd, events: EventLoop.readable) { [unowned self] _ in udevReady() }
+            var present: [UdevRecord] = []
+            if options.replay == nil {
+                let udev = try Udev()
+                // The monitor is enabled before enumerating so that no device falls between the
+                // two; one that shows up in both is dropped the second time by its syspath.
+                let monitor = try UdevMonitor(udev)
+                present = try udev.enumerateInput()
+                self.udev = udev
+                self.monitor = monitor
+                try loop.add(monitor.fd, events: EventLoop.readable) { [unowned self] _ in udevReady() }
+            } else {
+                udev = nil
+                monitor = nil
+            }
             try loop.add(signals.raw, events: EventLoop.readable) { [unowned self] _ in signalReady() }
             hub = try ClientHub(
                 loop: loop, listener: listener, access: AccessPolicy(options.config),
                 limits: options.config.limits)
             hub.delegate = self
             for record in present { addDevice(record) }
+            if let replay = options.replay { replayer = try Replayer(self, replay) }
             if let usec = Systemd.watchdogMicros() {
                 let t = try Timer()
                 t.arm(after: usec / 2, interval: usec / 2)
@@ -98,11 +112,11 @@ package final class Daemon {
         } catch {
             throw DaemonError("\(error)")
         }
-        Log.info("ready: \(devices.count) devices")
+        Log.info("ready: \(devices.count + (replayer?.count ?? 0)) devices")
         Systemd.notify("READY=1\nSTATUS=\(status)")
     }
 
-    var status: String { "\(devices.count) devices, \(hub.count) clients" }
+    var status: String { "\(devices.count + (replayer?.count ?? 0)) devices, \(hub.count) clients" }
 
     /// Raises the soft descriptor limit towards the hard one, as far as max-clients and the
     /// devices need (systemd's default soft limit, 1024, is below the default max-clients
@@ -139,7 +153,7 @@ package final class Daemon {
     // MARK: Devices
 
     func udevReady() {
-        while let record = monitor.receive() {
+        while let record = monitor?.receive() {
             switch record.action {
             case "add", "change":
                 if record.action == "change", let handle = bySyspath[record.syspath] {
@@ -275,7 +289,7 @@ package final class Daemon {
     }
 
     package var deviceList: [DeviceRecord] {
-        devices.values.sorted { $0.handle < $1.handle }.map(\.record)
+        (devices.values.map(\.record) + (replayer?.records ?? [])).sorted { $0.handle < $1.handle }
     }
 
     // MARK: Signals
@@ -286,7 +300,7 @@ package final class Daemon {
             case SIGHUP:
                 Log.info("SIGHUP: re-reading devices, reporting dropped events")
                 for device in devices.values { device.evdev.logUnreportedDrops() }
-                if let present = try? udev.enumerateInput() { for r in present { addDevice(r) } }
+                if let present = try? udev?.enumerateInput() { for r in present { addDevice(r) } }
             default:
                 Log.info("signal \(s): stopping")
                 loop.stop()
@@ -298,7 +312,10 @@ package final class Daemon {
 extension Daemon: ClientHubDelegate {
     package func nextSeq() -> UInt64 { engine.nextSeq() }
     package func grabWishesChanged() { updateGrabs() }
-    package func clientCountChanged() { Systemd.notify("STATUS=\(status)") }
+    package func clientCountChanged() {
+        Systemd.notify("STATUS=\(status)")
+        if hub.count > 0 { replayer?.start() }
+    }
     package func readBeforeGestures() {
         for device in devices.values where engine.heldCount(device.handle) > 0 { deviceReady(device) }
     }

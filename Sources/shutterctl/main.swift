@@ -10,6 +10,9 @@ let mainUsage = """
       devices   list the devices shutterd reads (--json for JSON)
       watch     print every attributed event as it happens (--json for JSON lines)
       verify    check that one key on one device produces a press (began and ended)
+      record    record an input device's events into a file (evemu format)
+      replay    re-create a recorded device through uinput and play it (root)
+      latency   measure presses: kernel to shutterd to client, percentiles and histogram
 
     Run 'shutterctl COMMAND --help' for a command's options. The socket defaults to
     $SHUTTERD_SOCKET, else /run/shutterd/shutterd.sock.
@@ -352,6 +355,9 @@ switch command {
 case "devices": exit(devicesCommand())
 case "watch": exit(watchCommand())
 case "verify": exit(verifyCommand())
+case "record": exit(recordCommand())
+case "replay": exit(replayCommand())
+case "latency": exit(latencyCommand())
 case "--help", "-h", "help":
     out(mainUsage)
     exit(0)

@@ -4,6 +4,7 @@ import ShutterLinux
 
 let usage = """
     Usage: shutterd [--socket PATH] [--config FILE] [--verbose]
+           shutterd --replay FILE... [--replay-speed N] [--replay-loop] [--socket PATH] ...
 
     Publishes every press of camera remotes, headsets, media keys and dials as an
     attributed capture event on a Unix socket (newline-delimited JSON).
@@ -15,6 +16,15 @@ let usage = """
                       else /etc/shutterd/shutterd.conf; a missing default means
                       the defaults, any other problem with it stops shutterd)
       --verbose       log every decision about every device
+      --replay FILE...
+                      play these recordings (evemu format, docs/RECORDING.md) as the
+                      devices, instead of reading any: no root, udev or /dev/input
+                      needed. Playback starts when the first client connects; each
+                      device goes (deviceRemoved) at the end of its recording
+      --replay-speed N
+                      1 (default): the recorded timing; N: N times as fast; 0: as
+                      fast as possible
+      --replay-loop   play each recording again from its start when it ends
       --version       print the version and exit
       --help          print this help and exit
 
@@ -37,6 +47,9 @@ for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 {
 var socketPath: String?
 var configPath: String?
 var configRequired = false
+var replayFiles: [String] = []
+var replaySpeed = 1.0
+var replayLoop = false
 var args = CommandLine.arguments.dropFirst()
 while let arg = args.popFirst() {
     switch arg {
@@ -47,6 +60,19 @@ while let arg = args.popFirst() {
         guard let v = args.popFirst() else { fail("--config needs a file", code: 64) }
         configPath = v
         configRequired = true
+    case "--replay":
+        while let v = args.first, !v.hasPrefix("--") {
+            replayFiles.append(v)
+            args.removeFirst()
+        }
+        guard !replayFiles.isEmpty else { fail("--replay needs at least one recording file", code: 64) }
+    case "--replay-speed":
+        guard let v = args.popFirst(), let speed = Double(v), speed >= 0, speed.isFinite else {
+            fail("--replay-speed needs a number of at least 0 (1 = recorded timing, 0 = as fast as possible)", code: 64)
+        }
+        replaySpeed = speed
+    case "--replay-loop":
+        replayLoop = true
     case "--verbose", "-v":
         Log.verbose = true
     case "--version":
@@ -89,8 +115,26 @@ do {
     fail("cannot read config file \(error)", code: 78)
 }
 
+if replayFiles.isEmpty && (replayLoop || replaySpeed != 1) {
+    fail("--replay-speed and --replay-loop need --replay FILE...", code: 64)
+}
+var replay: ReplayOptions?
+if !replayFiles.isEmpty {
+    var recordings: [(path: String, recording: Recording)] = []
+    for file in replayFiles {
+        do {
+            recordings.append((file, try Recording(parsing: try readTextFile(file, limit: 64 << 20))))
+        } catch let error as RecordingError {
+            fail("\(file): \(error)", code: 65)
+        } catch {
+            fail("cannot read recording \(error)", code: 66)
+        }
+    }
+    replay = ReplayOptions(recordings: recordings, speed: replaySpeed, loop: replayLoop)
+}
+
 do {
-    let daemon = try Daemon(options: DaemonOptions(socketPath: path, config: config))
+    let daemon = try Daemon(options: DaemonOptions(socketPath: path, config: config, replay: replay))
     try daemon.run()
 } catch {
     fail(error.description, code: 1)

@@ -13,18 +13,7 @@ struct ProgramTests {
     let shutterd = builtProgram("shutterd")
     let shutterctl = builtProgram("shutterctl")
 
-    /// Connects, retrying while the daemon is still starting.
-    func connect(_ path: String) throws -> LineClient {
-        let deadline = monotonicMicros() + 10_000_000
-        while true {
-            do {
-                return try LineClient(path: path)
-            } catch {
-                if monotonicMicros() > deadline { throw error }
-                usleep(20_000)
-            }
-        }
-    }
+    func connect(_ path: String) throws -> LineClient { try connectRetrying(path) }
 
     @Test("shutterd serves hello, answers requests, and refuses a second daemon on its socket")
     func daemon() throws {
@@ -391,14 +380,9 @@ struct ProgramTests {
         let client = try connect(path)
         _ = try client.next(type: "hello", timeout: 5000)
         usleep(200_000)
-        func switches() -> Int {
-            let status = readFile("/proc/\(d.pid)/status")
-            let line = status.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches") }
-            return Int(line?.split(separator: "\t").last ?? "") ?? -1
-        }
-        let before = switches()
+        let before = voluntarySwitches(d.pid)
         usleep(1_500_000)
-        let after = switches()
+        let after = voluntarySwitches(d.pid)
         #expect(before >= 0)
         #expect(after == before, "voluntary context switches while idle: \(before) -> \(after)")
         kill(d.pid, SIGTERM)

@@ -1,6 +1,8 @@
 import Glibc
 import ShutterCore
 
+import class ShutterClient.LineClient
+
 @testable import ShutterLinux
 
 /// A fresh directory under /tmp for one test's sockets and files.
@@ -197,4 +199,24 @@ final class NotifySocket {
         let n = recv(fd, &buf, buf.count, 0)
         return n > 0 ? String(decoding: buf[0..<n], as: UTF8.self) : nil
     }
+}
+
+/// Connects a line client to `path`, retrying while the daemon is still starting.
+func connectRetrying(_ path: String) throws -> LineClient {
+    let deadline = monotonicMicros() + 10_000_000
+    while true {
+        do {
+            return try LineClient(path: path)
+        } catch {
+            if monotonicMicros() > deadline { throw error }
+            usleep(20_000)
+        }
+    }
+}
+
+/// Writes `text` to a new file at `path`.
+func writeTextFile(_ path: String, _ text: String) {
+    let f = fopen(path, "w")
+    fputs(text, f)
+    fclose(f)
 }

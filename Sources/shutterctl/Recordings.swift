@@ -1,0 +1,293 @@
+import Glibc
+import ShutterClient
+import ShutterCore
+import ShutterLinux
+
+let recordUsage = """
+    Usage: shutterctl record [--device PATTERN] [--duration SECONDS] FILE
+
+    Records an input device's events with their kernel times into FILE, in evemu's format
+    with what shutterd decides from (uniq, phys, the udev properties it reads, the kind):
+    docs/RECORDING.md. PATTERN is a shell pattern on the device name, an exact device id or
+    group, or a node (/dev/input/event5); without it, the one device there is. Stops after
+    SECONDS, or at Ctrl-C. Reading a node needs root or membership in group input.
+    Play the file with 'shutterd --replay FILE', 'shutterctl replay FILE' or evemu-play.
+    """
+
+let replayUsage = """
+    Usage: shutterctl replay [--speed N] [--wait SECONDS] [--hold SECONDS] FILE
+
+    Creates a uinput device with the recorded identity and capabilities (name, ids, phys,
+    codes; uinput has no uniq) and plays the recorded events with their timing (--speed 1;
+    N: N times as fast; 0: at once). Before playing, waits up to --wait seconds (default 5)
+    until shutterd has the device, when shutterd is running; after, keeps the device
+    --hold seconds (default 1) so that readers get the last events. Needs root (/dev/uinput).
+    """
+
+let latencyUsage = """
+    Usage: shutterctl latency [--device PATTERN] [--count N] [--timeout SECONDS] [--socket PATH]
+
+    Measures N presses (default 20) on devices matching PATTERN (a shell pattern on the
+    name, or an exact device id or group): from the kernel's timestamp to shutterd's
+    receive time, from there to this client's receipt, and in all, as p50/p90/p99/max and
+    a histogram, in microseconds. Stops early at --timeout (default 300 s) with what came.
+    """
+
+@MainActor func writeFile(_ path: String, _ text: String) -> Bool {
+    guard let f = fopen(path, "w") else {
+        say("shutterctl: cannot write \(path): \(String(cString: strerror(errno)))")
+        return false
+    }
+    let ok = fputs(text, f) >= 0
+    return fclose(f) == 0 && ok
+}
+
+/// Says why a node or /dev/uinput could not be opened, naming the rights it takes.
+@MainActor func rightsHint(_ errno: Int32, _ what: String) -> String {
+    errno == EACCES || errno == EPERM ? " (\(what))" : ""
+}
+
+// MARK: record
+
+@MainActor func recordCommand() -> Int32 {
+    if flagSet("--help") {
+        out(recordUsage)
+        return 0
+    }
+    let pattern = option("--device", recordUsage)
+    let duration = option("--duration", recordUsage).map {
+        secondsOption("--duration", $0, (0.001, 604_800, "from 0.001 to 604800"), recordUsage)
+    }
+    guard args.count == 1, !args[0].hasPrefix("--") else {
+        usageError(args.isEmpty ? "record needs a FILE" : "unknown argument '\(args.last!)'", recordUsage)
+    }
+    let file = args.removeFirst()
+
+    struct Candidate {
+        let evdev: EvdevDevice
+        let udev: UdevRecord
+        let info: DeviceInfo
+        let kind: DeviceKind
+    }
+    var candidates: [Candidate] = []
+    var denied: [String] = []
+    do {
+        for u in try Udev().enumerateInput() where u.isEventNode {
+            guard let node = u.devnode else { continue }
+            let evdev: EvdevDevice
+            do {
+                evdev = try EvdevDevice(node: node)
+            } catch {
+                if error.errno == EACCES || error.errno == EPERM { denied.append(node) }
+                continue
+            }
+            let facts = Admission.UdevFacts(
+                sysname: u.sysname, isEventNode: true, initialized: u.initialized, properties: u.properties)
+            let (plan, info, _) = Admission.decide(
+                facts, evdev.facts, syspath: u.syspath, devnode: node, config: Config(), keyCode: KeyNames.keyCode)
+            candidates.append(Candidate(evdev: evdev, udev: u, info: info, kind: plan.kind))
+        }
+    } catch {
+        say("shutterctl: cannot list input devices through udev: \(error)")
+        return 1
+    }
+    let matching = candidates.filter { c in
+        guard let pattern else { return true }
+        return Glob.matches(pattern: pattern, c.info.name) || c.info.id == pattern || c.info.group == pattern
+            || c.info.node == pattern
+    }
+    guard matching.count == 1, let chosen = matching.first else {
+        if matching.isEmpty && !denied.isEmpty {
+            say(
+                "shutterctl: cannot open \(denied.count) input node\(denied.count == 1 ? "" : "s") (\(denied.prefix(3).joined(separator: ", "))\(denied.count > 3 ? ", ..." : "")): permission denied. "
+                    + "Reading input devices needs root or membership in group input: run 'sudo shutterctl record ...', "
+                    + "or 'sudo usermod -aG input $USER' and log in again.")
+            return 1
+        }
+        say(
+            matching.isEmpty
+                ? "shutterctl: no input device matches '\(pattern ?? "*")'"
+                : "shutterctl: \(matching.count) devices match '\(pattern ?? "*")'; name one with --device ID or NODE:")
+        for c in matching { say("  \(c.info.node)  \(c.info.id)  \(c.info.name)") }
+        return 1
+    }
+    // The other nodes are closed.
+    candidates.removeAll { $0.evdev !== chosen.evdev }
+
+    let signals: SignalSource
+    do {
+        signals = try SignalSource([SIGINT, SIGTERM])
+    } catch {
+        say("shutterctl: \(error)")
+        return 1
+    }
+    var recording = chosen.evdev.describe(udev: chosen.udev.properties, kind: chosen.kind)
+    say(
+        "recording \(chosen.info.node) - \(chosen.info.name) (\(chosen.info.id)) into \(file)"
+            + (duration.map { " for \($0) s" } ?? "") + "; Ctrl-C stops")
+    let deadline = duration.map { monotonicMicros() + Int64($0 * 1_000_000) }
+    var events: [RawEvent] = []
+    var origin: Int64?
+    var last: Int64 = 0
+    recording: while true {
+        var fds = [
+            pollfd(fd: chosen.evdev.raw, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: signals.raw, events: Int16(POLLIN), revents: 0),
+        ]
+        let timeout = deadline.map { Int32(clamping: max(0, ($0 - monotonicMicros() + 999) / 1000)) } ?? -1
+        if let deadline, monotonicMicros() >= deadline { break }
+        let n = poll(&fds, 2, timeout)
+        if n < 0 && errno == EINTR { continue }
+        if fds[1].revents != 0 { break }
+        guard fds[0].revents != 0 else { continue }
+        events.removeAll(keepingCapacity: true)
+        do {
+            try chosen.evdev.read(into: &events)
+        } catch {
+            say("shutterctl: \(chosen.info.node): \(error); stopping")
+            break recording
+        }
+        for e in events {
+            // As evemu-record does: the first event at 0.000001.
+            let o = origin ?? e.time - 1
+            origin = o
+            last = max(last, e.time - o)
+            recording.events.append(.init(time: last, type: e.type, code: e.code, value: e.value))
+        }
+    }
+    guard writeFile(file, recording.text(name: { KeyNames.name(type: $0, code: $1) })) else { return 1 }
+    say("\(recording.events.count) events written to \(file)")
+    return 0
+}
+
+// MARK: replay
+
+@MainActor func readRecording(_ file: String) -> Recording {
+    do {
+        return try Recording(parsing: try readTextFile(file, limit: 64 << 20))
+    } catch let error as RecordingError {
+        say("shutterctl: \(file): \(error)")
+        exit(65)
+    } catch {
+        say("shutterctl: cannot read recording \(error)")
+        exit(66)
+    }
+}
+
+@MainActor func replayCommand() -> Int32 {
+    if flagSet("--help") {
+        out(replayUsage)
+        return 0
+    }
+    let speed =
+        option("--speed", replayUsage).map {
+            secondsOption("--speed", $0, (0, 1000, "from 0 to 1000"), replayUsage)
+        } ?? 1
+    let wait = secondsOption("--wait", option("--wait", replayUsage) ?? "5", (0, 600, "from 0 to 600"), replayUsage)
+    let hold = secondsOption("--hold", option("--hold", replayUsage) ?? "1", (0, 600, "from 0 to 600"), replayUsage)
+    guard args.count == 1, !args[0].hasPrefix("--") else {
+        usageError(args.isEmpty ? "replay needs a FILE" : "unknown argument '\(args.last!)'", replayUsage)
+    }
+    let recording = readRecording(args.removeFirst())
+    // Connected before the device exists, so that its deviceAdded is not missed.
+    let client = try? Client(socketPath: socketPath, reconnect: false, retryInterval: .seconds(1))
+    let uinput: UinputDevice
+    do {
+        uinput = try UinputDevice(recording)
+    } catch {
+        let hint =
+            error.errno == ENOENT
+            ? " (no /dev/uinput: modprobe uinput)"
+            : rightsHint(error.errno, "creating a uinput device needs root: write access to /dev/uinput")
+        say("shutterctl: cannot create the device: \(error)\(hint)")
+        return 1
+    }
+    let node = uinput.devnode ?? "?"
+    say("created \(node) - \(recording.name)")
+    if let client {
+        let deadline = ContinuousClock.now + .milliseconds(Int(wait * 1000))
+        var taken = false
+        while !taken, ContinuousClock.now < deadline {
+            guard let (event, _) = try? client.nextMessage(timeout: ContinuousClock.now.duration(to: deadline)) else {
+                break
+            }
+            if case .deviceAdded(let d) = event, d.node == node { taken = true }
+        }
+        if !taken { say("shutterd did not take \(node) within \(wait) s; playing anyway") }
+    } else {
+        usleep(UInt32(min(wait, 1) * 1_000_000))
+    }
+    let origin = monotonicMicros()
+    do {
+        for e in recording.events {
+            if speed > 0 {
+                let due = origin + Int64((Double(e.time) / speed).rounded())
+                let now = monotonicMicros()
+                if due > now { usleep(UInt32(clamping: due - now)) }
+            }
+            try uinput.write(type: e.type, code: e.code, value: e.value)
+        }
+    } catch {
+        say("shutterctl: \(error)")
+        return 1
+    }
+    usleep(UInt32(hold * 1_000_000))
+    say("played \(recording.events.count) events on \(node)")
+    return 0
+}
+
+// MARK: latency
+
+@MainActor func latencyCommand() -> Int32 {
+    if flagSet("--help") {
+        out(latencyUsage)
+        return 0
+    }
+    let pattern = option("--device", latencyUsage)
+    let countText = option("--count", latencyUsage) ?? "20"
+    guard let count = Int(countText), (1...1_000_000).contains(count) else {
+        usageError(
+            "--count \(countText.debugDescription): expected a number of presses from 1 to 1000000", latencyUsage)
+    }
+    let timeout = secondsOption(
+        "--timeout", option("--timeout", latencyUsage) ?? "300", timeoutRange, latencyUsage)
+    rejectLeftovers(latencyUsage)
+    let client = connect()
+    say("press \(count) times\(pattern.map { " on '\($0)'" } ?? "") (timeout \(timeout) s)")
+    var toDaemon: [Int64] = []
+    var toClient: [Int64] = []
+    var total: [Int64] = []
+    let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+    while total.count < count, ContinuousClock.now < deadline {
+        let next: (event: Event, line: String?)?
+        do {
+            next = try client.nextMessage(timeout: ContinuousClock.now.duration(to: deadline))
+        } catch {
+            unreachable(error)
+        }
+        guard case .capture(let c)? = next?.event, c.phase == .began else { continue }
+        let receipt = monotonicMicros()
+        if let pattern,
+            !(Glob.matches(pattern: pattern, c.device.name) || c.device.id == pattern || c.device.group == pattern)
+        {
+            continue
+        }
+        toDaemon.append(c.receiveTime - c.kernelTime)
+        toClient.append(receipt - c.receiveTime)
+        total.append(receipt - c.kernelTime)
+        say("\(total.count): \(c.key.name) on \(c.device.name): \(total.last!) us")
+    }
+    guard !total.isEmpty else {
+        say("shutterctl: no press within \(timeout) s")
+        return Exit.timeout
+    }
+    out("latency of \(total.count) presses, microseconds")
+    out(Latency.header)
+    out(Latency.row("kernel->shutterd", toDaemon))
+    out(Latency.row("shutterd->client", toClient))
+    out(Latency.row("kernel->client", total))
+    out("")
+    out("kernel->client:")
+    for line in Latency.histogram(total) { out(line) }
+    return total.count == count ? Exit.passed : Exit.timeout
+}

@@ -1,0 +1,267 @@
+import ShutterCore
+import Testing
+
+/// The recording format (docs/RECORDING.md): evemu's text, shutterd's additions in comments.
+@Suite("Recordings")
+struct RecordingTests {
+    static var directory: String {
+        let file = #filePath
+        return String(file[..<file.lastIndex(of: "/")!]) + "/Recordings"
+    }
+
+    func keyCode(_ name: String) -> UInt16? { ["KEY_ENTER": KeyCode.enter, "KEY_VOLUMEUP": KeyCode.volumeUp][name] }
+
+    /// An AB Shutter3 with every addition, an axis, a LED, a negative value.
+    var shutter: Recording {
+        var r = Recording(name: "AB Shutter3 Keyboard", bus: 5, vendor: 0x2717, product: 0x0040, version: 0x0023)
+        r.uniq = "c2:1a:55:0e:b3:05"
+        r.phys = "odd\\phys\nwith a newline"
+        r.kind = .remote
+        r.udev = ["SHUTTERD_KIND": "remote", "ID_USB_INTERFACES": ":030101:"]
+        r.enable(type: EventType.key, code: KeyCode.volumeUp)
+        r.enable(type: EventType.key, code: KeyCode.enter)
+        r.enable(type: EventType.msc, code: MscCode.scan)
+        r.enable(type: EventType.rel, code: 0x07)
+        r.axes = [Recording.Axis(code: 0x20, minimum: -5, maximum: 828, fuzz: 1, flat: 2, resolution: 3)]
+        r.leds = [(0x01, 1)]
+        r.events = [
+            .init(time: 1, type: EventType.msc, code: MscCode.scan, value: 0xc00e9),
+            .init(time: 1, type: EventType.key, code: KeyCode.volumeUp, value: 1),
+            .init(time: 1, type: EventType.syn, code: SynCode.report, value: 0),
+            .init(time: 4001, type: EventType.rel, code: 0x07, value: -1),
+            .init(time: 4001, type: EventType.key, code: KeyCode.volumeUp, value: 0),
+            .init(time: 4001, type: EventType.syn, code: SynCode.report, value: 0),
+        ]
+        return r
+    }
+
+    @Test("a recording written and read again is the same, and is written as evemu writes it")
+    func roundTrip() throws {
+        let text = shutter.text(name: { "T\($0)C\($1)" })
+        let back = try Recording(parsing: text)
+        #expect(back == shutter)
+        #expect(back.codes(of: EventType.key) == [KeyCode.enter, KeyCode.volumeUp])
+        #expect(back.capabilities == Capabilities(keys: [KeyCode.enter, KeyCode.volumeUp], rels: [0x07]))
+        let lines = text.split(separator: "\n").map(String.init)
+        #expect(lines.first == "# EVEMU 1.3")
+        #expect(lines.contains("N: AB Shutter3 Keyboard"))
+        #expect(lines.contains("I: 0005 2717 0040 0023"))
+        #expect(lines.contains("P: 00 00 00 00 00 00 00 00"))
+        #expect(lines.contains("B: 00 0b 00 00 00 00 00 00 00"))
+        #expect(lines.contains("A: 20 -5 828 1 2 3"))
+        #expect(lines.contains("E: 0.000001 0001 0073 0001\t# T1C115 1"))
+        #expect(lines.contains("E: 0.004001 0002 0007 -001\t# T2C7 -1"))
+        #expect(lines.contains("# shutterd phys: odd\\\\phys\\nwith a newline"))
+        // evemu reads the description as N:, I:, then P:, B:, A:, L:, S: in that order.
+        let tags = lines.filter { !$0.hasPrefix("#") }.map { $0.prefix(2) }
+        #expect(tags.first == "N:" && tags.dropFirst().first == "I:")
+        #expect(
+            Array(tags) == tags.sorted { "NIPBALSE".firstIndex(of: $0.first!)! < "NIPBALSE".firstIndex(of: $1.first!)! }
+        )
+    }
+
+    @Test("a published evemu-record file of a keyboard is read, admitted as a keyboard, and replayed")
+    func publishedKeyboard() throws {
+        let r = try Recording(parsing: Files.read(Self.directory + "/keychron-c1.evemu"))
+        #expect(r.name == "Keychron Keychron C1")
+        #expect((r.bus, r.vendor, r.product, r.version) == (3, 0x05ac, 0x024f, 0x0111))
+        #expect(r.uniq == nil && r.phys == nil && r.udev.isEmpty && r.kind == nil)
+        #expect(r.events.count == 24)
+        #expect(r.events.last == .init(time: 9_665_411, type: 0, code: 0, value: 0))
+        #expect(r.capabilities.hasLetters)
+        #expect(r.has(type: EventType.key, code: KeyCode.volumeUp))
+        #expect(r.has(type: 0x11, code: 4), "LED_KANA")
+        #expect(try Recording(parsing: r.text()) == r, "written again, it reads the same")
+
+        let decided = r.admission(syspath: "replay:keychron", node: "replay1", config: Config(), keyCode: keyCode)
+        #expect(decided.skip == nil)
+        #expect(decided.plan.kind == .keyboard && decided.plan.open)
+        #expect(decided.info.id == "usb-05ac-024f-keychron-keychron-c1-keychron-keychron-c1")
+        // Through the engine: Enter, F1, Fn, brightness, Ctrl and C are none of a keyboard's
+        // controls, so nothing comes out; a volume key added to the same stream does.
+        let engine = Engine(name: { "\($0):\($1)" })
+        engine.addDevice(handle: 1, info: decided.info, mapping: decided.plan.mapping)
+        var out: [Occurrence] = []
+        let raw = r.events.map { RawEvent(type: $0.type, code: $0.code, value: $0.value, time: $0.time) }
+        engine.handle(1, raw, now: 10_000_000, into: &out)
+        #expect(out.isEmpty)
+        let volume = [(KeyCode.volumeUp, 1), (0, 0), (KeyCode.volumeUp, 0), (0, 0)].map {
+            RawEvent(type: $0.0 == 0 ? EventType.syn : EventType.key, code: $0.0, value: Int32($0.1), time: 11_000_000)
+        }
+        engine.handle(1, volume, now: 11_000_000, into: &out)
+        #expect(out.map(\.kind) == [.capture(.secondary, .began), .capture(.secondary, .ended)])
+    }
+
+    @Test("the shipped example recordings read, and are admitted as the devices they were")
+    func examples() throws {
+        let dir = Self.directory + "/../../../examples/recordings"
+        let kinds = ["ab-shutter3-volumeup.evemu": DeviceKind.remote, "powermate-push-and-turn.evemu": .dial]
+        for (file, kind) in kinds {
+            let r = try Recording(parsing: Files.read(dir + "/" + file))
+            #expect(r.kind == kind, "\(file)")
+            #expect(!r.events.isEmpty, "\(file)")
+            let decided = r.admission(syspath: "replay:" + file, node: file, config: Config(), keyCode: keyCode)
+            #expect(decided.plan.kind == kind && decided.plan.open, "\(file)")
+        }
+        #expect(Set(Files.list(dir).filter { $0.hasSuffix(".evemu") }) == Set(kinds.keys))
+    }
+
+    @Test("the additions decide as udev would: SHUTTERD_IGNORE skips, SHUTTERD_KIND marks")
+    func additionsDecide() {
+        var r = shutter
+        r.udev = ["SHUTTERD_KIND": "remote"]
+        #expect(r.admission(syspath: "s", node: "n", config: Config(), keyCode: keyCode).plan.kind == .remote)
+        r.udev = ["SHUTTERD_IGNORE": "1"]
+        #expect(r.admission(syspath: "s", node: "n", config: Config(), keyCode: keyCode).skip != nil)
+    }
+
+    /// Each malformed text and the error it gives, with its line.
+    static let malformed: [(String, String)] = [
+        ("", "line 1: no N: line: this is not an evemu recording"),
+        ("# EVEMU 1.3\n", "line 1: no N: line: this is not an evemu recording"),
+        ("# EVEMU 2.0\nN: x\n", "line 1: evemu format 2.0 is not supported (1.x is)"),
+        ("# EVEMU 1.3\nN: x\n", "line 2: no I: line (bus vendor product version)"),
+        ("# EVEMU 1.3\nI: 0003 0001 0002 0003\n", "line 2: I: before the device's name (N:)"),
+        ("N: x\nI: 3 1 2\n", "line 2: expected I: bus vendor product version (four hex numbers), found 3 fields"),
+        (
+            "N: x\nI: 3 1 2 zz\n",
+            "line 2: 'zz' is not a hex number up to ffff (I: bus vendor product version (four hex numbers))"
+        ),
+        (
+            "N: x\nI: 3 1 2 10000\n",
+            "line 2: '10000' is not a hex number up to ffff (I: bus vendor product version (four hex numbers))"
+        ),
+        ("N:\nI: 3 1 2 3\n", "line 1: N: without a name"),
+        ("N: x\nN: y\n", "line 2: N: after N:: evemu expects N:, I:, then P:, B:, A:, L:, S: lines, then E: lines"),
+        (
+            "N: x\nI: 3 1 2 3\nB: 01 00 00 00 00 00 00 00\n",
+            "line 3: expected B: an event type and eight hex bytes, found 8 fields"
+        ),
+        ("N: x\nI: 3 1 2 3\nB: 20 00 00 00 00 00 00 00 00\n", "line 3: B: event type 20 is above EV_MAX (1f)"),
+        (
+            "N: x\nI: 3 1 2 3\nB: 01 100 00 00 00 00 00 00 00\n",
+            "line 3: '100' is not a hex number up to ff (B: an event type and eight hex bytes)"
+        ),
+        (
+            "N: x\nI: 3 1 2 3\nA: 00 0 1 0 0\nB: 01 00 00 00 00 00 00 00 00\n",
+            "line 4: B: after A:: evemu expects N:, I:, then P:, B:, A:, L:, S: lines, then E: lines"
+        ),
+        (
+            "# EVEMU 1.3\nN: x\nI: 3 1 2 3\nA: 00 0 1 0 0\n",
+            "line 4: A: needs 6 numbers (code min max fuzz flat resolution) in format 1.3, found 5"
+        ),
+        (
+            "# EVEMU 1.1\nN: x\nI: 3 1 2 3\nA: 00 0 1 0 0 x\n",
+            "line 4: A: needs 5 numbers (code min max fuzz flat) in format 1.1, found 6"
+        ),
+        ("N: x\nI: 3 1 2 3\nA: 00 0 one 0 0\n", "line 3: A: 'one' is not a decimal number"),
+        ("N: x\nI: 3 1 2 3\nL: 00\n", "line 3: L: needs a hex code and a decimal state"),
+        (
+            "N: x\nI: 3 1 2 3\nE: 0.000001 0001 001c\n",
+            "line 3: E: needs four fields (SEC.USEC TYPE CODE VALUE), found 3"
+        ),
+        (
+            "N: x\nI: 3 1 2 3\nE: 0.1 0001 001c 1\n",
+            "line 3: E: time '0.1' is not SECONDS.MICROSECONDS (six digits after the point)"
+        ),
+        (
+            "N: x\nI: 3 1 2 3\nE: -1.000000 0001 001c 1\n",
+            "line 3: E: time '-1.000000' is not SECONDS.MICROSECONDS (six digits after the point)"
+        ),
+        ("N: x\nI: 3 1 2 3\nE: 0.000001 0021 001c 1\n", "line 3: E: event type 0021 is above EV_MAX (1f)"),
+        (
+            "N: x\nI: 3 1 2 3\nE: 0.000001 0001 001c 4294967296\n",
+            "line 3: E: value '4294967296' is not a 32-bit decimal number"
+        ),
+        ("N: x\nI: 3 1 2 3\nE: 0.000001 0001 001c 0x1\n", "line 3: E: value '0x1' is not a 32-bit decimal number"),
+        (
+            "N: x\nI: 3 1 2 3\nE: 2.000000 0001 001c 1\nE: 1.000000 0001 001c 0\n",
+            "line 4: time 1.000000 is before the previous event's 2.000000"
+        ),
+        (
+            "N: x\nI: 3 1 2 3\nE: 0.000001 0001 001c 1\nB: 01 00 00 00 00 00 00 00 00\n",
+            "line 4: B: after E:: evemu expects N:, I:, then P:, B:, A:, L:, S: lines, then E: lines"
+        ),
+        ("N: x\nI: 3 1 2 3\n\nE: 0.000001 0001 001c 1\n", "line 3: empty line (evemu-play stops reading at one)"),
+        (
+            "N: x\nI: 3 1 2 3\n^[OPE: 0.000001 0001 001c 1\n",
+            "line 3: '^[OPE: 0.000001 0001 001c 1' is not an evemu line (N:, I:, P:, B:, A:, L:, S:, E: or a # comment)"
+        ),
+        (
+            "# shutterd kind: toaster\nN: x\nI: 3 1 2 3\n",
+            "line 1: kind 'toaster' is not one of remote, headset, dial, keyboard, camera, media, mouse"
+        ),
+        ("# shutterd udev: =1\nN: x\n", "line 1: udev property '=1' is not NAME=VALUE"),
+        ("# shutterd uniq: a\\tb\nN: x\n", "line 1: unknown escape '\\t' (\\\\, \\n and \\r are known)"),
+        ("# shutterd phys: a\\\nN: x\n", "line 1: a value ends with a lone '\\'"),
+        (
+            "# shutterd colour: red\nN: x\n",
+            "line 1: unknown shutterd line 'colour' (uniq, phys, kind, udev, recording)"
+        ),
+        ("# shutterd recording: 2\nN: x\n", "line 1: shutterd recording version '2' is not supported (1 is)"),
+        ("# shutterd nonsense\nN: x\n", "line 1: '# shutterd nonsense': a shutterd line is '# shutterd KEY: VALUE'"),
+    ]
+
+    @Test("malformed recordings are refused with the line and the problem", arguments: malformed.indices)
+    func malformedInput(_ i: Int) {
+        let (text, message) = Self.malformed[i]
+        #expect(throws: RecordingError.self) { try Recording(parsing: text) }
+        do {
+            _ = try Recording(parsing: text)
+        } catch {
+            #expect(error.description == message, "input: \(text.debugDescription)")
+        }
+    }
+
+    @Test("trailing blank lines, CRLF and comments anywhere are read as evemu reads them")
+    func lenientWhereEvemuIs() throws {
+        let r = try Recording(
+            parsing:
+                "# EVEMU 1.3\r\n# hello\r\nN: x y \r\n# between\r\nI: 3 1 2 3\r\nE: 0.000001 0001 001c 1 # c\r\n\r\n\n")
+        #expect(r.name == "x y ")
+        #expect(r.events == [.init(time: 1, type: 1, code: 0x1c, value: 1)])
+    }
+
+    /// Mutations of a valid recording: every one is read or refused with an error naming a
+    /// line of the text, never a crash; what is read is written and read back the same.
+    @Test("mutated recordings are read or refused with a line, never a crash")
+    func mutations() throws {
+        let base = shutter.text()
+        let bytes = Array(base.utf8)
+        var seed: UInt64 = 0x5eed_1234
+        func next(_ n: Int) -> Int {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((seed >> 33) % UInt64(n))
+        }
+        let alphabet = Array("0123456789abcdefxyz:#.- \t\n\\NIPBALSE".utf8)
+        var read = 0
+        var refused = 0
+        for _ in 0..<3000 {
+            var m = bytes
+            for _ in 0...next(3) {
+                switch next(4) {
+                case 0: m[next(m.count)] = alphabet[next(alphabet.count)]
+                case 1: m.remove(at: next(m.count))
+                case 2: m.insert(alphabet[next(alphabet.count)], at: next(m.count))
+                default:
+                    let a = next(m.count)
+                    m.replaceSubrange(a..<min(m.count, a + next(40)), with: [])
+                }
+                if m.isEmpty { m = [0x23] }
+            }
+            let text = String(decoding: m, as: UTF8.self)
+            let lineCount = max(1, text.split(separator: "\n", omittingEmptySubsequences: false).count)
+            do {
+                let r = try Recording(parsing: text)
+                #expect(try Recording(parsing: r.text()) == r, "mutant: \(text.debugDescription)")
+                read += 1
+            } catch {
+                #expect((1...lineCount).contains(error.line), "\(error) for \(text.debugDescription)")
+                #expect(!error.message.isEmpty)
+                refused += 1
+            }
+        }
+        #expect(
+            read > 0 && refused > 0, "the mutations both keep and break recordings (\(read) read, \(refused) refused)")
+    }
+}

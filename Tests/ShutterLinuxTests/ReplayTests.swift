@@ -1,0 +1,232 @@
+import Glibc
+import ShutterCore
+import Testing
+
+import class ShutterClient.LineClient
+
+@testable import ShutterLinux
+
+/// `shutterd --replay`: recordings played as devices, on the host, with no root, no udev and
+/// no /dev/input; a client sees what the devices would have produced.
+@Suite("shutterd --replay", .serialized)
+struct ReplayTests {
+    let shutterd = builtProgram("shutterd")
+
+    /// An AB Shutter3 as the shipped udev rule marks it: the iOS button (volume up) at
+    /// 0.1 s, the Android button (Enter) at 0.5 s, each released 4 ms later.
+    static var shutter: Recording {
+        var r = Recording(name: "AB Shutter3", bus: 5, vendor: 0x2717, product: 0x0040, version: 0x0023)
+        r.uniq = "c2:1a:55:0e:b3:05"
+        r.udev = ["SHUTTERD_KIND": "remote"]
+        for code in [KeyCode.volumeUp, KeyCode.enter] { r.enable(type: EventType.key, code: code) }
+        r.enable(type: EventType.msc, code: MscCode.scan)
+        for (t, scan, key) in [(100_000, 0xc00e9, KeyCode.volumeUp), (500_000, 0x70028, KeyCode.enter)] {
+            for (dt, value) in [(Int64(0), Int32(1)), (4000, 0)] {
+                r.events += [
+                    .init(time: Int64(t) + dt, type: EventType.msc, code: MscCode.scan, value: Int32(scan)),
+                    .init(time: Int64(t) + dt, type: EventType.key, code: key, value: value),
+                    .init(time: Int64(t) + dt, type: EventType.syn, code: SynCode.report, value: 0),
+                ]
+            }
+        }
+        return r
+    }
+
+    /// A Griffin PowerMate: a push of its button, then three steps clockwise and one back.
+    static var dial: Recording {
+        var r = Recording(name: "Griffin PowerMate", bus: 3, vendor: 0x077d, product: 0x0410, version: 0x0400)
+        r.phys = "usb-0000:00:14.0-2/input0"
+        r.enable(type: EventType.key, code: KeyCode.btn0)
+        r.enable(type: EventType.rel, code: 0x07)
+        var t: Int64 = 1
+        func frame(_ type: UInt16, _ code: UInt16, _ value: Int32) {
+            r.events += [
+                .init(time: t, type: type, code: code, value: value),
+                .init(time: t, type: EventType.syn, code: SynCode.report, value: 0),
+            ]
+            t += 20_000
+        }
+        frame(EventType.key, KeyCode.btn0, 1)
+        frame(EventType.key, KeyCode.btn0, 0)
+        for step: Int32 in [1, 1, 1, -1] { frame(EventType.rel, 0x07, step) }
+        return r
+    }
+
+    func write(_ r: Recording, _ path: String) { writeTextFile(path, r.text()) }
+
+    func connect(_ path: String) throws -> LineClient { try connectRetrying(path) }
+
+    /// Messages until `done` says so, or the connection ends or a few seconds pass.
+    func collect(_ client: LineClient, until done: ([JSON]) -> Bool) throws -> [JSON] {
+        var got: [JSON] = []
+        while !done(got), case .message(let m) = try client.next(timeout: 10_000) { got.append(m) }
+        return got
+    }
+
+    func summary(_ m: JSON) -> String {
+        let type = m["type"]?.stringValue ?? "?"
+        let device = m["device"]?["name"]?.stringValue ?? "?"
+        switch type {
+        case "capture":
+            return
+                "\(device): capture \(m["handler"]?.stringValue ?? "?") \(m["phase"]?.stringValue ?? "?") \(m["key"]?["name"]?.stringValue ?? "?") press=\(m["press"]?.intValue ?? -1)"
+        case "control":
+            return "\(device): \(m["event"]?.stringValue ?? "?") \(m["key"]?["name"]?.stringValue ?? "?")"
+        default:
+            return "\(device): \(type)"
+        }
+    }
+
+    @Test("recordings become replayed devices whose presses, slider and removal reach a client")
+    func replayed() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/s.sock"
+        write(Self.shutter, dir + "/shutter.evemu")
+        write(Self.dial, dir + "/dial.evemu")
+        let d = Child(
+            [
+                shutterd, "--socket", path, "--replay", dir + "/shutter.evemu", dir + "/dial.evemu", "--replay-speed",
+                "0",
+            ],
+            directory: dir)
+        let client = try connect(path)
+        let hello = try #require(try client.next(type: "hello", timeout: 5000))
+        let devices = try #require(hello["devices"]?.arrayValue)
+        #expect(devices.map { $0["name"]?.stringValue } == ["AB Shutter3", "Griffin PowerMate"])
+        #expect(devices.allSatisfy { $0["replayed"]?.boolValue == true })
+        #expect(devices.map { $0["kind"]?.stringValue } == ["remote", "dial"])
+        #expect(devices[0]["id"]?.stringValue == "bluetooth-2717-0040-c2:1a:55:0e:b3:05-ab-shutter3")
+        #expect(devices[1]["id"]?.stringValue == "usb-077d-0410-usb-0000:00:14.0-2-input0-griffin-powermate")
+        #expect(devices[0]["node"]?.stringValue == dir + "/shutter.evemu")
+
+        let got = try collect(client) { $0.filter { $0["type"]?.stringValue == "deviceRemoved" }.count == 2 }
+        let shutter = got.filter { $0["device"]?["name"]?.stringValue == "AB Shutter3" }
+        #expect(
+            shutter.map(summary) == [
+                "AB Shutter3: capture secondary began KEY_VOLUMEUP press=\(shutter.first?["press"]?.intValue ?? 0)",
+                "AB Shutter3: capture secondary ended KEY_VOLUMEUP press=\(shutter.first?["press"]?.intValue ?? 0)",
+                "AB Shutter3: capture primary began KEY_ENTER press=\(shutter[safe: 2]?["press"]?.intValue ?? 0)",
+                "AB Shutter3: capture primary ended KEY_ENTER press=\(shutter[safe: 2]?["press"]?.intValue ?? 0)",
+                "AB Shutter3: deviceRemoved",
+            ])
+        #expect(shutter.first?["key"]?["scancode"]?.intValue == 0xc00e9)
+        #expect(shutter.first?["device"]?["replayed"]?.boolValue == true)
+        let dial = got.filter { $0["device"]?["name"]?.stringValue == "Griffin PowerMate" }
+        #expect(
+            dial.prefix(2).map(summary) == [
+                "Griffin PowerMate: capture primary began BTN_0 press=\(dial.first?["press"]?.intValue ?? 0)",
+                "Griffin PowerMate: capture primary ended BTN_0 press=\(dial.first?["press"]?.intValue ?? 0)",
+            ])
+        let sliders = dial.filter { $0["event"]?.stringValue == "slider" }
+        #expect(sliders.compactMap { $0["delta"]?.intValue }.reduce(0, +) == 2, "three steps forward, one back")
+        #expect(sliders.last?["value"]?.intValue == 52)
+        #expect(dial.last.map(summary) == "Griffin PowerMate: deviceRemoved")
+
+        let list = try #require(
+            try {
+                try client.send(.object([("type", .string("listDevices"))]))
+                return try client.next(type: "reply", timeout: 5000)
+            }())
+        #expect(list["devices"]?.arrayValue?.isEmpty == true, "removed devices are gone from the list")
+        kill(d.pid, SIGTERM)
+        #expect(d.wait() == 0)
+        #expect(
+            d.stderr.contains("AB Shutter3: added id=bluetooth-2717-0040-c2:1a:55:0e:b3:05-ab-shutter3 kind=remote"))
+    }
+
+    @Test("--replay-speed keeps the recorded gaps as kernel times, --replay-loop plays again, and idle means asleep")
+    func timingAndLoop() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/s.sock"
+        write(Self.shutter, dir + "/shutter.evemu")
+        let d = Child(
+            [shutterd, "--socket", path, "--replay", dir + "/shutter.evemu", "--replay-speed", "2", "--replay-loop"],
+            directory: dir)
+        let client = try connect(path)
+        _ = try #require(try client.next(type: "hello", timeout: 5000))
+        let got = try collect(client) { $0.filter { $0["type"]?.stringValue == "capture" }.count == 8 }
+        let captures = got.filter { $0["type"]?.stringValue == "capture" }
+        #expect(captures.count == 8, "two passes of two presses")
+        #expect(!got.contains { $0["type"]?.stringValue == "deviceRemoved" }, "a looping device stays")
+        let times = captures.compactMap { $0["kernelTime"]?.intValue }
+        // Recorded 4 ms from press to release and 400 ms between the buttons: halved at speed 2.
+        #expect(times.count == 8 && times[1] - times[0] == 2000 && times[2] - times[0] == 200_000)
+        #expect(times.count == 8 && times[5] - times[4] == 2000 && times[6] - times[4] == 200_000)
+        let presses = captures.compactMap { $0["press"]?.intValue }
+        #expect(Set(presses).count == 4, "each pass's presses are new presses: \(presses)")
+        kill(d.pid, SIGTERM)
+        #expect(d.wait() == 0)
+
+        // Without a client the replay has not started, and nothing wakes shutterd.
+        let waiting = Child(
+            [shutterd, "--socket", dir + "/w.sock", "--replay", dir + "/shutter.evemu"], directory: dir)
+        #expect(waitForFile(dir + "/w.sock"))
+        usleep(200_000)
+        let before = voluntarySwitches(waiting.pid)
+        usleep(1_000_000)
+        #expect(before >= 0 && voluntarySwitches(waiting.pid) == before, "no wake-ups before playback")
+        kill(waiting.pid, SIGTERM)
+        #expect(waiting.wait() == 0)
+    }
+
+    @Test("shutterctl latency measures the replayed presses: percentiles and a histogram")
+    func latency() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/s.sock"
+        write(Self.shutter, dir + "/shutter.evemu")
+        let d = Child([shutterd, "--socket", path, "--replay", dir + "/shutter.evemu"], directory: dir)
+        #expect(waitForFile(path))
+        let ctl = Child(
+            [builtProgram("shutterctl"), "--socket", path, "latency", "--device", "AB Shutter*", "--count", "2"],
+            directory: dir)
+        #expect(ctl.wait() == 0, "stderr: \(ctl.stderr)")
+        let lines = ctl.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "latency of 2 presses, microseconds")
+        #expect(lines.dropFirst().first?.split(separator: " ") == ["p50", "p90", "p99", "max"])
+        for label in ["kernel->shutterd", "shutterd->client", "kernel->client"] {
+            let cells = lines.first { $0.hasPrefix(label) }?.split(separator: " ").dropFirst()
+            #expect(cells?.count == 4 && cells?.allSatisfy { Int($0).map { $0 >= 0 } == true } == true, "\(label) row")
+        }
+        let bars = lines.drop { $0 != "kernel->client:" }.dropFirst()
+        #expect(bars.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }.reduce(0, +) == 2)
+        #expect(
+            ctl.stderr.contains("1: KEY_VOLUMEUP on AB Shutter3:")
+                && ctl.stderr.contains("2: KEY_ENTER on AB Shutter3:"))
+        kill(d.pid, SIGTERM)
+        #expect(d.wait() == 0)
+    }
+
+    @Test("a bad recording or option stops shutterd with the file, the line and the problem")
+    func refused() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let bad = dir + "/bad.evemu"
+        writeTextFile(bad, "# EVEMU 1.3\nN: x\nI: 0003 0001 0002 0003\nE: 0.1 0001 001c 1\n")
+        let d = Child([shutterd, "--socket", dir + "/s.sock", "--replay", bad], directory: dir)
+        #expect(d.wait() == 65)
+        #expect(d.stderr.contains("\(bad): line 4: E: time '0.1' is not SECONDS.MICROSECONDS"))
+        let missing = Child([shutterd, "--socket", dir + "/s.sock", "--replay", dir + "/none.evemu"], directory: dir)
+        #expect(missing.wait() == 66)
+        #expect(missing.stderr.contains("none.evemu"))
+        let speed = Child([shutterd, "--replay", bad, "--replay-speed", "-1"], directory: dir)
+        #expect(speed.wait() == 64)
+        #expect(speed.stderr.contains("--replay-speed needs a number of at least 0"))
+        let empty = Child([shutterd, "--replay", "--socket", dir + "/s.sock"], directory: dir)
+        #expect(empty.wait() == 64)
+        #expect(empty.stderr.contains("--replay needs at least one recording file"))
+    }
+}
+
+/// voluntary_ctxt_switches of a process, or -1.
+func voluntarySwitches(_ pid: pid_t) -> Int {
+    let status = readFile("/proc/\(pid)/status")
+    let line = status.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches") }
+    return Int(line?.split(separator: "\t").last ?? "") ?? -1
+}
+
+extension Array {
+    subscript(safe i: Int) -> Element? { indices.contains(i) ? self[i] : nil }
+}

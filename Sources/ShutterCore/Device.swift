@@ -50,6 +50,12 @@ package struct DeviceInfo: Equatable, Sendable {
     package var kind: DeviceKind
     /// Played from a recording (`shutterd --replay`), not read from a device.
     package var replayed = false
+    /// BlueZ's `Connected`, for a Bluetooth node BlueZ knows; nil otherwise.
+    package var connected: Bool?
+    /// The battery in percent (BlueZ's or the kernel's HID battery), when known.
+    package var battery: Int?
+    /// BlueZ's alias of a Bluetooth device.
+    package var alias: String?
 
     package init(
         name: String, bus: UInt16, vendor: UInt16, product: UInt16, version: UInt16,

@@ -15,7 +15,8 @@ package final class Engine {
     /// the engine runs on one thread and never holds an access to them across a call that
     /// could touch them again, and the runtime check cost more than the rest of a raw event.
     final class DeviceState {
-        let record: DeviceRecord
+        /// Replaced when the device's object changes (`Engine.replaceRecord`).
+        @exclusivity(unchecked) var record: DeviceRecord
         let mapping: DeviceMapping
         /// The role of each key code below `Self.keyCount`, made once from the mapping: no
         /// hashing per event.

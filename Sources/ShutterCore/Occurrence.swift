@@ -15,6 +15,8 @@ package enum CancelReason: String, Sendable {
     case disabled
     /// This client's new filter or handlers no longer cover the press.
     case filtered
+    /// BlueZ said the device's link went down with the key held.
+    case disconnected
 }
 
 /// The key or axis of an event, as clients see it.

@@ -95,6 +95,7 @@ package enum Wire {
             case .shutdown: out.write("\"reason\":\"shutdown\",")
             case .disabled: out.write("\"reason\":\"disabled\",")
             case .filtered: out.write("\"reason\":\"filtered\",")
+            case .disconnected: out.write("\"reason\":\"disconnected\",")
             }
         }
     }
@@ -176,6 +177,15 @@ package enum Message {
         return out
     }
 
+    /// A device's object changed (its link state or battery): the new object.
+    package static func deviceChanged(_ device: DeviceRecord) -> [UInt8] {
+        var out: [UInt8] = []
+        out.append(ascii: "{\"type\":\"deviceChanged\",\"device\":")
+        out.append(contentsOf: device.text)
+        out.append(ascii: "}\n")
+        return out
+    }
+
     package static func device(added: Bool, _ device: DeviceRecord) -> [UInt8] {
         var out: [UInt8] = []
         out.append(ascii: added ? "{\"type\":\"deviceAdded\",\"device\":" : "{\"type\":\"deviceRemoved\",\"device\":")
@@ -213,6 +223,9 @@ extension DeviceInfo {
         m.append(("node", .string(node)))
         m.append(("kind", .string(kind.rawValue)))
         if replayed { m.append(("replayed", .bool(true))) }
+        if let connected { m.append(("connected", .bool(connected))) }
+        if let battery { m.append(("battery", .int(Int64(battery)))) }
+        if let alias { m.append(("alias", .string(alias))) }
         return .object(m)
     }
 }

@@ -1,0 +1,12 @@
+extension Engine {
+    /// The device's object changed (link state, battery): later occurrences carry `record`,
+    /// which has the same handle. When BlueZ says the device is no longer connected, its
+    /// held keys are cancelled with reason `disconnected`, as its release will not come.
+    package func replaceRecord(_ record: DeviceRecord, now: Int64) -> [Occurrence] {
+        guard let state = devices[record.handle] else { return [] }
+        let wasConnected = state.record.info.connected
+        state.record = record
+        guard wasConnected != false, record.info.connected == false else { return [] }
+        return cancelAll(handle: record.handle, reason: .disconnected, now: now)
+    }
+}

@@ -1,0 +1,134 @@
+import ShutterCore
+import Testing
+
+private let remote = DeviceInfo(
+    name: "AB Shutter3 Keyboard", bus: 0x05, vendor: 0x248a, product: 0x8266, version: 1, uniq: "c2:1a:55:0e:b3:05",
+    phys: "00:1a:7d:da:71:13", syspath: "/sys/devices/virtual/misc/uhid/0005:248A:8266.0001/input/input5/event3",
+    node: "/dev/input/event3", kind: .remote)
+private let usbKeyboard = DeviceInfo(
+    name: "Logitech K120", bus: 0x03, vendor: 0x046d, product: 0xc31c, version: 1, uniq: nil,
+    phys: "usb-0000:00:14.0-2/input0", syspath: "/sys/x/event2", node: "/dev/input/event2", kind: .keyboard)
+private let path = "/org/bluez/hci0/dev_C2_1A_55_0E_B3_05"
+
+@Suite("Bluetooth link state")
+struct LinkTests {
+    func links(connected: Bool = true) -> BluetoothLinks {
+        var l = BluetoothLinks()
+        l.update(
+            path: path, interface: BluetoothLinks.deviceInterface,
+            ["Address": .string("C2:1A:55:0E:B3:05"), "Connected": .bool(connected), "Alias": .string("Shutter")])
+        return l
+    }
+
+    @Test("a Bluetooth node's uniq matches BlueZ's Address whatever the case")
+    func matchesAddress() {
+        let l = links()
+        #expect(l.state(address: "c2:1a:55:0e:b3:05")?.connected == true)
+        #expect(l.state(address: "C2:1A:55:0E:B3:05")?.alias == "Shutter")
+        #expect(l.state(address: "c2:1a:55:0e:b3:06") == nil)
+    }
+
+    @Test("a change is reported once, by address; the same value again is no change")
+    func changes() {
+        var l = links()
+        #expect(
+            l.update(path: path, interface: BluetoothLinks.deviceInterface, ["Connected": .bool(false)])
+                == "C2:1A:55:0E:B3:05")
+        #expect(l.update(path: path, interface: BluetoothLinks.deviceInterface, ["Connected": .bool(false)]) == nil)
+        #expect(
+            l.update(path: path, interface: BluetoothLinks.batteryInterface, ["Percentage": .byte(80)])
+                == "C2:1A:55:0E:B3:05")
+        #expect(l.state(address: "c2:1a:55:0e:b3:05") == LinkState(connected: false, alias: "Shutter", battery: 80))
+        #expect(l.update(path: path, interface: "org.bluez.MediaControl1", ["Connected": .bool(true)]) == nil)
+        #expect(
+            l.update(path: path, interface: BluetoothLinks.deviceInterface, ["Connected": .string("yes")]) == nil,
+            "a property of the wrong type is not read")
+    }
+
+    @Test("properties before the Address are kept and reported when the Address comes")
+    func addressLater() {
+        var l = BluetoothLinks()
+        #expect(l.update(path: path, interface: BluetoothLinks.batteryInterface, ["Percentage": .byte(55)]) == nil)
+        #expect(
+            l.update(path: path, interface: BluetoothLinks.deviceInterface, ["Address": .string("c2:1a:55:0e:b3:05")])
+                == "C2:1A:55:0E:B3:05")
+        #expect(l.state(address: "C2:1A:55:0E:B3:05")?.battery == 55)
+    }
+
+    @Test("InterfacesRemoved: Battery1 drops the battery, Device1 the whole device")
+    func removal() {
+        var l = links()
+        l.update(path: path, interface: BluetoothLinks.batteryInterface, ["Percentage": .byte(80)])
+        #expect(l.remove(path: path, interfaces: [BluetoothLinks.batteryInterface]) == "C2:1A:55:0E:B3:05")
+        #expect(l.state(address: "c2:1a:55:0e:b3:05")?.battery == nil)
+        #expect(l.remove(path: path, interfaces: [BluetoothLinks.deviceInterface]) == "C2:1A:55:0E:B3:05")
+        #expect(l.state(address: "c2:1a:55:0e:b3:05") == nil)
+        #expect(l.remove(path: path, interfaces: [BluetoothLinks.deviceInterface]) == nil)
+    }
+
+    @Test("the device object: connected and alias only for Bluetooth, battery from BlueZ or else the kernel")
+    func deviceObject() throws {
+        let state = LinkState(connected: true, alias: "Shutter", battery: nil)
+        let bt = remote.with(link: state, hidBattery: 40)
+        #expect(bt.connected == true && bt.alias == "Shutter" && bt.battery == 40)
+        #expect(remote.with(link: LinkState(connected: false, battery: 90), hidBattery: 40).battery == 90)
+        let usb = usbKeyboard.with(link: state, hidBattery: 70)
+        #expect(usb.connected == nil && usb.alias == nil && usb.battery == 70)
+        let json = try JSON.parse(String(decoding: DeviceRecord(handle: 1, info: bt).text, as: UTF8.self))
+        #expect(json["connected"] == .bool(true))
+        #expect(json["battery"] == .int(40))
+        #expect(json["alias"] == .string("Shutter"))
+        let plain = try JSON.parse(String(decoding: DeviceRecord(handle: 2, info: usbKeyboard).text, as: UTF8.self))
+        #expect(plain["connected"] == nil && plain["battery"] == nil && plain["alias"] == nil)
+    }
+
+    @Test("a changed object is a new record with new text; an unchanged one is none")
+    func records() {
+        let record = DeviceRecord(handle: 7, info: remote)
+        let changed = record.updated(link: LinkState(connected: true), hidBattery: nil)
+        #expect(changed?.handle == 7)
+        #expect(changed.map { $0.text != record.text } == true)
+        #expect(changed?.updated(link: LinkState(connected: true), hidBattery: nil) == nil)
+        let line = changed.map { String(decoding: Message.deviceChanged($0), as: UTF8.self) } ?? ""
+        #expect(line.hasPrefix(#"{"type":"deviceChanged","device":{"id":"#))
+        #expect(line.hasSuffix(#","connected":true}}"# + "\n"))
+    }
+
+    @Test("a key held when its device disconnects is cancelled with reason disconnected, once")
+    func disconnectCancels() {
+        let engine = Engine(name: TestNames.name)
+        let record = engine.addDevice(handle: 1, info: remote, mapping: .standard(for: .remote))
+        let connected = record.updated(link: LinkState(connected: true), hidBattery: nil)!
+        #expect(engine.replaceRecord(connected, now: 5).isEmpty)
+        let began = engine.handle(1, RawEvent(type: EventType.key, code: KeyCode.enter, value: 1, time: 10), now: 11)
+        #expect(began.map(\.kind) == [.capture(.primary, .began)])
+        #expect(began.first?.device === connected, "events carry the new record")
+        let gone = connected.updated(link: LinkState(connected: false), hidBattery: nil)!
+        let cancels = engine.replaceRecord(gone, now: 20)
+        #expect(cancels.map(\.kind) == [.capture(.primary, .cancelled)])
+        #expect(cancels.first?.reason == .disconnected)
+        #expect(cancels.first?.press == began.first?.press)
+        #expect(cancels.first?.device === gone)
+        #expect(engine.heldCount(1) == 0)
+        let battery = gone.updated(link: LinkState(connected: false, battery: 50), hidBattery: nil)!
+        #expect(engine.replaceRecord(battery, now: 30).isEmpty, "still disconnected: nothing more to cancel")
+        var line: [UInt8] = []
+        Wire.eventHead(cancels[0], clientSeq: 1, handler: .primary, shouldPlaySound: false, sliderValue: 0, into: &line)
+        #expect(String(decoding: line, as: UTF8.self).contains(#""reason":"disconnected""#))
+    }
+
+    @Test("the HID device of an input node and of a hid-input power_supply")
+    func hidBatteryPaths() {
+        let hid = "/sys/devices/virtual/misc/uhid/0005:248A:8266.0001"
+        #expect(HIDBattery.hidDevice(ofInput: remote.syspath) == hid)
+        #expect(HIDBattery.hidDevice(ofInput: "/sys/devices/platform/i8042/serio0/input/input3/event3") == nil)
+        #expect(HIDBattery.hidDevice(ofPowerSupply: hid + "/power_supply/hid-c2:1a:55:0e:b3:05-battery") == hid)
+        #expect(HIDBattery.hidDevice(ofPowerSupply: "/sys/devices/LNXSYSTM:00/power_supply/BAT0") == nil)
+        #expect(HIDBattery.hidDevice(ofPowerSupply: "/sys/devices/x/power_supply/hid-x-battery") == nil)
+        #expect(HIDBattery.capacity("87\n") == 87)
+        #expect(HIDBattery.capacity("100") == 100)
+        #expect(HIDBattery.capacity("101\n") == nil)
+        #expect(HIDBattery.capacity("") == nil)
+        #expect(HIDBattery.capacity("-1") == nil)
+    }
+}

@@ -22,7 +22,12 @@ package struct DaemonOptions {
 package final class Daemon {
     final class OpenDevice {
         let evdev: EvdevDevice
-        let record: DeviceRecord
+        /// Replaced when the device's object changes (link state, battery).
+        var record: DeviceRecord
+        /// The kernel's HID battery, percent, when it has one.
+        var hidBattery: Int?
+        /// Events came while BlueZ said the device was disconnected, and that was logged.
+        var loggedEventsWhileDisconnected = false
         /// A grab was wanted while keys were held; retry once they are released.
         var grabPending = false
 
@@ -45,6 +50,8 @@ package final class Daemon {
     let signals: SignalSource
     var watchdog: Timer?
     var hub: ClientHub!
+    /// BlueZ on the system bus; nil when replaying.
+    var bluez: BluezWatcher?
     let engine = Engine(name: { KeyNames.name(type: $0, code: $1) })
     var devices: [Int: OpenDevice] = [:]
     var bySyspath: [String: Int] = [:]
@@ -94,6 +101,11 @@ package final class Daemon {
                 loop: loop, listener: listener, access: AccessPolicy(options.config),
                 limits: options.config.limits)
             hub.delegate = self
+            if options.replay == nil {
+                let watcher = BluezWatcher(loop: loop) { [unowned self] address in linkChanged(address: address) }
+                bluez = watcher
+                watcher.start()
+            }
             for record in present { addDevice(record) }
             if let replay = options.replay { replayer = try Replayer(self, replay) }
             if let usec = Systemd.watchdogMicros() {
@@ -154,6 +166,10 @@ package final class Daemon {
 
     func udevReady() {
         while let record = monitor?.receive() {
+            if record.subsystem == "power_supply" {
+                powerSupplyChanged(record)
+                continue
+            }
             switch record.action {
             case "add", "change":
                 if record.action == "change", let handle = bySyspath[record.syspath] {
@@ -195,7 +211,10 @@ package final class Daemon {
             return
         }
         lastHandle += 1
-        let device = OpenDevice(evdev: evdev, record: DeviceRecord(handle: lastHandle, info: info))
+        let battery = HIDBattery.read(inputSyspath: record.syspath)
+        let linked = info.with(link: info.uniq.flatMap { bluez?.links.state(address: $0) }, hidBattery: battery)
+        let device = OpenDevice(evdev: evdev, record: DeviceRecord(handle: lastHandle, info: linked))
+        device.hidBattery = battery
         do {
             try loop.add(evdev.raw, events: EventLoop.readable) { [unowned self] _ in deviceReady(device) }
         } catch {
@@ -240,6 +259,7 @@ package final class Daemon {
         } catch {
             gone = error
         }
+        if device.info.connected == false, !events.isEmpty { eventsWhileDisconnected(device) }
         engine.handle(device.handle, events, now: monotonicMicros(), into: &occurrences)
         hub.publish(occurrences)
         if let gone {
@@ -298,8 +318,9 @@ package final class Daemon {
         while let s = signals.next() {
             switch s {
             case SIGHUP:
-                Log.info("SIGHUP: re-reading devices, reporting dropped events")
+                Log.info("SIGHUP: re-reading devices and batteries, reporting dropped events")
                 for device in devices.values { device.evdev.logUnreportedDrops() }
+                rereadBatteries()
                 if let present = try? udev?.enumerateInput() { for r in present { addDevice(r) } }
             default:
                 Log.info("signal \(s): stopping")

@@ -5,6 +5,8 @@ import Glibc
 package struct UdevRecord: Sendable {
     package var syspath: String
     package var sysname: String
+    /// `input`, or `power_supply` for a battery's change.
+    package var subsystem: String
     package var devnode: String?
     package var action: String?
     package var initialized: Bool
@@ -13,6 +15,7 @@ package struct UdevRecord: Sendable {
     init(_ d: OpaquePointer) {
         syspath = String(cString: udev_device_get_syspath(d))
         sysname = udev_device_get_sysname(d).map { String(cString: $0) } ?? ""
+        subsystem = udev_device_get_subsystem(d).map { String(cString: $0) } ?? ""
         devnode = udev_device_get_devnode(d).map { String(cString: $0) }
         action = udev_device_get_action(d).map { String(cString: $0) }
         initialized = udev_device_get_is_initialized(d) > 0
@@ -61,7 +64,8 @@ package final class Udev {
     }
 }
 
-/// A udev monitor on the `udev` source (events after udev's rules ran), subsystem `input`.
+/// A udev monitor on the `udev` source (events after udev's rules ran), subsystems `input`
+/// and `power_supply` (batteries, hid-input's among them, report their changes there).
 package final class UdevMonitor {
     let udev: Udev
     let handle: OpaquePointer
@@ -76,6 +80,9 @@ package final class UdevMonitor {
         try negErrno(
             "udev_monitor_filter_add_match_subsystem_devtype", nil,
             udev_monitor_filter_add_match_subsystem_devtype(m, "input", nil))
+        try negErrno(
+            "udev_monitor_filter_add_match_subsystem_devtype", nil,
+            udev_monitor_filter_add_match_subsystem_devtype(m, "power_supply", nil))
         try negErrno("udev_monitor_enable_receiving", nil, udev_monitor_enable_receiving(m))
         fd = udev_monitor_get_fd(m)
         // libudev's socket is non-blocking already; make sure, since the loop relies on it.

@@ -379,12 +379,7 @@ struct ProgramTests {
         let d = Child([shutterd, "--socket", path], directory: dir)
         let client = try connect(path)
         _ = try client.next(type: "hello", timeout: 5000)
-        usleep(200_000)
-        let before = voluntarySwitches(d.pid)
-        usleep(1_500_000)
-        let after = voluntarySwitches(d.pid)
-        #expect(before >= 0)
-        #expect(after == before, "voluntary context switches while idle: \(before) -> \(after)")
+        expectAsleep(d.pid, "while idle")
         kill(d.pid, SIGTERM)
         #expect(d.wait() == 0)
     }

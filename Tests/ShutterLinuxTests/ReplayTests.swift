@@ -227,6 +227,18 @@ func voluntarySwitches(_ pid: pid_t) -> Int {
     return Int(line?.split(separator: "\t").last ?? "") ?? -1
 }
 
+/// Expects the process to make no voluntary context switch (no wake-up) for 1.5 s, after
+/// 0.2 s to settle.
+func expectAsleep(_ pid: pid_t, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
+    usleep(200_000)
+    let before = voluntarySwitches(pid)
+    usleep(1_500_000)
+    let after = voluntarySwitches(pid)
+    #expect(before >= 0, sourceLocation: sourceLocation)
+    #expect(
+        after == before, "voluntary context switches \(what): \(before) -> \(after)", sourceLocation: sourceLocation)
+}
+
 extension Array {
     subscript(safe i: Int) -> Element? { indices.contains(i) ? self[i] : nil }
 }

@@ -1,0 +1,82 @@
+import Glibc
+import ShutterCore
+
+extension HIDBattery {
+    /// The capacity of the hid-input battery of the HID device an input node belongs to:
+    /// `<hid device>/power_supply/hid-*-battery/capacity`. nil when it has none, or when the
+    /// kernel has no value yet (capacity reads fail until the device reported one).
+    static func read(inputSyspath: String) -> Int? {
+        guard let hid = hidDevice(ofInput: inputSyspath) else { return nil }
+        let dir = hid + "/power_supply"
+        guard let d = opendir(dir) else { return nil }
+        defer { closedir(d) }
+        while let entry = readdir(d) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard name.hasPrefix("hid-"), let text = try? readTextFile(dir + "/" + name + "/capacity", limit: 64)
+            else { continue }
+            if let percent = capacity(text) { return percent }
+        }
+        return nil
+    }
+}
+
+extension Daemon {
+    /// BlueZ's state of a device changed: the input nodes with that address take it.
+    func linkChanged(address: String) {
+        let wanted = BluetoothLinks.normalize(address)
+        for device in devices.values.sorted(by: { $0.handle < $1.handle })
+        where device.info.uniq.map(BluetoothLinks.normalize) == wanted {
+            updateLink(device)
+        }
+    }
+
+    /// A power_supply's uevent: a hid-input battery's capacity may have changed.
+    func powerSupplyChanged(_ record: UdevRecord) {
+        guard let hid = HIDBattery.hidDevice(ofPowerSupply: record.syspath) else { return }
+        for device in devices.values.sorted(by: { $0.handle < $1.handle })
+        where HIDBattery.hidDevice(ofInput: device.info.syspath) == hid {
+            device.hidBattery = record.action == "remove" ? nil : HIDBattery.read(inputSyspath: device.info.syspath)
+            updateLink(device)
+        }
+    }
+
+    /// Reads every device's HID battery again (SIGHUP), for a kernel whose battery changes
+    /// came without a uevent.
+    func rereadBatteries() {
+        for device in devices.values.sorted(by: { $0.handle < $1.handle }) {
+            device.hidBattery = HIDBattery.read(inputSyspath: device.info.syspath)
+            updateLink(device)
+        }
+    }
+
+    /// Makes the device's object again from the link state and battery; when it changed,
+    /// held keys of a device that disconnected are cancelled, then every client is sent
+    /// `deviceChanged`.
+    func updateLink(_ device: OpenDevice) {
+        let link = device.info.uniq.flatMap { bluez?.links.state(address: $0) }
+        guard let new = device.record.updated(link: link, hidBattery: device.hidBattery) else { return }
+        let old = device.info
+        device.record = new
+        device.loggedEventsWhileDisconnected = false
+        hub.publish(engine.replaceRecord(new, now: monotonicMicros()))
+        var what: [String] = []
+        if old.connected != new.info.connected {
+            what.append("connected=\(new.info.connected.map(String.init) ?? "-")")
+        }
+        if old.battery != new.info.battery { what.append("battery=\(new.info.battery.map(String.init) ?? "-")") }
+        if old.alias != new.info.alias { what.append("alias=\(new.info.alias ?? "-")") }
+        Log.info("\(device.evdev.nodeName) - \(new.info.name): \(what.joined(separator: " "))")
+        hub.broadcast(Message.deviceChanged(new))
+    }
+
+    /// Events from a device BlueZ calls disconnected should not come; they are passed on
+    /// all the same, and logged once until its state changes again.
+    func eventsWhileDisconnected(_ device: OpenDevice) {
+        guard !device.loggedEventsWhileDisconnected else { return }
+        device.loggedEventsWhileDisconnected = true
+        Log.info(
+            "\(device.evdev.nodeName) - \(device.info.name): events while BlueZ says it is disconnected; passed on")
+    }
+}

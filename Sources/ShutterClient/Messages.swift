@@ -62,6 +62,12 @@ public struct Device: Sendable, Equatable {
     /// How shutterd maps the device's keys: `remote`, `headset`, `dial`, `keyboard`,
     /// `camera`, `media` or `mouse`.
     public var kind: String
+    /// For a Bluetooth device BlueZ knows: whether it is connected now (protocol 1.2).
+    public var connected: Bool? = nil
+    /// The battery in percent, when known (protocol 1.2).
+    public var battery: Int? = nil
+    /// BlueZ's alias of a Bluetooth device (protocol 1.2).
+    public var alias: String? = nil
     /// The device object as one line of JSON, with any fields this library does not know.
     public var json: String
 }
@@ -185,6 +191,8 @@ public enum Event: Sendable, Equatable {
     case gesture(Gesture)
     case deviceAdded(Device)
     case deviceRemoved(Device)
+    /// A device's object changed: its link state, battery or alias (protocol 1.2).
+    case deviceChanged(Device)
     case overflow(Overflow)
     /// With reconnection on: the connection ended (why, in words); the client reconnects.
     case disconnected(String)
@@ -338,7 +346,9 @@ extension Device {
             id: try f.string("id"), group: try f.string("group"), name: try f.string("name"), bus: try f.string("bus"),
             vendor: try f.string("vendor"), product: try f.string("product"), version: try f.string("version"),
             uniq: f.optionalString("uniq"), phys: f.optionalString("phys"), syspath: try f.string("syspath"),
-            node: try f.string("node"), kind: try f.string("kind"), json: json.serialized)
+            node: try f.string("node"), kind: try f.string("kind"), connected: json["connected"]?.boolValue,
+            battery: f.optionalInt("battery").flatMap { Int(exactly: $0) }, alias: f.optionalString("alias"),
+            json: json.serialized)
     }
 
     static func list(_ json: JSON?, _ context: String) throws(ClientError) -> [Device] {
@@ -418,6 +428,7 @@ extension Event {
         case "gesture": self = .gesture(try Gesture(json: json))
         case "deviceAdded": self = .deviceAdded(try Device(json: try f.object("device").json))
         case "deviceRemoved": self = .deviceRemoved(try Device(json: try f.object("device").json))
+        case "deviceChanged": self = .deviceChanged(try Device(json: try f.object("device").json))
         case "overflow":
             let o = Fields(json: json, context: "an overflow")
             self = .overflow(

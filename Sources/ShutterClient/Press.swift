@@ -173,8 +173,21 @@ package enum EventText {
                 "\(time(g.kernelTime)) \(g.handler.rawValue) \(g.gesture.rawValue) press=\(g.press)\(first) \(g.key.name) from \(from(g.device))"
         case .deviceAdded(let d): return "added '\(d.name)' id=\(d.id) node=\(d.node)"
         case .deviceRemoved(let d): return "removed '\(d.name)' id=\(d.id) node=\(d.node)"
+        case .deviceChanged(let d): return "changed '\(d.name)' id=\(d.id)\(d.linkWords)"
         case .overflow(let o): return "overflow: \(o.message)"
         case .disconnected, .reconnected: return nil
         }
+    }
+}
+
+extension Device {
+    /// " connected=yes battery=80% alias='Shutter'": what is known of the link, each part
+    /// only when the device object has it.
+    public var linkWords: String {
+        var s = ""
+        if let connected { s += connected ? " connected=yes" : " connected=no" }
+        if let battery { s += " battery=\(battery)%" }
+        if let alias { s += " alias='\(alias)'" }
+        return s
     }
 }

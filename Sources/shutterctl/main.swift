@@ -21,7 +21,8 @@ let mainUsage = """
 let devicesUsage = """
     Usage: shutterctl devices [--json] [--socket PATH]
 
-    Lists the input devices shutterd has open: id, kind, bus, vendor:product, node, name.
+    Lists the input devices shutterd has open: kind, bus, vendor:product, node, link (a
+    Bluetooth device's connected or disconnected, from BlueZ), battery, name, id.
     With --json, prints each device object as one JSON line (nothing when there are none).
     """
 
@@ -188,8 +189,12 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
         out("no devices (shutterd opens devices with volume, media, camera keys or dials)")
         return 0
     }
-    var rows = [["KIND", "BUS", "ID", "NODE", "NAME", "DEVICE ID"]]
-    for d in list { rows.append([d.kind, d.bus, "\(d.vendor):\(d.product)", d.node, d.name, d.id]) }
+    var rows = [["KIND", "BUS", "ID", "NODE", "LINK", "BATTERY", "NAME", "DEVICE ID"]]
+    for d in list {
+        let link = d.connected.map { $0 ? "connected" : "disconnected" } ?? "-"
+        let battery = d.battery.map { "\($0)%" } ?? "-"
+        rows.append([d.kind, d.bus, "\(d.vendor):\(d.product)", d.node, link, battery, d.name, d.id])
+    }
     let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max() ?? 0 }
     for r in rows {
         out(

@@ -111,7 +111,8 @@ final class Bridge {
             if seq != nil { topic = topics.events(id ?? "_") }
             spool.append(Spool.Entry(topic: topic, payload: payload, seq: seq))
             pump()
-        case .deviceAdded(let d):
+        case .deviceAdded(let d), .deviceChanged(let d):
+            // A changed device's retained object is published again.
             publishDevices(devices.added(id: d.id, json: d.json, connected: broker.connected))
         case .deviceRemoved(let d):
             publishDevices(devices.removed(id: d.id, connected: broker.connected))

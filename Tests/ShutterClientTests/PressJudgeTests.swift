@@ -260,6 +260,24 @@ struct EventTextTests {
         #expect(EventText.line(.disconnected("gone")) == nil)
     }
 
+    @Test("deviceChanged: the link state decoded and printed, each part only when present")
+    func deviceChanged() throws {
+        guard case .object(var members) = shutter else { return }
+        members += [("connected", .bool(false)), ("battery", .int(80)), ("alias", .string("Shutter"))]
+        let changed = try #require(event(.object([("type", .string("deviceChanged")), ("device", .object(members))])))
+        guard case .deviceChanged(let d) = changed else {
+            Issue.record("deviceChanged decoded as \(changed)")
+            return
+        }
+        #expect(d.connected == false && d.battery == 80 && d.alias == "Shutter")
+        #expect(
+            EventText.line(changed)
+                == "changed 'AB Shutter3 Keyboard' id=bluetooth-2717-0040-c2:1a:55:0e:b3:05-ab-shutter3-keyboard connected=no battery=80% alias='Shutter'"
+        )
+        let plain = try Device(json: k380)
+        #expect(plain.connected == nil && plain.battery == nil && plain.alias == nil && plain.linkWords == "")
+    }
+
     @Test("a line straight from a ClientSession reads as expected")
     func fromSession() throws {
         let device = DeviceInfo(

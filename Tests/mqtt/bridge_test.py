@@ -203,7 +203,7 @@ def test_clean_stop(work):
 
 
 def test_devices_and_events_across_broker_restart(work):
-    """Devices retained and cleared when gone; events published while the broker is down wait
+    """Devices retained, published again when changed and cleared when gone; events published while the broker is down wait
     in the spool and all arrive, once each after de-duplication by (host, seq), in order; a
     full spool drops the oldest and says so in a notice."""
     broker = Broker(work, persistent=True)
@@ -220,6 +220,11 @@ def test_devices_and_events_across_broker_restart(work):
         wait_until("the device retained", lambda: broker.retained(device_topic))
         assert json.loads(broker.retained(device_topic))["id"] == DEVICE["id"]
         wait_until("the stand-in has the bridge", standin.accepted.is_set)
+        # A deviceChanged (a battery level) publishes the retained object again.
+        changed = {"type": "deviceChanged", "device": dict(DEVICE, battery=42)}
+        standin.conn.sendall(json.dumps(changed).encode() + b"\n")
+        wait_until("the changed device retained",
+                   lambda: json.loads(broker.retained(device_topic) or b"{}").get("battery") == 42)
         time.sleep(0.5)  # the subscriber is in
         standin.send(range(1, 6))
 

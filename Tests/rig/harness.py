@@ -201,6 +201,73 @@ class Daemon:
         return self.proc.returncode if self.proc else None
 
 
+# --- the system bus ----------------------------------------------------------------------
+
+
+# The AB Shutter3's Bluetooth address: its uhid node's uniq (Tests/devices/ab-shutter3.json).
+SHUTTER_ADDRESS = "C2:1A:55:0E:B3:05"
+SHUTTER_ALIAS = "AB Shutter3 (rig)"
+
+
+class SystemBus:
+    """A private dbus-daemon as the system bus (DBUS_SYSTEM_BUS_ADDRESS, set here for the
+    shutterd started after it) with python-dbusmock's bluez5 template as BlueZ: an adapter
+    hci0 and the AB Shutter3 as a connected device. Debian's dbus-daemon and python3-dbusmock
+    (Tests/rig/setup.sh); the mock is driven by Debian's python3 with its dbus module, so
+    this harness stays standard library only."""
+
+    PY = "/usr/bin/python3"
+
+    def __init__(self, directory):
+        self.path = os.path.join(directory, "system_bus_socket")
+        self.address = "unix:path=" + self.path
+        self.procs = []
+
+    def start(self):
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+        self.procs.append(subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--address=" + self.address],
+                                           stdin=subprocess.DEVNULL))
+        deadline = time.monotonic() + 30
+        while not os.path.exists(self.path):
+            if time.monotonic() > deadline:
+                raise Failure("dbus-daemon made no socket at %s" % self.path)
+            time.sleep(0.05)
+        os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = self.address
+        self.procs.append(subprocess.Popen([self.PY, "-m", "dbusmock", "--system", "--template", "bluez5"],
+                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
+        self.bluez("mock.AddAdapter('hci0', 'rig')",
+                   "mock.AddDevice('hci0', %r, %r)" % (SHUTTER_ADDRESS, SHUTTER_ALIAS),
+                   "mock.ConnectDevice('hci0', %r)" % SHUTTER_ADDRESS)
+
+    def bluez(self, *statements):
+        """Runs python statements with `bus` (the system bus), `mock` (org.bluez.Mock) and
+        `device` (the shutter's org.freedesktop.DBus.Mock) bound, once org.bluez is there."""
+        dev_path = "/org/bluez/hci0/dev_" + SHUTTER_ADDRESS.replace(":", "_")
+        script = "\n".join([
+            "import dbus, time",
+            "bus = dbus.SystemBus()",
+            "for i in range(600):",
+            "    if bus.name_has_owner('org.bluez'): break",
+            "    time.sleep(0.05)",
+            "mock = dbus.Interface(bus.get_object('org.bluez', '/org/bluez'), 'org.bluez.Mock')",
+            "device = dbus.Interface(bus.get_object('org.bluez', %r), 'org.freedesktop.DBus.Mock')" % dev_path,
+        ] + list(statements))
+        r = subprocess.run([self.PY, "-c", script], capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise Failure("python-dbusmock: %s" % (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1])
+
+    def stop(self):
+        for p in reversed(self.procs):
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.procs = []
+
+
 # --- the rig -----------------------------------------------------------------------------
 
 
@@ -210,6 +277,7 @@ class Rig:
     def __init__(self, args):
         self.args = args
         self.daemon = Daemon(args.shutterd, args.socket, args.log)
+        self.bus = SystemBus(os.path.dirname(args.socket))
         self.devs = {}
         self.ids = {}  # device file -> the protocol id of its (first) node
         self.clients = []

@@ -21,6 +21,7 @@ import fnmatch
 import glob
 import importlib.util
 import os
+import subprocess
 import sys
 import time
 import traceback
@@ -78,6 +79,12 @@ def main():
         except Exception as e:  # noqa: BLE001
             print("FAIL setup-%s: %s" % (f, e), flush=True)
             failed += 1
+    # The system bus and BlueZ come before shutterd, which connects to them at start.
+    try:
+        rig.bus.start()
+    except (OSError, Failure, subprocess.SubprocessError) as e:
+        print("FAIL setup-system-bus: %s" % e, flush=True)
+        failed += 1
     try:
         rig.daemon.start()
     except Failure as e:
@@ -131,6 +138,7 @@ def main():
         except Exception:  # noqa: BLE001
             pass
     code = rig.daemon.stop()
+    rig.bus.stop()
     print("scenarios: shutterd exited with %s" % code, flush=True)
     # SIGTERM must end it cleanly (exit 0): anything else is a crash somewhere above, the
     # INFO measurements included.

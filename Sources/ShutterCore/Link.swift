@@ -47,12 +47,22 @@ package struct BluetoothLinks: Sendable {
     /// `uniq` of a Bluetooth HID node is the same address in lower case.
     package static func normalize(_ address: String) -> String { address.uppercased() }
 
+    /// The address BlueZ writes into a device's object path (`/org/bluez/hci0/dev_C2_1A_..`),
+    /// for a PropertiesChanged of a device whose Address was not read (GetManagedObjects
+    /// refused by the bus's policy, or not answered yet).
+    static func address(ofPath path: String) -> String? {
+        guard let last = path.split(separator: "/").last, last.hasPrefix("dev_") else { return nil }
+        let parts = last.dropFirst(4).split(separator: "_", omittingEmptySubsequences: false)
+        guard parts.count == 6, parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isHexDigit) }) else { return nil }
+        return normalize(parts.joined(separator: ":"))
+    }
+
     /// Properties of `interface` of the object at `path` (its initial ones or a change).
     /// Returns the address of the device whose state changed, or nil if none did.
     @discardableResult
     package mutating func update(path: String, interface: String, _ properties: [String: BusValue]) -> String? {
         guard interface == Self.deviceInterface || interface == Self.batteryInterface else { return nil }
-        var entry = byPath[path] ?? Entry()
+        var entry = byPath[path] ?? Entry(address: Self.address(ofPath: path))
         let before = entry.state
         let hadAddress = entry.address
         for (name, value) in properties {

@@ -48,11 +48,23 @@ struct LinkTests {
     @Test("properties before the Address are kept and reported when the Address comes")
     func addressLater() {
         var l = BluetoothLinks()
+        let path = "/org/bluez/hci0/device"  // an address the path does not tell
         #expect(l.update(path: path, interface: BluetoothLinks.batteryInterface, ["Percentage": .byte(55)]) == nil)
         #expect(
             l.update(path: path, interface: BluetoothLinks.deviceInterface, ["Address": .string("c2:1a:55:0e:b3:05")])
                 == "C2:1A:55:0E:B3:05")
         #expect(l.state(address: "C2:1A:55:0E:B3:05")?.battery == 55)
+    }
+
+    @Test("a PropertiesChanged of a device never listed takes its address from the object path")
+    func addressFromPath() {
+        var l = BluetoothLinks()
+        let connected: [String: BusValue] = ["Connected": .bool(true)]
+        #expect(l.update(path: path, interface: BluetoothLinks.deviceInterface, connected) == "C2:1A:55:0E:B3:05")
+        #expect(l.state(address: "c2:1a:55:0e:b3:05")?.connected == true)
+        for other in ["/org/bluez/hci0", "/org/bluez/hci0/dev_C2_1A_55", "/org/bluez/hci0/dev_C2_1A_55_0E_B3_0G"] {
+            #expect(l.update(path: other, interface: BluetoothLinks.deviceInterface, connected) == nil, "\(other)")
+        }
     }
 
     @Test("InterfacesRemoved: Battery1 drops the battery, Device1 the whole device")

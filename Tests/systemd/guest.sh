@@ -84,6 +84,13 @@ ready() {
 check ready "Type=notify service active after READY=1, with its STATUS=" ready
 check owner-first-start "socket still root-owned after the service's first start" socket_owner_is_root
 check hello-running "a client gets hello" hello
+# The system bus through the sandbox (ProtectSystem=strict leaves its socket connectable,
+# AF_UNIX is allowed): the image has dbus but no BlueZ, so the daemon's GetManagedObjects
+# comes back refused by the bus, which a daemon that could not connect never logs.
+bus_reached() {
+    journalctl -u shutterd.service -o cat --no-pager | grep -m1 "BlueZ not reachable on the system bus (org.freedesktop.DBus.Error.ServiceUnknown"
+}
+check system-bus "the sandboxed daemon reaches the system bus" wait_for 15 bus_reached
 
 # ---- socket activation ----------------------------------------------------------------
 systemctl stop shutterd.service

@@ -159,6 +159,13 @@ package enum HIDBattery {
         return u.enumerated().allSatisfy { i, c in i == 4 || i == 9 || i == 14 || isHex(c) }
     }
 
+    /// The capacity a power_supply uevent carries (`POWER_SUPPLY_CAPACITY`): read from the
+    /// event, not from sysfs, as reading `capacity` of a battery the device has not
+    /// reported makes the kernel ask the device (a GET_REPORT, which can take seconds).
+    package static func capacity(uevent properties: [String: String]) -> Int? {
+        properties["POWER_SUPPLY_CAPACITY"].flatMap(capacity)
+    }
+
     /// A `capacity` file's text ("87\n") as a percentage, or nil if it is not one.
     package static func capacity(_ text: String) -> Int? {
         guard let n = Int(text.trimmingSpaces), (0...100).contains(n) else { return nil }

@@ -211,8 +211,10 @@ package final class Daemon {
             return
         }
         lastHandle += 1
-        let battery = HIDBattery.read(inputSyspath: record.syspath)
-        let linked = info.with(link: info.uniq.flatMap { bluez?.links.state(address: $0) }, hidBattery: battery)
+        let link = info.uniq.flatMap { bluez?.links.state(address: $0) }
+        let asleep = info.with(link: link, hidBattery: nil).connected == false
+        let battery = asleep ? nil : HIDBattery.read(inputSyspath: record.syspath)
+        let linked = info.with(link: link, hidBattery: battery)
         let device = OpenDevice(evdev: evdev, record: DeviceRecord(handle: lastHandle, info: linked))
         device.hidBattery = battery
         do {

@@ -4,7 +4,9 @@ import ShutterCore
 extension HIDBattery {
     /// The capacity of the hid-input battery of the HID device an input node belongs to:
     /// `<hid device>/power_supply/hid-*-battery/capacity`. nil when it has none, or when the
-    /// kernel has no value yet (capacity reads fail until the device reported one).
+    /// kernel has no value. Until the device reported one, the read makes the kernel ask the
+    /// device (GET_REPORT), which a connected device answers at once: never called for a
+    /// device BlueZ calls disconnected.
     static func read(inputSyspath: String) -> Int? {
         guard let hid = hidDevice(ofInput: inputSyspath) else { return nil }
         let dir = hid + "/power_supply"
@@ -37,7 +39,11 @@ extension Daemon {
         guard let hid = HIDBattery.hidDevice(ofPowerSupply: record.syspath) else { return }
         for device in devices.values.sorted(by: { $0.handle < $1.handle })
         where HIDBattery.hidDevice(ofInput: device.info.syspath) == hid {
-            device.hidBattery = record.action == "remove" ? nil : HIDBattery.read(inputSyspath: device.info.syspath)
+            if record.action == "remove" {
+                device.hidBattery = nil
+            } else if let percent = HIDBattery.capacity(uevent: record.properties) {
+                device.hidBattery = percent
+            }
             updateLink(device)
         }
     }
@@ -45,7 +51,7 @@ extension Daemon {
     /// Reads every device's HID battery again (SIGHUP), for a kernel whose battery changes
     /// came without a uevent.
     func rereadBatteries() {
-        for device in devices.values.sorted(by: { $0.handle < $1.handle }) {
+        for device in devices.values.sorted(by: { $0.handle < $1.handle }) where device.info.connected != false {
             device.hidBattery = HIDBattery.read(inputSyspath: device.info.syspath)
             updateLink(device)
         }

@@ -142,5 +142,8 @@ struct LinkTests {
         #expect(HIDBattery.capacity("101\n") == nil)
         #expect(HIDBattery.capacity("") == nil)
         #expect(HIDBattery.capacity("-1") == nil)
+        #expect(
+            HIDBattery.capacity(uevent: ["POWER_SUPPLY_NAME": "hid-x-battery", "POWER_SUPPLY_CAPACITY": "64"]) == 64)
+        #expect(HIDBattery.capacity(uevent: ["POWER_SUPPLY_NAME": "hid-x-battery"]) == nil)
     }
 }

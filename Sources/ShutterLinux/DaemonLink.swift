@@ -16,12 +16,19 @@ extension HIDBattery {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
-            guard name.hasPrefix("hid-"), let text = try? readTextFile(dir + "/" + name + "/capacity", limit: 64)
-            else { continue }
+            guard name.hasPrefix("hid-"), let text = readSysfsAttribute(dir + "/" + name + "/capacity") else {
+                continue
+            }
             if let percent = capacity(text) { return percent }
         }
         return nil
     }
+}
+
+/// A sysfs attribute's text, or nil when it cannot be read. fstat says 4096 bytes for every
+/// attribute, whatever it holds: the limit is above that.
+func readSysfsAttribute(_ path: String) -> String? {
+    try? readTextFile(path, limit: 1 << 16)
 }
 
 extension Daemon {

@@ -9,7 +9,6 @@ Usage: bridge_test.py SHUTTERD SHUTTERD_MQTT
 """
 import json
 import os
-import pwd
 import shutil
 import signal
 import socket
@@ -20,64 +19,10 @@ import threading
 import time
 import traceback
 
+from mqttbroker import Broker, wait_until
+
 SHUTTERD, BRIDGE = (os.path.abspath(p) for p in sys.argv[1:3])
 PREFIX = "test/rig"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(what, check, seconds=20):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"{what}: not within {seconds} s")
-
-
-class Broker:
-    """mosquitto on 127.0.0.1:port; with persistence its sessions survive a restart."""
-
-    def __init__(self, work, persistent=False):
-        self.port = free_port()
-        self.conf = os.path.join(work, "mosquitto.conf")
-        with open(self.conf, "w") as f:
-            f.write(f"listener {self.port} 127.0.0.1\nallow_anonymous true\n")
-            # Run as root, mosquitto would drop to the user mosquitto, who cannot write here.
-            f.write(f"user {pwd.getpwuid(os.getuid()).pw_name}\n")
-            if persistent:
-                f.write(f"persistence true\npersistence_location {work}/\n")
-        self.log = open(os.path.join(work, "mosquitto.log"), "a")
-        self.proc = None
-        self.start()
-
-    def start(self):
-        self.proc = subprocess.Popen(["/usr/sbin/mosquitto", "-c", self.conf], stdout=self.log, stderr=self.log)
-        wait_until("mosquitto listening", self.listening)
-
-    def listening(self):
-        try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-            return True
-        except OSError:
-            return False
-
-    def stop(self, sig=signal.SIGTERM):
-        self.proc.send_signal(sig)
-        self.proc.wait(20)
-
-    def retained(self, topic):
-        """The retained message on `topic` (b"" for none), as a new subscriber gets it."""
-        out = subprocess.run(
-            ["mosquitto_sub", "-h", "127.0.0.1", "-p", str(self.port), "-t", topic, "-C", "1", "-W", "2",
-             "--retained-only", "-F", "%p"],
-            capture_output=True)
-        return out.stdout.rstrip(b"\n")
 
 
 class Process:
@@ -211,10 +156,7 @@ def test_devices_and_events_across_broker_restart(work):
     standin = StandIn(path, [DEVICE])
     bridge = start_bridge(work, broker, path, "--spool", "16")
     out = open(os.path.join(work, "sub.out"), "w+")
-    # A persistent session (-c) at QoS 1: the broker keeps what comes while it reconnects.
-    sub = subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(broker.port), "-c", "-i", "tier-sub",
-                            "-q", "1", "-t", PREFIX + "/events/#", "-t", PREFIX + "/notice", "-F", "%t %p"],
-                           stdout=out, stderr=subprocess.STDOUT)
+    sub = broker.subscribe(out, "tier-sub", PREFIX + "/events/#", PREFIX + "/notice")
     try:
         device_topic = PREFIX + "/devices/" + DEVICE["id"]
         wait_until("the device retained", lambda: broker.retained(device_topic))

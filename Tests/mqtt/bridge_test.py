@@ -3,9 +3,11 @@
 consumer: the retained status and its last will, reconnecting to a restarted broker and a
 restarted shutterd, and, with a stand-in shutterd that sends captures (events need a kernel
 device otherwise), retained devices and every event across a broker restart, with what a
-full spool dropped published as a notice. Ends with 'N passed, N failed'.
+full spool dropped published as a notice; a broker with a password file and one with TLS
+(a throwaway CA), with the right and the wrong credentials. Ends with 'N passed, N failed'.
 
 Usage: bridge_test.py SHUTTERD SHUTTERD_MQTT
+       (SHUTTERD_MQTT_ONLY=test_a,test_b runs only those)
 """
 import json
 import os
@@ -56,11 +58,12 @@ def connectable(path):
         return False
 
 
-def start_bridge(work, broker, socket_path, *extra):
-    # The broker's address from the config file's [mqtt] section, the rest as options.
+def start_bridge(work, broker, socket_path, *extra, config=""):
+    # The broker's address (and `config`) from the config file's [mqtt] section, the rest
+    # as options.
     conf = os.path.join(work, "shutterd.conf")
     with open(conf, "w") as f:
-        f.write(f"[mqtt]\nhost = 127.0.0.1\nport = {broker.port}\nkeepalive = 5\n")
+        f.write(f"[mqtt]\nhost = 127.0.0.1\nport = {broker.port}\nkeepalive = 5\n{config}")
     return Process([BRIDGE, "--config", conf, "--socket", socket_path, "--prefix", PREFIX, *extra],
                    os.path.join(work, "bridge.log"))
 
@@ -201,8 +204,100 @@ def test_devices_and_events_across_broker_restart(work):
         broker.stop()
 
 
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def test_password_file(work):
+    """A broker with a password file: the right password connects; a wrong one is refused
+    with the broker's reason and code in the log, and the bridge keeps trying: once the
+    broker accepts that password (its file changed, SIGHUP), the bridge is online."""
+    passwords = os.path.join(work, "passwords")
+    subprocess.run(["mosquitto_passwd", "-b", "-c", passwords, "rig", "right horse"], check=True)
+    broker = Broker(work, listener=f"allow_anonymous false\npassword_file {passwords}\n",
+                    client_args=["-u", "rig", "-P", "right horse"])
+    d, path = start_shutterd(work)
+    login = "username = rig\npassword-file = {}\n"
+    bridge = start_bridge(work, broker, path, config=login.format(write(os.path.join(work, "pw"), "right horse\n")))
+    try:
+        wait_until("online with the right password", lambda: broker.retained(PREFIX + "/status") == b"online")
+        bridge.stop()
+        bridge = start_bridge(work, broker, path, "--client-id", "wrong-password",
+                              config=login.format(write(os.path.join(work, "pw-wrong"), "wrong horse")))
+        refused = "the broker at 127.0.0.1:%d refused the connection: " % broker.port
+        line = wait_until("the refusal logged", lambda: [l for l in bridge.log().splitlines() if refused in l])[0]
+        # mosquitto answers a wrong password with 5 (not authorised), not 4, under MQTT 3.1.1.
+        assert line.endswith(refused + "not authorised (CONNACK code 5); retrying"), line
+        # A second attempt (the broker logs each), logged once; then the broker takes that
+        # password (its file changed, SIGHUP reloads it) and the bridge's next attempt works.
+        wait_until("a second attempt", lambda: open(broker.log_path).read().count("not authorised") >= 2)
+        assert bridge.log().count(refused) == 1, bridge.log()
+        subprocess.run(["mosquitto_passwd", "-b", passwords, "rig", "wrong horse"], check=True)
+        broker.proc.send_signal(signal.SIGHUP)
+        wait_until("connected once the password is accepted", lambda: "mqtt: connected" in bridge.log(), seconds=30)
+    finally:
+        bridge.stop()
+        d.stop()
+        broker.stop()
+
+
+def make_ca(work, name):
+    """A throwaway CA (EC P-256): its certificate's path and key's path."""
+    crt, key = os.path.join(work, name + ".crt"), os.path.join(work, name + ".key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", key, "-out", crt, "-days", "2", "-subj", "/CN=" + name],
+                   check=True, capture_output=True)
+    return crt, key
+
+
+def make_cert(work, name, ca, subject_alt_name):
+    """A certificate for `name` signed by `ca` (make_ca's pair): its certificate and key."""
+    crt, key, csr = (os.path.join(work, name + ext) for ext in (".crt", ".key", ".csr"))
+    subprocess.run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", key, "-out", csr, "-subj", "/CN=" + name], check=True, capture_output=True)
+    ext = write(os.path.join(work, name + ".ext"), f"subjectAltName = {subject_alt_name}\n")
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-CAcreateserial",
+                    "-out", crt, "-days", "2", "-extfile", ext], check=True, capture_output=True)
+    return crt, key
+
+
+def test_tls(work):
+    """A TLS listener with a throwaway CA that also requires a client certificate: the
+    bridge with the CA, its certificate and key connects; with another CA it logs a TLS
+    error naming the failed verification, and keeps trying."""
+    ca = make_ca(work, "test-ca")
+    server = make_cert(work, "broker", ca, "IP:127.0.0.1")
+    client = make_cert(work, "rig", ca, "DNS:rig")
+    broker = Broker(work, listener=(f"allow_anonymous true\ncafile {ca[0]}\ncertfile {server[0]}\n"
+                                    f"keyfile {server[1]}\nrequire_certificate true\n"),
+                    client_args=["--cafile", ca[0], "--cert", client[0], "--key", client[1]])
+    d, path = start_shutterd(work)
+    tls = "tls-ca = {}\ntls-cert = {}\ntls-key = {}\n"
+    bridge = start_bridge(work, broker, path, config=tls.format(ca[0], *client))
+    try:
+        wait_until("online over TLS", lambda: broker.retained(PREFIX + "/status") == b"online")
+        bridge.stop()
+        other = make_ca(work, "other-ca")
+        bridge = start_bridge(work, broker, path, "--client-id", "wrong-ca", config=tls.format(other[0], *client))
+        line = wait_until("a TLS error logged", lambda: [l for l in bridge.log().splitlines() if "TLS" in l])[0]
+        assert f"cannot connect to the broker at 127.0.0.1:{broker.port}: TLS failed: " in line, line
+        assert "certificate verify failed" in line, line
+        # It keeps trying (the broker sees each handshake fail), and says so once.
+        wait_until("a second attempt", lambda: open(broker.log_path).read().count("unknown ca") >= 2)
+        assert bridge.log().count("certificate verify failed") == 1, bridge.log()
+    finally:
+        bridge.stop()
+        d.stop()
+        broker.stop()
+
+
 def main():
-    tests = [test_status_will_and_restarts, test_clean_stop, test_devices_and_events_across_broker_restart]
+    tests = [test_status_will_and_restarts, test_clean_stop, test_devices_and_events_across_broker_restart,
+             test_password_file, test_tls]
+    only = os.environ.get("SHUTTERD_MQTT_ONLY")
+    tests = [t for t in tests if not only or t.__name__ in only.split(",")]
     passed = failed = 0
     for test in tests:
         work = tempfile.mkdtemp(prefix="shutterd-mqtt-")

@@ -105,6 +105,18 @@ package struct MQTTTopics: Equatable, Sendable {
     package func device(_ id: String) -> String { prefix + "/devices/" + Self.level(id) }
     /// A device's capture and control events.
     package func events(_ id: String) -> String { prefix + "/events/" + Self.level(id) }
+    /// Every device's retained message: what a restarted bridge subscribes to, to clear
+    /// those of devices gone while it was not running.
+    package var allDevices: String { prefix + "/devices/+" }
+
+    /// The id level of a topic under `devices/`, nil for another topic.
+    package func deviceLevel(of topic: String) -> String? {
+        let head = prefix + "/devices/"
+        guard topic.hasPrefix(head) else { return nil }
+        let level = topic.dropFirst(head.count)
+        guard !level.isEmpty, !level.contains("/") else { return nil }
+        return String(level)
+    }
 
     /// `s` as one topic level: '/' would split it, '+' and '#' are wildcards a topic to
     /// publish must not have, NUL is not allowed: each becomes '_'; empty becomes '_'.
@@ -292,6 +304,13 @@ package struct RetainedDevices {
     package mutating func removed(id: String, connected: Bool) -> [(String, String?)] {
         devices.removeAll { $0.id == id }
         return changed(clear: [id], publish: [], connected: connected)
+    }
+
+    /// Whether a retained message the broker holds under `devices/<level>` (from before
+    /// this bridge started: another run's device) belongs to no device shutterd has now,
+    /// and should be cleared. Only once shutterd's device list is known.
+    package func isStale(level: String) -> Bool {
+        !devices.contains { MQTTTopics.level($0.id) == level }
     }
 
     /// The broker is (back): clear what went meanwhile and publish every device again (a

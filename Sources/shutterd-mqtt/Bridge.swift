@@ -18,6 +18,9 @@ final class Bridge {
     /// Publications handed to libmosquitto and not yet acknowledged (QoS 1 and 2).
     var unacknowledged: Set<Int32> = []
     static let window = 100
+    /// Whether, on this connection to the broker, the bridge subscribed to the retained
+    /// device messages to clear those of devices shutterd no longer has.
+    var sweeping = false
 
     var client: Client?
     var clientFD: Int32?
@@ -43,6 +46,9 @@ final class Bridge {
         broker.onPublished = { [unowned self] mid in
             unacknowledged.remove(mid)
             pump()
+        }
+        broker.onMessage = { [unowned self] topic, empty, retained in
+            clearIfStale(topic, empty: empty, retained: retained)
         }
         do {
             try loop.add(shutterdRetry.raw, events: EventLoop.readable) { [unowned self] _ in
@@ -74,6 +80,7 @@ final class Bridge {
                 "shutterd: connected to \(socketPath) (shutterd \(c.hello.daemonVersion), \(c.hello.devices.count) devices)"
             )
             publishDevices(devices.replace(with: c.hello.devices.map { ($0.id, $0.json) }, connected: broker.connected))
+            sweepStaleDevices()
         } catch {
             let problem = "\(error)"
             if problem != lastShutterdProblem { Log.error("shutterd: \(problem); retrying") }
@@ -123,9 +130,28 @@ final class Bridge {
     // MARK: broker
 
     func brokerConnected() {
+        sweeping = false
         broker.publish(topics.status, "online", retain: true)
         publishDevices(devices.brokerConnected())
+        sweepStaleDevices()
         pump()
+    }
+
+    /// Once per connection to the broker, and once shutterd's device list is known:
+    /// subscribes to every device's retained message; the broker sends those it holds, and
+    /// those of devices shutterd does not have (left by an earlier run of the bridge, whose
+    /// devices went while it was not running) are cleared.
+    func sweepStaleDevices() {
+        guard broker.connected, client != nil, !sweeping else { return }
+        sweeping = true
+        broker.subscribe(topics.allDevices)
+    }
+
+    func clearIfStale(_ topic: String, empty: Bool, retained: Bool) {
+        // Only what the broker held before: the bridge's own publications come back too.
+        guard retained, !empty, let level = topics.deviceLevel(of: topic), devices.isStale(level: level) else { return }
+        Log.info("mqtt: clearing \(topic), retained from before for a device shutterd does not have")
+        broker.publish(topic, "", retain: true)
     }
 
     func publishDevices(_ list: [(String, String?)]) {

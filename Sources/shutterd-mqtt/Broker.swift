@@ -31,6 +31,9 @@ final class Broker {
 
     var onConnect: () -> Void = {}
     var onPublished: (Int32) -> Void = { _ in }
+    /// A message on a subscribed topic: its topic, whether it is empty, and whether the
+    /// broker held it retained (as opposed to one published while subscribed).
+    var onMessage: (_ topic: String, _ empty: Bool, _ retained: Bool) -> Void = { _, _, _ in }
 
     init(settings: MQTTSettings, clientID: String, will: (topic: String, payload: String), loop: EventLoop)
         throws(BridgeError)
@@ -77,6 +80,10 @@ final class Broker {
         }
         mosquitto_publish_callback_set(m) { _, context, mid in
             Broker.from(context).onPublished(mid)
+        }
+        mosquitto_message_callback_set(m) { _, context, message in
+            guard let message = message?.pointee, let topic = message.topic else { return }
+            Broker.from(context).onMessage(String(cString: topic), message.payloadlen == 0, message.retain)
         }
         mosquitto_log_callback_set(m) { _, context, level, text in
             guard level & (MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0, let text else { return }
@@ -205,6 +212,13 @@ final class Broker {
             return nil
         }
         return mid
+    }
+
+    /// Subscribes at QoS 0; what arrives goes to `onMessage`.
+    func subscribe(_ pattern: String) {
+        let rc = mosquitto_subscribe(mosq, nil, pattern, 0)
+        afterIO()
+        if rc != MOSQ_ERR_SUCCESS.rawValue { Log.debug("mqtt: subscribe to \(pattern): \(Broker.describe(rc))") }
     }
 
     func connected(code: Int32) {

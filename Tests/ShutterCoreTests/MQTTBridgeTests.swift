@@ -39,6 +39,10 @@ struct MQTTBridgeTests {
         #expect(t.events("a/b+c#d") == "lab/rig7/events/a_b_c_d")
         #expect(MQTTTopics(hostname: "rig/7").prefix == "shutterd/rig_7")
         #expect(MQTTTopics.level("") == "_")
+        #expect(t.allDevices == "lab/rig7/devices/+")
+        #expect(t.deviceLevel(of: t.device("a/b")) == "a_b")
+        #expect(t.deviceLevel(of: "lab/rig7/devices/") == nil && t.deviceLevel(of: "lab/rig7/devices/a/b") == nil)
+        #expect(t.deviceLevel(of: "lab/rig7/events/a") == nil && t.deviceLevel(of: "lab/rig8/devices/a") == nil)
     }
 
     @Test("UTC time from microseconds, across leap days and before 1970")
@@ -103,5 +107,17 @@ struct MQTTBridgeTests {
         #expect(ids(r.removed(id: "d", connected: false)) == [])
         #expect(ids(r.added(id: "d", json: "{}", connected: false)) == [], "back before the broker: not cleared")
         #expect(ids(r.brokerConnected()) == ["d"])
+    }
+
+    @Test("retained devices from before the bridge started: stale unless shutterd has the device now")
+    func staleRetainedDevices() {
+        var r = RetainedDevices()
+        _ = r.replace(with: [("usb-1/keyboard", "{}"), ("bt-2", "{}")], connected: true)
+        let t = MQTTTopics(prefix: "p")
+        #expect(!r.isStale(level: t.deviceLevel(of: t.device("usb-1/keyboard"))!), "matched by its topic level")
+        #expect(!r.isStale(level: "bt-2"))
+        #expect(r.isStale(level: "bt-3") && r.isStale(level: "usb-1"))
+        _ = r.removed(id: "bt-2", connected: true)
+        #expect(r.isStale(level: "bt-2"))
     }
 }

@@ -204,6 +204,33 @@ def test_devices_and_events_across_broker_restart(work):
         broker.stop()
 
 
+def test_stale_devices_after_bridge_restart(work):
+    """A device that went while the bridge was not running: the next bridge clears its
+    retained message, and leaves those of devices shutterd still has (not cleared and
+    published again: the log names only the stale one)."""
+    broker = Broker(work)
+    path = os.path.join(work, "standin.sock")
+    kept, gone, new = (dict(DEVICE, id=i) for i in ("bt-kept", "usb-gone/1", "bt-new"))
+    standin = StandIn(path, [kept, gone])
+    bridge = start_bridge(work, broker, path)
+    try:
+        wait_until("both retained", lambda: broker.retained(PREFIX + "/devices/usb-gone_1")
+                   and broker.retained(PREFIX + "/devices/bt-kept"))
+        assert bridge.stop() == 0
+        standin.close()
+        standin = StandIn(path, [kept, new])  # shutterd's devices changed meanwhile
+        bridge = start_bridge(work, broker, path)
+        wait_until("the new device retained", lambda: broker.retained(PREFIX + "/devices/bt-new"))
+        wait_until("the gone device cleared", lambda: broker.retained(PREFIX + "/devices/usb-gone_1") == b"")
+        assert json.loads(broker.retained(PREFIX + "/devices/bt-kept"))["id"] == "bt-kept"
+        cleared = [line for line in bridge.log().splitlines() if "clearing" in line]
+        assert len(cleared) == 1 and PREFIX + "/devices/usb-gone_1," in cleared[0], bridge.log()
+    finally:
+        bridge.stop()
+        standin.close()
+        broker.stop()
+
+
 def write(path, text):
     with open(path, "w") as f:
         f.write(text)
@@ -295,7 +322,7 @@ def test_tls(work):
 
 def main():
     tests = [test_status_will_and_restarts, test_clean_stop, test_devices_and_events_across_broker_restart,
-             test_password_file, test_tls]
+             test_stale_devices_after_bridge_restart, test_password_file, test_tls]
     only = os.environ.get("SHUTTERD_MQTT_ONLY")
     tests = [t for t in tests if not only or t.__name__ in only.split(",")]
     passed = failed = 0

@@ -24,6 +24,8 @@ package struct MQTTSettings: Equatable, Sendable {
     package var clientID: String?
     /// Events held while the broker is unreachable; past it the oldest are dropped, counted.
     package var spool = 10_000
+    /// Home Assistant's MQTT discovery: a device trigger per key, once the key is pressed.
+    package var homeAssistant = false
 
     package static let portRange = 1...65_535
     package static let qosRange = 0...2
@@ -31,7 +33,7 @@ package struct MQTTSettings: Equatable, Sendable {
     package static let spoolRange = 16...1_000_000
     package static let keys = [
         "host", "port", "prefix", "qos", "keepalive", "tls-ca", "tls-cert", "tls-key", "username",
-        "password-file", "client-id", "spool",
+        "password-file", "client-id", "spool", "homeassistant",
     ]
 
     package init() {}
@@ -74,6 +76,7 @@ package struct MQTTSettings: Equatable, Sendable {
         case "password-file": passwordFile = try text()
         case "client-id": clientID = try text()
         case "spool": spool = try number(Self.spoolRange)
+        case "homeassistant": homeAssistant = try MappingOverride.flag(value, key)
         default:
             throw FieldError(message: "unknown [mqtt] setting '\(key)' (known: \(Self.keys.joined(separator: ", ")))")
         }
@@ -329,5 +332,50 @@ package struct RetainedDevices {
             return []
         }
         return clear.map { ($0, nil) } + publish.map { ($0.id, $0.json) }
+    }
+}
+
+/// Home Assistant's MQTT discovery of device triggers (its `device_automation` platform):
+/// one retained config per key of a device, `button_short_press` with the key's name as
+/// subtype, firing on the key's `ended` capture under `<prefix>/events/<id>`. The nodes of
+/// one physical device (its `group`) are one device in Home Assistant.
+package enum HomeAssistantDiscovery {
+    /// The discovery prefix Home Assistant listens on by default.
+    package static let discoveryPrefix = "homeassistant"
+
+    /// What Home Assistant allows in a node or object id: ASCII letters, digits, '_' and
+    /// '-'; anything else becomes '_'.
+    package static func idPart(_ s: String) -> String {
+        String(
+            s.unicodeScalars.map { c -> Character in
+                c.isASCII && (c.properties.isAlphabetic || ("0"..."9").contains(c) || c == "_" || c == "-")
+                    ? Character(c) : "_"
+            })
+    }
+
+    /// The config topic and payload of the trigger for `key` (a key name such as
+    /// KEY_VOLUMEUP) of a device.
+    package static func trigger(
+        topics: MQTTTopics, id: String, group: String, name: String, vendor: String, product: String, key: String
+    ) -> (topic: String, payload: String) {
+        let node = idPart(topics.prefix)
+        let topic = "\(discoveryPrefix)/device_automation/\(node)/\(idPart(id))_\(idPart(key))/config"
+        let template =
+            "{{ value_json.key.name if value_json.type == 'capture' and value_json.phase == 'ended' else '' }}"
+        let device = JSON.object([
+            ("identifiers", .array([.string(node + "_" + idPart(group))])),
+            ("name", .string(name)),
+            ("model", .string("\(vendor):\(product)")),
+        ])
+        let payload = JSON.object([
+            ("automation_type", .string("trigger")),
+            ("type", .string("button_short_press")),
+            ("subtype", .string(key)),
+            ("topic", .string(topics.events(id))),
+            ("value_template", .string(template)),
+            ("payload", .string(key)),
+            ("device", device),
+        ])
+        return (topic, payload.serialized)
     }
 }

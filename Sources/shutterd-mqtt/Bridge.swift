@@ -21,6 +21,9 @@ final class Bridge {
     /// Whether, on this connection to the broker, the bridge subscribed to the retained
     /// device messages to clear those of devices shutterd no longer has.
     var sweeping = false
+    /// Home Assistant trigger configs published so far (topic to payload), published again
+    /// on every connection to the broker.
+    var triggers: [String: String] = [:]
 
     var client: Client?
     var clientFD: Int32?
@@ -113,7 +116,10 @@ final class Bridge {
             else { return }
             var topic = topics.notice
             var seq: Int64?
-            if case .capture(let c) = event { seq = c.seq }
+            if case .capture(let c) = event {
+                seq = c.seq
+                if settings.homeAssistant { announceTrigger(c.device, key: c.key.name) }
+            }
             if case .control(let c) = event { seq = c.seq }
             if seq != nil { topic = topics.events(id ?? "_") }
             spool.append(Spool.Entry(topic: topic, payload: payload, seq: seq))
@@ -133,6 +139,9 @@ final class Bridge {
         sweeping = false
         broker.publish(topics.status, "online", retain: true)
         publishDevices(devices.brokerConnected())
+        for (topic, payload) in triggers.sorted(by: { $0.key < $1.key }) {
+            broker.publish(topic, payload, retain: true)
+        }
         sweepStaleDevices()
         pump()
     }
@@ -145,6 +154,17 @@ final class Bridge {
         guard broker.connected, client != nil, !sweeping else { return }
         sweeping = true
         broker.subscribe(topics.allDevices)
+    }
+
+    /// A key's first capture: its Home Assistant trigger (a key that was never pressed is
+    /// not announced: the device object does not say which keys a device has).
+    func announceTrigger(_ d: Device, key: String) {
+        let (topic, payload) = HomeAssistantDiscovery.trigger(
+            topics: topics, id: d.id, group: d.group, name: d.name, vendor: d.vendor, product: d.product, key: key)
+        guard triggers[topic] == nil else { return }
+        triggers[topic] = payload
+        Log.info("mqtt: Home Assistant trigger \(topic)")
+        if broker.connected { broker.publish(topic, payload, retain: true) }
     }
 
     func clearIfStale(_ topic: String, empty: Bool, retained: Bool) {

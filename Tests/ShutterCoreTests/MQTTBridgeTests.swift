@@ -109,6 +109,33 @@ struct MQTTBridgeTests {
         #expect(ids(r.brokerConnected()) == ["d"])
     }
 
+    @Test("Home Assistant: a button_short_press trigger per key, on the key's ended capture, one device per group")
+    func homeAssistantTrigger() throws {
+        let topics = MQTTTopics(prefix: "shutterd/rig.7")
+        let (topic, payload) = HomeAssistantDiscovery.trigger(
+            topics: topics, id: "bluetooth-2717-0040-c2:1a:55-ab-shutter3-keyboard",
+            group: "bluetooth-2717-0040-c2:1a:55", name: "AB Shutter3 Keyboard", vendor: "2717", product: "0040",
+            key: "KEY_VOLUMEUP")
+        #expect(
+            topic
+                == "homeassistant/device_automation/shutterd_rig_7/bluetooth-2717-0040-c2_1a_55-ab-shutter3-keyboard_KEY_VOLUMEUP/config"
+        )
+        let json = try JSON.parse(payload)
+        #expect(json["automation_type"]?.stringValue == "trigger" && json["type"]?.stringValue == "button_short_press")
+        #expect(json["subtype"]?.stringValue == "KEY_VOLUMEUP" && json["payload"]?.stringValue == "KEY_VOLUMEUP")
+        #expect(json["topic"]?.stringValue == topics.events("bluetooth-2717-0040-c2:1a:55-ab-shutter3-keyboard"))
+        #expect(
+            json["value_template"]?.stringValue
+                == "{{ value_json.key.name if value_json.type == 'capture' and value_json.phase == 'ended' else '' }}")
+        #expect(json["device"]?["identifiers"] == .array([.string("shutterd_rig_7_bluetooth-2717-0040-c2_1a_55")]))
+        #expect(json["device"]?["name"]?.stringValue == "AB Shutter3 Keyboard")
+        #expect(json["device"]?["model"]?.stringValue == "2717:0040")
+        #expect(HomeAssistantDiscovery.idPart("a/b é+#-_9") == "a_b____-_9")
+        let m = try Config(text: "[mqtt]\nhomeassistant = yes\n", keyCode: { _ in nil }).mqtt
+        #expect(m.homeAssistant && !MQTTSettings().homeAssistant, "off by default")
+        #expect(throws: ConfigError.self) { try Config(text: "[mqtt]\nhomeassistant = maybe\n", keyCode: { _ in nil }) }
+    }
+
     @Test("retained devices from before the bridge started: stale unless shutterd has the device now")
     func staleRetainedDevices() {
         var r = RetainedDevices()

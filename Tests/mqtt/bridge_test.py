@@ -92,11 +92,11 @@ class StandIn:
         self.conn.sendall(self.hello.encode() + b"\n")
         self.accepted.set()
 
-    def send(self, seqs, device=DEVICE):
+    def send(self, seqs, device=DEVICE, phase="began", key=(28, "KEY_ENTER")):
         for seq in seqs:
-            line = {"type": "capture", "seq": seq, "clientSeq": seq, "handler": "primary", "phase": "began",
+            line = {"type": "capture", "seq": seq, "clientSeq": seq, "handler": "primary", "phase": phase,
                     "press": seq, "shouldPlaySound": False, "device": device,
-                    "key": {"code": 28, "name": "KEY_ENTER"}, "kernelTime": seq, "receiveTime": seq}
+                    "key": {"code": key[0], "name": key[1]}, "kernelTime": seq, "receiveTime": seq}
             self.conn.sendall(json.dumps(line).encode() + b"\n")
 
     def close(self):
@@ -104,6 +104,15 @@ class StandIn:
             self.conn.close()
         self.listener.close()
         os.unlink(self.path)
+
+
+def stop_all(sub, bridge, standin, broker):
+    """The end of a test with a subscriber and a stand-in shutterd."""
+    sub.terminate()
+    sub.wait()
+    bridge.stop()
+    standin.close()
+    broker.stop()
 
 
 # MARK: the tests
@@ -197,11 +206,7 @@ def test_devices_and_events_across_broker_restart(work):
         wait_until("the new device retained", lambda: broker.retained(PREFIX + "/devices/" + other["id"]))
         wait_until("the old device cleared", lambda: broker.retained(device_topic) == b"")
     finally:
-        sub.terminate()
-        sub.wait()
-        bridge.stop()
-        standin.close()
-        broker.stop()
+        stop_all(sub, bridge, standin, broker)
 
 
 def test_stale_devices_after_bridge_restart(work):
@@ -229,6 +234,64 @@ def test_stale_devices_after_bridge_restart(work):
         bridge.stop()
         standin.close()
         broker.stop()
+
+
+def test_home_assistant(work):
+    """--homeassistant: a key's first capture publishes its retained device trigger under
+    homeassistant/device_automation/, whose template (rendered with Jinja2, as Home Assistant
+    does) picks the key's ended capture and nothing else; published again after the broker
+    restarts. Without the option there is none."""
+    import jinja2
+
+    broker = Broker(work)
+    path = os.path.join(work, "standin.sock")
+    standin = StandIn(path, [DEVICE])
+    bridge = start_bridge(work, broker, path, "--homeassistant")
+    node = PREFIX.replace("/", "_")
+    config = f"homeassistant/device_automation/{node}/{DEVICE['id']}_KEY_VOLUMEUP/config"
+    out = open(os.path.join(work, "sub.out"), "w+")
+    sub = broker.subscribe(out, "ha-sub", PREFIX + "/events/#")
+    try:
+        wait_until("the stand-in has the bridge", standin.accepted.is_set)
+        wait_until("online", lambda: broker.retained(PREFIX + "/status") == b"online")
+        time.sleep(0.5)  # the subscriber is in
+        assert broker.retained(config) == b"", "a trigger before any press"
+        standin.send([1], phase="began", key=(115, "KEY_VOLUMEUP"))
+        standin.send([2], phase="ended", key=(115, "KEY_VOLUMEUP"))
+        standin.send([3, 4], phase="began")  # KEY_ENTER: a trigger of its own
+        trigger = json.loads(wait_until("the trigger retained", lambda: broker.retained(config)))
+        assert trigger["automation_type"] == "trigger" and trigger["type"] == "button_short_press", trigger
+        assert trigger["subtype"] == trigger["payload"] == "KEY_VOLUMEUP", trigger
+        assert trigger["topic"] == PREFIX + "/events/" + DEVICE["id"], trigger
+        assert trigger["device"]["identifiers"] == [node + "_" + DEVICE["group"]], trigger
+        enter = config.replace("KEY_VOLUMEUP", "KEY_ENTER")
+        wait_until("KEY_ENTER's trigger", lambda: broker.retained(enter))
+        wait_until("the four events", lambda: len(open(out.name).read().splitlines()) >= 4)
+        template = jinja2.Environment().from_string(trigger["value_template"])
+        fired = []
+        for line in open(out.name).read().splitlines():
+            event = json.loads(line.split(" ", 1)[1])
+            if template.render(value_json=event) == trigger["payload"]:
+                fired.append(event["seq"])
+        assert fired == [2], fired  # the ended of KEY_VOLUMEUP only
+        broker.stop()
+        broker.start()  # without persistence: it forgot the triggers
+        wait_until("the trigger published again", lambda: broker.retained(config))
+        assert broker.retained(enter)
+        bridge.stop()
+        standin.close()
+        plain = dict(DEVICE, id="usb-plain")
+        standin = StandIn(path, [plain])
+        bridge = start_bridge(work, broker, path)
+        wait_until("the plain bridge's device", lambda: broker.retained(PREFIX + "/devices/usb-plain"))
+        sub.terminate()
+        sub = broker.subscribe(out, "ha-sub-2", PREFIX + "/events/#")  # the restart forgot the first
+        time.sleep(0.5)  # the subscriber is in
+        standin.send([1], device=plain)
+        wait_until("the plain device's event", lambda: "usb-plain" in open(out.name).read())
+        assert broker.retained(f"homeassistant/device_automation/{node}/usb-plain_KEY_ENTER/config") == b""
+    finally:
+        stop_all(sub, bridge, standin, broker)
 
 
 def write(path, text):
@@ -322,7 +385,7 @@ def test_tls(work):
 
 def main():
     tests = [test_status_will_and_restarts, test_clean_stop, test_devices_and_events_across_broker_restart,
-             test_stale_devices_after_bridge_restart, test_password_file, test_tls]
+             test_stale_devices_after_bridge_restart, test_home_assistant, test_password_file, test_tls]
     only = os.environ.get("SHUTTERD_MQTT_ONLY")
     tests = [t for t in tests if not only or t.__name__ in only.split(",")]
     passed = failed = 0

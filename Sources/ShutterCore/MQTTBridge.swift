@@ -131,17 +131,25 @@ package struct MQTTTopics: Equatable, Sendable {
 
 /// Payloads: shutterd's JSON with what a consumer on another machine needs added.
 package enum MQTTPayload {
-    /// An event line from shutterd with `host` and `time` (UTC, ISO 8601, microseconds) added
-    /// at the end, the rest byte for byte as shutterd wrote it; and the device id, when the
-    /// event has one. nil when the line is not a JSON object.
-    package static func event(line: String, host: String, wallMicros: Int64) -> (payload: String, deviceID: String?)? {
+    /// An event line from shutterd with `host`, `connection` and `time` (UTC, ISO 8601,
+    /// microseconds) added at the end, the rest byte for byte as shutterd wrote it; and the
+    /// device id, when the event has one. nil when the line is not a JSON object.
+    ///
+    /// `connection` is when the bridge connected to this shutterd (microseconds since the
+    /// epoch): shutterd's `seq` starts at 1 again when it restarts, so (host, connection,
+    /// seq) is what names one event for good.
+    package static func event(line: String, host: String, connection: Int64, wallMicros: Int64) -> (
+        payload: String, deviceID: String?
+    )? {
         guard let json = try? JSON.parse(line), case .object = json else { return nil }
         var text = Substring(line)
         while let last = text.last, last == " " || last == "\n" || last == "\r" || last == "\t" { text.removeLast() }
         guard text.last == "}" else { return nil }
         text.removeLast()
         let empty = text.dropFirst().allSatisfy { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
-        let added = JSON.object([("host", .string(host)), ("time", .string(utcTime(micros: wallMicros)))]).serialized
+        let added = JSON.object([
+            ("host", .string(host)), ("connection", .int(connection)), ("time", .string(utcTime(micros: wallMicros))),
+        ]).serialized
         let payload = text + (empty ? "" : ",") + added.dropFirst()
         return (String(payload), json["device"]?["id"]?.stringValue)
     }

@@ -26,6 +26,9 @@ final class Bridge {
     var triggers: [String: String] = [:]
 
     var client: Client?
+    /// When the bridge connected to this shutterd (microseconds since the epoch), in every
+    /// event: shutterd's seq starts again at 1 when it restarts.
+    var connection: Int64 = 0
     var clientFD: Int32?
     let shutterdRetry: Timer
     var lastShutterdProblem = ""
@@ -78,6 +81,7 @@ final class Bridge {
             try loop.add(fd, events: EventLoop.readable) { [unowned self] _ in readShutterd() }
             client = c
             clientFD = fd
+            connection = wallMicros()
             lastShutterdProblem = ""
             Log.info(
                 "shutterd: connected to \(socketPath) (shutterd \(c.hello.daemonVersion), \(c.hello.devices.count) devices)"
@@ -112,7 +116,9 @@ final class Bridge {
     func handle(_ event: Event, _ line: String?) {
         switch event {
         case .capture, .control, .overflow:
-            guard let line, let (payload, id) = MQTTPayload.event(line: line, host: host, wallMicros: wallMicros())
+            guard let line,
+                let (payload, id) = MQTTPayload.event(
+                    line: line, host: host, connection: connection, wallMicros: wallMicros())
             else { return }
             var topic = topics.notice
             var seq: Int64?

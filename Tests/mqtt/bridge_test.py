@@ -161,7 +161,7 @@ def test_clean_stop(work):
 
 def test_devices_and_events_across_broker_restart(work):
     """Devices retained and cleared when gone; events published while the broker is down wait
-    in the spool and all arrive, once each after de-duplication by (host, seq), in order; a
+    in the spool and all arrive, once each after de-duplication by (host, connection, seq), in order; a
     full spool drops the oldest and says so in a notice."""
     broker = Broker(work, persistent=True)
     path = os.path.join(work, "standin.sock")
@@ -194,9 +194,9 @@ def test_devices_and_events_across_broker_restart(work):
         for topic, e in events:
             assert topic == PREFIX + "/events/" + DEVICE["id"], topic
             assert e["host"] and e["time"].endswith("Z") and e["device"]["id"] == DEVICE["id"], e
-            if (e["host"], e["seq"]) not in [(h, s) for h, s in seqs]:
-                seqs.append((e["host"], e["seq"]))
-        assert [s for _, s in seqs] == list(range(1, 6)) + list(range(10, 26)), seqs
+            if (e["host"], e["connection"], e["seq"]) not in seqs:
+                seqs.append((e["host"], e["connection"], e["seq"]))
+        assert [s for _, _, s in seqs] == list(range(1, 6)) + list(range(10, 26)), seqs
         assert len(notices) == 1 and notices[0]["type"] == "dropped", notices
         assert (notices[0]["count"], notices[0]["firstSeq"], notices[0]["lastSeq"]) == (4, 6, 9), notices
         # shutterd restarted with another device: the old one's retained message is cleared.
@@ -205,6 +205,37 @@ def test_devices_and_events_across_broker_restart(work):
         standin = StandIn(path, [other])
         wait_until("the new device retained", lambda: broker.retained(PREFIX + "/devices/" + other["id"]))
         wait_until("the old device cleared", lambda: broker.retained(device_topic) == b"")
+    finally:
+        stop_all(sub, bridge, standin, broker)
+
+
+def test_seq_across_shutterd_restart(work):
+    """shutterd's seq starts at 1 again when it restarts: events of two runs with the same
+    seqs stay apart by (host, connection, seq), the key a consumer de-duplicates by."""
+    broker = Broker(work)
+    path = os.path.join(work, "standin.sock")
+    standin = StandIn(path, [DEVICE])
+    bridge = start_bridge(work, broker, path)
+    out = open(os.path.join(work, "sub.out"), "w+")
+    sub = broker.subscribe(out, "seq-sub", PREFIX + "/events/#")
+
+    def keys():
+        events = [json.loads(line.split(" ", 1)[1]) for line in open(out.name).read().splitlines()]
+        return {(e["host"], e.get("connection"), e["seq"]) for e in events}
+
+    try:
+        wait_until("the stand-in has the bridge", standin.accepted.is_set)
+        wait_until("online", lambda: broker.retained(PREFIX + "/status") == b"online")
+        time.sleep(0.5)  # the subscriber is in
+        standin.send([1, 2, 3])
+        wait_until("three events", lambda: len(open(out.name).read().splitlines()) == 3)
+        standin.close()
+        standin = StandIn(path, [DEVICE])  # shutterd restarted: seq from 1 again
+        wait_until("the bridge connected again", standin.accepted.is_set)
+        standin.send([1, 2, 3])
+        wait_until("six events", lambda: len(open(out.name).read().splitlines()) == 6)
+        assert len(keys()) == 6, sorted(keys(), key=str)
+        assert all(isinstance(c, int) for _, c, _ in keys()), keys()
     finally:
         stop_all(sub, bridge, standin, broker)
 
@@ -385,7 +416,7 @@ def test_tls(work):
 
 def main():
     tests = [test_status_will_and_restarts, test_clean_stop, test_devices_and_events_across_broker_restart,
-             test_stale_devices_after_bridge_restart, test_home_assistant, test_password_file, test_tls]
+             test_seq_across_shutterd_restart, test_stale_devices_after_bridge_restart, test_home_assistant, test_password_file, test_tls]
     only = os.environ.get("SHUTTERD_MQTT_ONLY")
     tests = [t for t in tests if not only or t.__name__ in only.split(",")]
     passed = failed = 0

@@ -7,6 +7,7 @@ import atexit
 import datetime
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -56,7 +57,8 @@ class Setup:
         with open(config, "w") as f:
             f.write("[mqtt]\nhost = 127.0.0.1\nport = %d\nkeepalive = 5\n" % self.broker.port)
         self.bridge = subprocess.Popen(
-            [self.bridge_bin, "--config", config, "--socket", rig.args.socket, "--prefix", PREFIX, "--verbose"],
+            [self.bridge_bin, "--config", config, "--socket", rig.args.socket, "--prefix", PREFIX, "--homeassistant",
+             "--verbose"],
             stdout=open(self.bridge_log_path, "ab"), stderr=subprocess.STDOUT)
         atexit.register(self.stop)
 
@@ -72,15 +74,16 @@ class Setup:
         return [tuple(line.split(" ", 1)) for line in self.sub_out.read().splitlines() if " " in line]
 
     def events(self, since=0):
-        """The events received (from line `since` on), de-duplicated by (host, seq) in the
-        order they first came, as (topic, payload, times received). shutterd's seq starts
-        at 1 again when it restarts: `since` keeps one run's events apart from another's."""
+        """The events received (from line `since` on), de-duplicated by (host, connection,
+        seq) in the order they first came, as (topic, payload, times received). shutterd's
+        seq starts at 1 again when it restarts: `since` keeps the events of the run under
+        test apart from the runs before."""
         seen = {}
         for topic, payload in self.lines()[since:]:
             if not topic.startswith(PREFIX + "/events/") or topic.endswith("/_fence"):
                 continue
             e = json.loads(payload)
-            key = (e.get("host"), e.get("seq"))
+            key = (e.get("host"), e.get("connection"), e.get("seq"))
             if key in seen:
                 seen[key][2] += 1
             else:
@@ -143,6 +146,8 @@ def compare(s, rig, reference, received):
                 problems.append("seq %s: %s %r, the socket client got %r" % (ref["seq"], k, e.get(k), v))
         if e.get("host") != host:
             problems.append("seq %s: host %r, expected %r" % (ref["seq"], e.get("host"), host))
+        if not isinstance(e.get("connection"), int):
+            problems.append("seq %s: connection %r is not an integer" % (ref["seq"], e.get("connection")))
         try:
             when = datetime.datetime.strptime(e.get("time", ""), "%Y-%m-%dT%H:%M:%S.%fZ")
             skew = abs((when - datetime.datetime.utcnow()).total_seconds())
@@ -157,7 +162,8 @@ def compare(s, rig, reference, received):
 def sc_mqtt_presses(rig):
     """The iOS and Android buttons: each began and ended reaches the subscriber on
     <prefix>/events/<id> as the socket client got it (handler, phase, device, key, seq),
-    plus host and time; the device's object is retained on <prefix>/devices/<id>."""
+    plus host, connection and time; the device's object is retained on
+    <prefix>/devices/<id>, and each key's Home Assistant trigger is retained."""
     s = setup(rig)
     wait_until("status online", lambda: s.retained("status") == b"online")
     c = rig.client("mqtt-reference")
@@ -174,15 +180,27 @@ def sc_mqtt_presses(rig):
                        ("KEY_ENTER", "primary", "began"), ("KEY_ENTER", "primary", "ended")],
           "the socket client got %s" % handlers)
     check(not problems, "; ".join(problems))
-    return "4 events on %s/events/%s as the socket client got them, with host %s; device retained" % (
+    # Home Assistant's trigger for each key pressed, on the device's group.
+    for key in ("KEY_VOLUMEUP", "KEY_ENTER"):
+        topic = "homeassistant/device_automation/%s/%s_%s/config" % (ha_id(PREFIX), ha_id(dev_id), key)
+        trigger = json.loads(wait_until("%s's trigger" % key, lambda: s.broker.retained(topic)))
+        check(trigger.get("subtype") == key and trigger.get("topic") == PREFIX + "/events/" + dev_id
+              and trigger.get("device", {}).get("identifiers") == [ha_id(PREFIX) + "_" + ha_id(listed[0]["group"])],
+              "trigger %s: %s" % (topic, trigger))
+    return "4 events on %s/events/%s as the socket client got them, with host %s; device and triggers retained" % (
         PREFIX, dev_id, socket.gethostname())
+
+
+def ha_id(s):
+    """As Home Assistant's node and object ids allow: other characters become '_'."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", s)
 
 
 @scenario("mqtt-broker-killed-mid-stream", needs="mqtt-presses")
 def sc_mqtt_broker_killed(rig):
     """Presses, the broker killed (SIGKILL) and presses at once, the broker started again
     and more presses: every event reaches the subscriber exactly once after de-duplication
-    by (host, seq), in order."""
+    by (host, connection, seq), in order."""
     s = setup(rig)
     c = rig.client("mqtt-reference")
     # The subscriber's subscription on disk: the broker comes back knowing it.

@@ -14,7 +14,7 @@ let usage = """
     Publishes shutterd's devices and events to an MQTT broker: retained
     <prefix>/status (online, or offline as the last will), retained
     <prefix>/devices/<id>, and <prefix>/events/<id> with shutterd's JSON plus
-    "host" and "time". The prefix is shutterd/<hostname> unless set.
+    "host", "connection" and "time". The prefix is shutterd/<hostname> unless set.
 
     Options (each overrides the [mqtt] section of the config file):
       --config FILE   read FILE, which must exist (default: $SHUTTERD_CONFIG when set,
@@ -70,7 +70,8 @@ while let arg = args.popFirst() {
         print(usage)
         exit(0)
     default:
-        fail("unknown argument '\(arg)'\n\(usage)", code: 64)
+        // Not the usage itself: the log escapes its line breaks.
+        fail("unknown argument '\(arg)' (shutterd-mqtt --help lists the options)", code: 64)
     }
 }
 

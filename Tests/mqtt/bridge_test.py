@@ -240,6 +240,21 @@ def test_seq_across_shutterd_restart(work):
         stop_all(sub, bridge, standin, broker)
 
 
+def test_usage_errors(work):
+    """Bad command lines: exit 64 and one readable line naming the problem (the log escapes
+    line breaks, so the usage is not appended); a password on the command line is refused."""
+    cases = [
+        (["--homeassistant", "maybe"], "unknown argument 'maybe' (shutterd-mqtt --help lists the options)"),
+        (["--password", "hunter2"], "--password: a password on the command line is visible to every user; "
+                                    "use --password-file"),
+        (["--qos", "3"], "--qos: qos must be a whole number from 0 to 2, not '3'"),
+    ]
+    for argv, want in cases:
+        p = subprocess.run([BRIDGE, *argv], capture_output=True, text=True, timeout=20)
+        lines = p.stderr.splitlines()
+        assert p.returncode == 64 and lines == ["shutterd-mqtt: " + want], (argv, p.returncode, p.stderr)
+
+
 def test_stale_devices_after_bridge_restart(work):
     """A device that went while the bridge was not running: the next bridge clears its
     retained message, and leaves those of devices shutterd still has (not cleared and
@@ -415,7 +430,7 @@ def test_tls(work):
 
 
 def main():
-    tests = [test_status_will_and_restarts, test_clean_stop, test_devices_and_events_across_broker_restart,
+    tests = [test_usage_errors, test_status_will_and_restarts, test_clean_stop, test_devices_and_events_across_broker_restart,
              test_seq_across_shutterd_restart, test_stale_devices_after_bridge_restart, test_home_assistant, test_password_file, test_tls]
     only = os.environ.get("SHUTTERD_MQTT_ONLY")
     tests = [t for t in tests if not only or t.__name__ in only.split(",")]

@@ -29,7 +29,7 @@ def wait_until(what, check, seconds=20):
 
 
 class Broker:
-    """mosquitto on 127.0.0.1:port, its files in `work`. With persistence its sessions (and
+    """mosquitto on 127.0.0.1:port, its files in `work`. With persistence its subscriptions (and
     what is queued for them) survive a restart: on SIGTERM, or SIGUSR1 before a SIGKILL.
     `listener` is the configuration of the listener (TLS, passwords) after its first line;
     `client_args` what mosquitto_sub then needs to connect (e.g. --cafile, -u, -P). Its log

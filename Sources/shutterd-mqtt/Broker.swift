@@ -260,6 +260,7 @@ final class Broker {
 
     func failed(_ problem: String) {
         attemptFailed = true
+        keepaliveTimer.disarm()  // no pings to a broker not connected to; connect() arms it again
         if problem != lastProblem { Log.error("mqtt: \(problem); retrying") }
         lastProblem = problem
         if let fd = watched {

@@ -62,6 +62,9 @@ public struct Device: Sendable, Equatable {
     /// How shutterd maps the device's keys: `remote`, `headset`, `dial`, `keyboard`,
     /// `camera`, `media` or `mouse`.
     public var kind: String
+    /// True when the device is a recording played by `shutterd --replay`, not hardware
+    /// (protocol 1.2; false when the daemon does not say).
+    public var replayed: Bool
     /// The device object as one line of JSON, with any fields this library does not know.
     public var json: String
 }
@@ -338,7 +341,8 @@ extension Device {
             id: try f.string("id"), group: try f.string("group"), name: try f.string("name"), bus: try f.string("bus"),
             vendor: try f.string("vendor"), product: try f.string("product"), version: try f.string("version"),
             uniq: f.optionalString("uniq"), phys: f.optionalString("phys"), syspath: try f.string("syspath"),
-            node: try f.string("node"), kind: try f.string("kind"), json: json.serialized)
+            node: try f.string("node"), kind: try f.string("kind"), replayed: json["replayed"]?.boolValue ?? false,
+            json: json.serialized)
     }
 
     static func list(_ json: JSON?, _ context: String) throws(ClientError) -> [Device] {

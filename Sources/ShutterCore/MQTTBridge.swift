@@ -131,27 +131,26 @@ package struct MQTTTopics: Equatable, Sendable {
 
 /// Payloads: shutterd's JSON with what a consumer on another machine needs added.
 package enum MQTTPayload {
-    /// An event line from shutterd with `host`, `connection` and `time` (UTC, ISO 8601,
-    /// microseconds) added at the end, the rest byte for byte as shutterd wrote it; and the
-    /// device id, when the event has one. nil when the line is not a JSON object.
+    /// The payload of an event: shutterd's line (a JSON object, as the client read it) with
+    /// `host`, `connection` and the wall-clock `time` added as its last members, without
+    /// parsing it again: the bytes shutterd wrote stay as they were. nil when the line is
+    /// not an object. The time is UTC, ISO 8601, to the microsecond.
     ///
     /// `connection` is when the bridge connected to this shutterd (microseconds since the
     /// epoch): shutterd's `seq` starts at 1 again when it restarts, so (host, connection,
     /// seq) is what names one event for good.
-    package static func event(line: String, host: String, connection: Int64, wallMicros: Int64) -> (
-        payload: String, deviceID: String?
-    )? {
-        guard let json = try? JSON.parse(line), case .object = json else { return nil }
+    package static func event(line: String, host: String, connection: Int64, wallMicros: Int64) -> String? {
         var text = Substring(line)
-        while let last = text.last, last == " " || last == "\n" || last == "\r" || last == "\t" { text.removeLast() }
-        guard text.last == "}" else { return nil }
+        // Character.isWhitespace: "\r\n" is one Character.
+        while let last = text.last, last.isWhitespace { text.removeLast() }
+        while let first = text.first, first.isWhitespace { text.removeFirst() }
+        guard text.first == "{", text.last == "}" else { return nil }
         text.removeLast()
-        let empty = text.dropFirst().allSatisfy { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
+        let empty = text.dropFirst().allSatisfy(\.isWhitespace)
         let added = JSON.object([
             ("host", .string(host)), ("connection", .int(connection)), ("time", .string(utcTime(micros: wallMicros))),
         ]).serialized
-        let payload = text + (empty ? "" : ",") + added.dropFirst()
-        return (String(payload), json["device"]?["id"]?.stringValue)
+        return String(text + (empty ? "" : ",") + added.dropFirst())
     }
 
     /// A notice that the spool was full and dropped events.

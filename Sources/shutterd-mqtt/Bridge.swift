@@ -117,17 +117,19 @@ final class Bridge {
         switch event {
         case .capture, .control, .overflow:
             guard let line,
-                let (payload, id) = MQTTPayload.event(
-                    line: line, host: host, connection: connection, wallMicros: wallMicros())
+                let payload = MQTTPayload.event(line: line, host: host, connection: connection, wallMicros: wallMicros())
             else { return }
             var topic = topics.notice
             var seq: Int64?
             if case .capture(let c) = event {
                 seq = c.seq
+                topic = topics.events(c.device.id)
                 if settings.homeAssistant { announceTrigger(c.device, key: c.key.name) }
             }
-            if case .control(let c) = event { seq = c.seq }
-            if seq != nil { topic = topics.events(id ?? "_") }
+            if case .control(let c) = event {
+                seq = c.seq
+                topic = topics.events(c.device.id)
+            }
             spool.append(Spool.Entry(topic: topic, payload: payload, seq: seq))
             pump()
         case .deviceAdded(let d):

@@ -117,7 +117,8 @@ final class Bridge {
         switch event {
         case .capture, .control, .overflow:
             guard let line,
-                let payload = MQTTPayload.event(line: line, host: host, connection: connection, wallMicros: wallMicros())
+                let payload = MQTTPayload.event(
+                    line: line, host: host, connection: connection, wallMicros: wallMicros())
             else { return }
             var topic = topics.notice
             var seq: Int64?

@@ -35,7 +35,6 @@ package struct ShortText {
     @usableFromInline package private(set) var count = 0
 
     @inlinable
-    @usableFromInline
     init(_ buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
 
     @inlinable

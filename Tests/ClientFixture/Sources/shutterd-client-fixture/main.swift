@@ -47,6 +47,7 @@ func describe(_ event: Event) -> String {
     case .capture(let c):
         "capture \(c.handler) \(c.phase) press=\(c.press) \(c.key.name) from '\(c.device.name)' id=\(c.device.id)"
     case .control(let c): "control \(c.event) \(c.key.name) from '\(c.device.name)'"
+    case .gesture(let g): "gesture \(g.gesture) press=\(g.press) \(g.key.name) from '\(g.device.name)'"
     case .deviceAdded(let d): "deviceAdded '\(d.name)' id=\(d.id) kind=\(d.kind)"
     case .deviceRemoved(let d): "deviceRemoved '\(d.name)' id=\(d.id)"
     case .overflow(let o): "overflow \(o.message)"

@@ -15,6 +15,8 @@ import bisect
 import json
 import os
 import select
+import shutil
+import socket
 import signal
 import struct
 import subprocess
@@ -391,6 +393,7 @@ class Bench:
         # 20 ms) the presses queue and the kernel's buffer for shutterd overflows.
         self.latency_run("shutterd-128", args + ["--clients", "128"], 128, settle=1.0,
                          gap_us=self.gap_us_128, pid=pid)
+        self.mqtt(sock, pid)
         slider = ('{"type":"setInteraction","id":1,"interaction":{"slider":'
                   '{"min":-1000000000,"max":1000000000,"value":0}}}')
         for n in (16, 1):
@@ -404,6 +407,87 @@ class Bench:
             self.raw["burst"][-1]["daemon_syn_dropped_logged"] = self.drop_total(pid, logfile, DIAL_NAME) - before
         self.raw["memory"]["shutterd_after_runs"] = memory(pid)
         self.stop_pid(pid)
+
+    def mqtt(self, sock, shutterd_pid):
+        """shutterd-mqtt between this shutterd and a mosquitto on 127.0.0.1, with
+        bench/mqttsub.c as the consumer: press to subscriber latency (QoS 1, as the bridge
+        publishes events) beside the socket clients', the bridge's CPU per press, and the
+        events per second that go through when presses come as fast as the injector makes
+        them."""
+        mosq = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+        if not os.path.exists(mosq) or not os.path.exists(self.b("shutterd-mqtt")):
+            self.raw["notes"].append("MQTT bridge not measured: no mosquitto or no shutterd-mqtt")
+            return
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        conf = WORK + "/mosquitto.conf"
+        with open(conf, "w") as f:
+            f.write("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\n" % port)
+        empty = WORK + "/bridge.conf"
+        open(empty, "w").close()
+        broker = subprocess.Popen([mosq, "-c", conf], stdout=open(WORK + "/mosquitto.log", "ab"),
+                                  stderr=subprocess.STDOUT)
+        bridge = None
+        try:
+            deadline = time.monotonic() + 20
+            while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("mosquitto did not listen on %d" % port)
+                time.sleep(0.05)
+            blog = WORK + "/shutterd-mqtt.log"
+            bridge = subprocess.Popen(
+                [self.b("shutterd-mqtt"), "--config", empty, "--socket", sock, "--host", "127.0.0.1",
+                 "--port", str(port), "--prefix", "bench"], stdout=open(blog, "ab"), stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 30
+            while "mqtt: connected" not in open(blog, errors="replace").read():
+                if bridge.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("shutterd-mqtt did not connect (see shutterd-mqtt.log)")
+                time.sleep(0.1)
+            self.raw["memory"]["shutterd_mqtt_connected"] = memory(bridge.pid)
+            # A press every 20 ms (a quarter of the presses): under TCG the bridge's and the
+            # broker's work per event is several times shutterd's, and at 4 ms the presses
+            # would queue, measuring the queue rather than the path.
+            saved, self.presses = self.presses, self.presses // 4
+            total = WARMUP + self.presses
+            gap = 20000
+            rec = self.path("shutterd-mqtt.receipts")
+            try:
+                r = Reader(self.b("mqttsub"), ["--port", str(port), "--topic", "bench/events/#", "--match",
+                                               '"phase":"began"', "--expect", str(total), "--out", rec,
+                                               "--timeout", str(int(60 + total * gap / 1e6 * 3)),
+                                               "--idle-ms", "5000"], "mqtt subscriber")
+                r.out = rec
+                time.sleep(1.0)
+                row = self.latency_run("shutterd-mqtt-1", None, 1, reader=r, gap_us=gap, pid=bridge.pid)
+                row["via"] = "MQTT QoS 1 through mosquitto"
+            finally:
+                self.presses = saved
+            # Sustained: presses one every millisecond (each a began and an ended event): what
+            # reaches the subscriber, and how fast.
+            presses = WARMUP + self.presses
+            r = Reader(self.b("mqttsub"), ["--port", str(port), "--topic", "bench/events/#",
+                                           "--expect", str(2 * presses), "--timeout", "300",
+                                           "--idle-ms", "5000"], "mqtt throughput")
+            time.sleep(0.5)
+            cpu_before = cpu_ns(bridge.pid)
+            took = self.inj.command("keys %d %d %s" % (presses, 1000, self.path("mqtt-flood.inject")), timeout=300)
+            summary = r.wait(320)
+            words = dict(w.split("=", 1) for w in summary.split()[1:] if "=" in w)
+            got, first, last = int(words["matched"]), int(words["first_ns"]), int(words["last_ns"])
+            self.raw["mqtt_throughput"] = {
+                "events_written": 2 * presses, "inject_s": round(took / 1e9, 3), "events_received": got,
+                "events_per_s": round((got - 1) / max((last - first) / 1e9, 1e-9)) if got > 1 else None,
+                "bridge_cpu_us_per_event": round((cpu_ns(bridge.pid) - cpu_before) / max(got, 1) / 1000.0, 1),
+            }
+            log("mqtt throughput: %s" % json.dumps(self.raw["mqtt_throughput"]))
+        finally:
+            if bridge is not None:
+                bridge.terminate()
+                bridge.wait(10)
+            broker.terminate()
+            broker.wait(10)
 
     def relay(self, again=False):
         """The reference: bench/relay.c, the least a relay of presses to socket clients

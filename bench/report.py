@@ -79,6 +79,13 @@ def summary(raw, lat, relays):
                      100.0 * one["steps_per_s_per_client"] / max(floor["steps_per_s_per_client"], 1),
                      "no clientSeq gap and no overflow" if one["clientseq_gaps"] == 0 and one["overflows"] == 0
                      else "with clientSeq gaps or overflows"))
+    mq = next((r for r in raw.get("latency", []) if r.get("via")), None)
+    sock = lat.get("shutterd-1")
+    if mq and sock:
+        t = raw.get("mqtt_throughput") or {}
+        L.append("- Through shutterd-mqtt and mosquitto (QoS 1): p50 %s us, p99 %s us (the socket client's p50 "
+                 "%s us); sustained %s events/s." % (fmt(mq["p50_us"]), fmt(mq["p99_us"]), fmt(sock.get("p50_us")),
+                                                     fmt(t.get("events_per_s"))))
     return L
 
 
@@ -153,11 +160,40 @@ def report(raw_path, facts_path, outdir):
              "| p99 / floor | p50 / relay | CPU us per press | CPU per press / relay |")
     L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in raw["latency"]:
+        if r.get("via"):
+            continue  # below, in its own section
         L.append("| %s | %d | %g | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["name"], r["clients"], r["gap_us"] / 1000.0, r["samples"], r["missing"], fmt(r["p50_us"]), fmt(r["p99_us"]),
             fmt(r["max_us"]), fmt(r["p50_ratio"], "x"), fmt(r["p99_ratio"], "x"), fmt(r.get("p50_relay_ratio"), "x"),
             fmt(r.get("cpu_us_per_press")), fmt(r.get("cpu_relay_ratio"), "x")))
     L.append("")
+    mqtt = [r for r in raw["latency"] if r.get("via")]
+    if mqtt:
+        sock = next((r for r in raw["latency"] if r["name"] == "shutterd-1"), {})
+        L.append("## Through an MQTT broker: shutterd-mqtt and mosquitto")
+        L.append("")
+        L.append("Presses one every 20 ms (a quarter as many), from the injector's write to the moment bench/mqttsub.c (libmosquitto, "
+                 "QoS 1 subscription) has the event published by shutterd-mqtt (QoS 1) through a mosquitto "
+                 "on 127.0.0.1, beside the socket client of the same shutterd. CPU per press is the bridge's "
+                 "alone (shutterd's and the broker's are not in it).")
+        L.append("")
+        L.append("| path | samples | missing | p50 us | p99 us | max us | p50 / socket client's | bridge CPU us per press |")
+        L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        if sock:
+            L.append("| socket client (shutterd-1) | %d | %d | %s | %s | %s | 1.0x | - |" % (
+                sock["samples"], sock["missing"], fmt(sock["p50_us"]), fmt(sock["p99_us"]), fmt(sock["max_us"])))
+        for r in mqtt:
+            L.append("| %s | %d | %d | %s | %s | %s | %s | %s |" % (
+                r["via"], r["samples"], r["missing"], fmt(r["p50_us"]), fmt(r["p99_us"]), fmt(r["max_us"]),
+                fmt(ratio(r["p50_us"], sock.get("p50_us")), "x"), fmt(r.get("cpu_us_per_press"))))
+        t = raw.get("mqtt_throughput")
+        if t:
+            L.append("")
+            L.append("Sustained: %d events (a press every millisecond, each a began and an ended) written in %s s; "
+                     "the subscriber received %d, at %s events/s from the first to the last; the bridge's CPU "
+                     "%s us per event." % (t["events_written"], t["inject_s"], t["events_received"],
+                                           fmt(t["events_per_s"]), fmt(t["bridge_cpu_us_per_event"])))
+        L.append("")
     L.append("## Throughput and loss: %d REL_DIAL steps, unpaced" % raw["dial_steps"])
     L.append("")
     L.append("One write per step (REL_DIAL +1, SYN_REPORT) as fast as the injector can write. "

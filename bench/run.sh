@@ -37,14 +37,15 @@ die() { echo "bench: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (reads /boot/vmlinuz-*, installs packages)"
 
 sh "$RIG/setup.sh" || die "Tests/rig/setup.sh failed"
-PKGS="acpid lirc gcc libc6-dev linux-libc-dev"
+PKGS="acpid lirc gcc libc6-dev linux-libc-dev mosquitto libmosquitto-dev"
 [ -n "$PROFILE" ] && PKGS="$PKGS valgrind"
 # shellcheck disable=SC2086
 sh "$RIG/../setup.sh" $PKGS || die "installing$PKGS failed"
 
 SWIFT=${SWIFT:-swift}
 command -v "$SWIFT" >/dev/null || [ ! -x /opt/swift/usr/bin/swift ] || SWIFT=/opt/swift/usr/bin/swift
-(cd "$REPO" && "$SWIFT" build -c release --product shutterd) || die "swift build failed"
+(cd "$REPO" && "$SWIFT" build -c release --product shutterd && "$SWIFT" build -c release --product shutterd-mqtt) ||
+    die "swift build failed"
 
 # The guest runs copies: a rebuild on the host during the run must not change them.
 mkdir -p "$BUILD"
@@ -58,10 +59,12 @@ for c in inject reader notifywait relay; do
     gcc -O2 -Wall -Wextra -o "$BUILD/$c" "$BENCH/$c.c" || die "gcc $c.c failed"
     cp "$BUILD/$c" "$RESULTS/bin/"
 done
+gcc -O2 -Wall -Wextra -o "$BUILD/mqttsub" "$BENCH/mqttsub.c" -lmosquitto || die "gcc mqttsub.c failed"
+cp "$BUILD/mqttsub" "$RESULTS/bin/"
 gcc -O2 -Wall -Wextra -shared -fPIC -o "$BUILD/alloccount.so" "$BENCH/alloccount.c" -ldl ||
     die "gcc alloccount.c failed"
 cp "$BUILD/alloccount.so" "$RESULTS/bin/"
-cp "$REPO/.build/release/shutterd" "$RESULTS/bin/"
+cp "$REPO/.build/release/shutterd" "$REPO/.build/release/shutterd-mqtt" "$RESULTS/bin/"
 
 # Booted as Tests/rig/run.sh boots it (Tests/rig/boot.sh): the newest kernel with its
 # modules, extracted once into the cache, TCG, and the same module blacklist.

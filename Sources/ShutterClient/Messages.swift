@@ -62,6 +62,9 @@ public struct Device: Sendable, Equatable {
     /// How shutterd maps the device's keys: `remote`, `headset`, `dial`, `keyboard`,
     /// `camera`, `media` or `mouse`.
     public var kind: String
+    /// True when the device is a recording played by `shutterd --replay`, not hardware
+    /// (protocol 1.2; false when the daemon does not say).
+    public var replayed: Bool
     /// For a Bluetooth device BlueZ knows: whether it is connected now (protocol 1.2).
     public var connected: Bool? = nil
     /// The battery in percent, when known (protocol 1.2).
@@ -346,8 +349,9 @@ extension Device {
             id: try f.string("id"), group: try f.string("group"), name: try f.string("name"), bus: try f.string("bus"),
             vendor: try f.string("vendor"), product: try f.string("product"), version: try f.string("version"),
             uniq: f.optionalString("uniq"), phys: f.optionalString("phys"), syspath: try f.string("syspath"),
-            node: try f.string("node"), kind: try f.string("kind"), connected: json["connected"]?.boolValue,
-            battery: f.optionalInt("battery").flatMap { Int(exactly: $0) }, alias: f.optionalString("alias"),
+            node: try f.string("node"), kind: try f.string("kind"), replayed: json["replayed"]?.boolValue ?? false,
+            connected: json["connected"]?.boolValue, battery: f.optionalInt("battery").flatMap { Int(exactly: $0) },
+            alias: f.optionalString("alias"),
             json: json.serialized)
     }
 

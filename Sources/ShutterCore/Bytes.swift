@@ -35,11 +35,9 @@ package struct ShortText {
     @usableFromInline package private(set) var count = 0
 
     @inlinable
-    @usableFromInline
     init(_ buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
 
     @inlinable
-    @usableFromInline
     package mutating func write(_ literal: StaticString) {
         let n = literal.utf8CodeUnitCount
         precondition(count + n <= buffer.count, "ShortText: capacity exceeded")
@@ -49,7 +47,6 @@ package struct ShortText {
 
     /// An integer in decimal: at most 20 digits and a sign.
     @inlinable
-    @usableFromInline
     package mutating func write<T: BinaryInteger>(decimal value: T) {
         precondition(count + 21 <= buffer.count, "ShortText: capacity exceeded")
         let base = buffer.baseAddress! + count

@@ -340,7 +340,21 @@ struct JSONParser {
 
     mutating func string() throws(JSONParseError) -> String {
         index += 1
-        var out: [UInt8] = []
+        // Most strings have no escape: found in one scan, made in one step.
+        let start = index
+        while index < bytes.count, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\"),
+            bytes[index] >= 0x20
+        {
+            index += 1
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
+            index += 1
+            guard let s = String(validating: bytes[start..<(index - 1)], as: UTF8.self) else {
+                throw error("string is not valid UTF-8")
+            }
+            return s
+        }
+        var out = Array(bytes[start..<index])
         while true {
             guard index < bytes.count else { throw error("unterminated string") }
             let b = bytes[index]

@@ -24,6 +24,8 @@ package struct MQTTSettings: Equatable, Sendable {
     package var clientID: String?
     /// Events held while the broker is unreachable; past it the oldest are dropped, counted.
     package var spool = 10_000
+    /// Home Assistant's MQTT discovery: a device trigger per key, once the key is pressed.
+    package var homeAssistant = false
 
     package static let portRange = 1...65_535
     package static let qosRange = 0...2
@@ -31,7 +33,7 @@ package struct MQTTSettings: Equatable, Sendable {
     package static let spoolRange = 16...1_000_000
     package static let keys = [
         "host", "port", "prefix", "qos", "keepalive", "tls-ca", "tls-cert", "tls-key", "username",
-        "password-file", "client-id", "spool",
+        "password-file", "client-id", "spool", "homeassistant",
     ]
 
     package init() {}
@@ -74,6 +76,7 @@ package struct MQTTSettings: Equatable, Sendable {
         case "password-file": passwordFile = try text()
         case "client-id": clientID = try text()
         case "spool": spool = try number(Self.spoolRange)
+        case "homeassistant": homeAssistant = try MappingOverride.flag(value, key)
         default:
             throw FieldError(message: "unknown [mqtt] setting '\(key)' (known: \(Self.keys.joined(separator: ", ")))")
         }
@@ -105,6 +108,18 @@ package struct MQTTTopics: Equatable, Sendable {
     package func device(_ id: String) -> String { prefix + "/devices/" + Self.level(id) }
     /// A device's capture and control events.
     package func events(_ id: String) -> String { prefix + "/events/" + Self.level(id) }
+    /// Every device's retained message: what a restarted bridge subscribes to, to clear
+    /// those of devices gone while it was not running.
+    package var allDevices: String { prefix + "/devices/+" }
+
+    /// The id level of a topic under `devices/`, nil for another topic.
+    package func deviceLevel(of topic: String) -> String? {
+        let head = prefix + "/devices/"
+        guard topic.hasPrefix(head) else { return nil }
+        let level = topic.dropFirst(head.count)
+        guard !level.isEmpty, !level.contains("/") else { return nil }
+        return String(level)
+    }
 
     /// `s` as one topic level: '/' would split it, '+' and '#' are wildcards a topic to
     /// publish must not have, NUL is not allowed: each becomes '_'; empty becomes '_'.
@@ -116,19 +131,26 @@ package struct MQTTTopics: Equatable, Sendable {
 
 /// Payloads: shutterd's JSON with what a consumer on another machine needs added.
 package enum MQTTPayload {
-    /// An event line from shutterd with `host` and `time` (UTC, ISO 8601, microseconds) added
-    /// at the end, the rest byte for byte as shutterd wrote it; and the device id, when the
-    /// event has one. nil when the line is not a JSON object.
-    package static func event(line: String, host: String, wallMicros: Int64) -> (payload: String, deviceID: String?)? {
-        guard let json = try? JSON.parse(line), case .object = json else { return nil }
+    /// The payload of an event: shutterd's line (a JSON object, as the client read it) with
+    /// `host`, `connection` and the wall-clock `time` added as its last members, without
+    /// parsing it again: the bytes shutterd wrote stay as they were. nil when the line is
+    /// not an object. The time is UTC, ISO 8601, to the microsecond.
+    ///
+    /// `connection` is when the bridge connected to this shutterd (microseconds since the
+    /// epoch): shutterd's `seq` starts at 1 again when it restarts, so (host, connection,
+    /// seq) is what names one event for good.
+    package static func event(line: String, host: String, connection: Int64, wallMicros: Int64) -> String? {
         var text = Substring(line)
-        while let last = text.last, last == " " || last == "\n" || last == "\r" || last == "\t" { text.removeLast() }
-        guard text.last == "}" else { return nil }
+        // Character.isWhitespace: "\r\n" is one Character.
+        while let last = text.last, last.isWhitespace { text.removeLast() }
+        while let first = text.first, first.isWhitespace { text.removeFirst() }
+        guard text.first == "{", text.last == "}" else { return nil }
         text.removeLast()
-        let empty = text.dropFirst().allSatisfy { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
-        let added = JSON.object([("host", .string(host)), ("time", .string(utcTime(micros: wallMicros)))]).serialized
-        let payload = text + (empty ? "" : ",") + added.dropFirst()
-        return (String(payload), json["device"]?["id"]?.stringValue)
+        let empty = text.dropFirst().allSatisfy(\.isWhitespace)
+        let added = JSON.object([
+            ("host", .string(host)), ("connection", .int(connection)), ("time", .string(utcTime(micros: wallMicros))),
+        ]).serialized
+        return String(text + (empty ? "" : ",") + added.dropFirst())
     }
 
     /// A notice that the spool was full and dropped events.
@@ -294,6 +316,13 @@ package struct RetainedDevices {
         return changed(clear: [id], publish: [], connected: connected)
     }
 
+    /// Whether a retained message the broker holds under `devices/<level>` (from before
+    /// this bridge started: another run's device) belongs to no device shutterd has now,
+    /// and should be cleared. Only once shutterd's device list is known.
+    package func isStale(level: String) -> Bool {
+        !devices.contains { MQTTTopics.level($0.id) == level }
+    }
+
     /// The broker is (back): clear what went meanwhile and publish every device again (a
     /// broker restarted without persistence has forgotten them).
     package mutating func brokerConnected() -> [(String, String?)] {
@@ -310,5 +339,50 @@ package struct RetainedDevices {
             return []
         }
         return clear.map { ($0, nil) } + publish.map { ($0.id, $0.json) }
+    }
+}
+
+/// Home Assistant's MQTT discovery of device triggers (its `device_automation` platform):
+/// one retained config per key of a device, `button_short_press` with the key's name as
+/// subtype, firing on the key's `ended` capture under `<prefix>/events/<id>`. The nodes of
+/// one physical device (its `group`) are one device in Home Assistant.
+package enum HomeAssistantDiscovery {
+    /// The discovery prefix Home Assistant listens on by default.
+    package static let discoveryPrefix = "homeassistant"
+
+    /// What Home Assistant allows in a node or object id: ASCII letters, digits, '_' and
+    /// '-'; anything else becomes '_'.
+    package static func idPart(_ s: String) -> String {
+        String(
+            s.unicodeScalars.map { c -> Character in
+                c.isASCII && (c.properties.isAlphabetic || ("0"..."9").contains(c) || c == "_" || c == "-")
+                    ? Character(c) : "_"
+            })
+    }
+
+    /// The config topic and payload of the trigger for `key` (a key name such as
+    /// KEY_VOLUMEUP) of a device.
+    package static func trigger(
+        topics: MQTTTopics, id: String, group: String, name: String, vendor: String, product: String, key: String
+    ) -> (topic: String, payload: String) {
+        let node = idPart(topics.prefix)
+        let topic = "\(discoveryPrefix)/device_automation/\(node)/\(idPart(id))_\(idPart(key))/config"
+        let template =
+            "{{ value_json.key.name if value_json.type == 'capture' and value_json.phase == 'ended' else '' }}"
+        let device = JSON.object([
+            ("identifiers", .array([.string(node + "_" + idPart(group))])),
+            ("name", .string(name)),
+            ("model", .string("\(vendor):\(product)")),
+        ])
+        let payload = JSON.object([
+            ("automation_type", .string("trigger")),
+            ("type", .string("button_short_press")),
+            ("subtype", .string(key)),
+            ("topic", .string(topics.events(id))),
+            ("value_template", .string(template)),
+            ("payload", .string(key)),
+            ("device", device),
+        ])
+        return (topic, payload.serialized)
     }
 }

@@ -124,7 +124,11 @@ package final class Daemon {
         } catch {
             throw DaemonError("\(error)")
         }
-        Log.info("ready: \(devices.count + (replayer?.count ?? 0)) devices")
+        if let replay = options.replay {
+            Log.info("ready: \(replay.recordings.count) recordings, played when the first client connects")
+        } else {
+            Log.info("ready: \(devices.count) devices")
+        }
         Systemd.notify("READY=1\nSTATUS=\(status)")
     }
 

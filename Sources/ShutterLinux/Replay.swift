@@ -19,7 +19,9 @@ package struct ReplayOptions: Sendable {
 
 /// Plays recordings as devices, on the daemon's loop: each is admitted as its device would
 /// be, and its events go through the same engine and hub, when they are due by a timerfd.
-/// Playback starts when the first client connects, so that it sees the whole recording.
+/// Playback starts when the first client connects, so that it sees the whole recording: the
+/// devices are added then (the client gets a `deviceAdded` for each, after its `hello`, as
+/// for a device plugged in) and go with `deviceRemoved` at their end.
 /// With nothing due the timer is disarmed: an idle replay wakes nobody.
 final class Replayer {
     final class Track {
@@ -57,7 +59,6 @@ final class Replayer {
         self.options = options
         timer = try Timer()
         try daemon.loop.add(timer.raw, events: EventLoop.readable) { [unowned self] _ in fire() }
-        for (path, recording) in options.recordings { add(path, recording) }
     }
 
     var count: Int { tracks.count(where: { !$0.removed }) }
@@ -93,6 +94,8 @@ final class Replayer {
     func start() {
         guard !started else { return }
         started = true
+        for (path, recording) in options.recordings { add(path, recording) }
+        Systemd.notify("STATUS=\(daemon.status)")
         let now = monotonicMicros()
         for t in tracks { t.origin = now }
         Log.info("replay: playing \(tracks.count) recordings at speed \(options.speed)")

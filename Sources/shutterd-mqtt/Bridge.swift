@@ -18,8 +18,17 @@ final class Bridge {
     /// Publications handed to libmosquitto and not yet acknowledged (QoS 1 and 2).
     var unacknowledged: Set<Int32> = []
     static let window = 100
+    /// Whether, on this connection to the broker, the bridge subscribed to the retained
+    /// device messages to clear those of devices shutterd no longer has.
+    var sweeping = false
+    /// Home Assistant trigger configs published so far (topic to payload), published again
+    /// on every connection to the broker.
+    var triggers: [String: String] = [:]
 
     var client: Client?
+    /// When the bridge connected to this shutterd (microseconds since the epoch), in every
+    /// event: shutterd's seq starts again at 1 when it restarts.
+    var connection: Int64 = 0
     var clientFD: Int32?
     let shutterdRetry: Timer
     var lastShutterdProblem = ""
@@ -43,6 +52,9 @@ final class Bridge {
         broker.onPublished = { [unowned self] mid in
             unacknowledged.remove(mid)
             pump()
+        }
+        broker.onMessage = { [unowned self] topic, empty, retained in
+            clearIfStale(topic, empty: empty, retained: retained)
         }
         do {
             try loop.add(shutterdRetry.raw, events: EventLoop.readable) { [unowned self] _ in
@@ -69,11 +81,13 @@ final class Bridge {
             try loop.add(fd, events: EventLoop.readable) { [unowned self] _ in readShutterd() }
             client = c
             clientFD = fd
+            connection = wallMicros()
             lastShutterdProblem = ""
             Log.info(
                 "shutterd: connected to \(socketPath) (shutterd \(c.hello.daemonVersion), \(c.hello.devices.count) devices)"
             )
             publishDevices(devices.replace(with: c.hello.devices.map { ($0.id, $0.json) }, connected: broker.connected))
+            sweepStaleDevices()
         } catch {
             let problem = "\(error)"
             if problem != lastShutterdProblem { Log.error("shutterd: \(problem); retrying") }
@@ -102,13 +116,21 @@ final class Bridge {
     func handle(_ event: Event, _ line: String?) {
         switch event {
         case .capture, .control, .overflow:
-            guard let line, let (payload, id) = MQTTPayload.event(line: line, host: host, wallMicros: wallMicros())
+            guard let line,
+                let payload = MQTTPayload.event(
+                    line: line, host: host, connection: connection, wallMicros: wallMicros())
             else { return }
             var topic = topics.notice
             var seq: Int64?
-            if case .capture(let c) = event { seq = c.seq }
-            if case .control(let c) = event { seq = c.seq }
-            if seq != nil { topic = topics.events(id ?? "_") }
+            if case .capture(let c) = event {
+                seq = c.seq
+                topic = topics.events(c.device.id)
+                if settings.homeAssistant { announceTrigger(c.device, key: c.key.name) }
+            }
+            if case .control(let c) = event {
+                seq = c.seq
+                topic = topics.events(c.device.id)
+            }
             spool.append(Spool.Entry(topic: topic, payload: payload, seq: seq))
             pump()
         case .deviceAdded(let d), .deviceChanged(let d):
@@ -126,9 +148,42 @@ final class Bridge {
     // MARK: broker
 
     func brokerConnected() {
+        sweeping = false
         broker.publish(topics.status, "online", retain: true)
         publishDevices(devices.brokerConnected())
+        for (topic, payload) in triggers.sorted(by: { $0.key < $1.key }) {
+            broker.publish(topic, payload, retain: true)
+        }
+        sweepStaleDevices()
         pump()
+    }
+
+    /// Once per connection to the broker, and once shutterd's device list is known:
+    /// subscribes to every device's retained message; the broker sends those it holds, and
+    /// those of devices shutterd does not have (left by an earlier run of the bridge, whose
+    /// devices went while it was not running) are cleared.
+    func sweepStaleDevices() {
+        guard broker.connected, client != nil, !sweeping else { return }
+        sweeping = true
+        broker.subscribe(topics.allDevices)
+    }
+
+    /// A key's first capture: its Home Assistant trigger (a key that was never pressed is
+    /// not announced: the device object does not say which keys a device has).
+    func announceTrigger(_ d: Device, key: String) {
+        let (topic, payload) = HomeAssistantDiscovery.trigger(
+            topics: topics, id: d.id, group: d.group, name: d.name, vendor: d.vendor, product: d.product, key: key)
+        guard triggers[topic] == nil else { return }
+        triggers[topic] = payload
+        Log.info("mqtt: Home Assistant trigger \(topic)")
+        if broker.connected { broker.publish(topic, payload, retain: true) }
+    }
+
+    func clearIfStale(_ topic: String, empty: Bool, retained: Bool) {
+        // Only what the broker held before: the bridge's own publications come back too.
+        guard retained, !empty, let level = topics.deviceLevel(of: topic), devices.isStale(level: level) else { return }
+        Log.info("mqtt: clearing \(topic), retained from before for a device shutterd does not have")
+        broker.publish(topic, "", retain: true)
     }
 
     func publishDevices(_ list: [(String, String?)]) {

@@ -23,9 +23,17 @@ final class Broker {
     private(set) var connected = false
     /// The last failure logged, so that a broker that stays away is not logged every retry.
     var lastProblem = ""
+    /// Whether this attempt's failure was already reported (a refusal comes before the
+    /// disconnection that follows it).
+    var attemptFailed = false
+    /// libmosquitto's last error-level log line (OpenSSL's reason for a TLS failure).
+    var libraryError: String?
 
     var onConnect: () -> Void = {}
     var onPublished: (Int32) -> Void = { _ in }
+    /// A message on a subscribed topic: its topic, whether it is empty, and whether the
+    /// broker held it retained (as opposed to one published while subscribed).
+    var onMessage: (_ topic: String, _ empty: Bool, _ retained: Bool) -> Void = { _, _, _ in }
 
     init(settings: MQTTSettings, clientID: String, will: (topic: String, payload: String), loop: EventLoop)
         throws(BridgeError)
@@ -73,6 +81,16 @@ final class Broker {
         mosquitto_publish_callback_set(m) { _, context, mid in
             Broker.from(context).onPublished(mid)
         }
+        mosquitto_message_callback_set(m) { _, context, message in
+            guard let message = message?.pointee, let topic = message.topic else { return }
+            Broker.from(context).onMessage(String(cString: topic), message.payloadlen == 0, message.retain)
+        }
+        mosquitto_log_callback_set(m) { _, context, level, text in
+            guard level & (MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0, let text else { return }
+            let line = String(cString: text)
+            Log.debug("mqtt: libmosquitto: \(line)")
+            if level & MOSQ_LOG_ERR != 0 { Broker.from(context).libraryError = line }
+        }
         do {
             try loop.add(keepaliveTimer.raw, events: EventLoop.readable) { [unowned self] _ in
                 keepaliveTimer.acknowledge()
@@ -102,17 +120,27 @@ final class Broker {
         return String(cString: mosquitto_strerror(rc)) + " (\(rc))"
     }
 
+    /// `describe(rc)`, and for a TLS failure OpenSSL's reason as libmosquitto logged it
+    /// ("certificate verify failed", "unknown ca", ...), taken once.
+    func explain(_ rc: Int32) -> String {
+        defer { libraryError = nil }
+        guard rc == MOSQ_ERR_TLS.rawValue, let detail = libraryError else { return Broker.describe(rc) }
+        return "TLS failed: \(detail)"
+    }
+
     var endpoint: String { "\(settings.host):\(settings.effectivePort)" }
 
     /// Starts connecting (or again, after a failure); the result comes through the loop.
     func connect() {
+        attemptFailed = false
+        libraryError = nil
         let rc =
             started
             ? mosquitto_reconnect_async(mosq)
             : mosquitto_connect_async(mosq, settings.host, Int32(settings.effectivePort), Int32(settings.keepalive))
         started = true
         guard rc == MOSQ_ERR_SUCCESS.rawValue else {
-            failed("cannot connect to the broker at \(endpoint): \(Broker.describe(rc))")
+            failed("cannot connect to the broker at \(endpoint): \(explain(rc))")
             return
         }
         let fd = mosquitto_socket(mosq)
@@ -136,11 +164,26 @@ final class Broker {
     }
 
     func ready(_ events: UInt32) {
+        var rc = MOSQ_ERR_SUCCESS.rawValue
         if events & (EventLoop.readable | EventLoop.hangup) != 0 {
-            _ = mosquitto_loop_read(mosq, 1)
+            rc = mosquitto_loop_read(mosq, 1)
         }
-        if watched != nil, events & EventLoop.writable != 0 {
-            _ = mosquitto_loop_write(mosq, 1)
+        if rc == MOSQ_ERR_SUCCESS.rawValue, watched != nil, events & EventLoop.writable != 0 {
+            rc = mosquitto_loop_write(mosq, 1)
+        }
+        // An error libmosquitto did not report as a disconnection (it left the socket
+        // watched): a TLS handshake that failed returns here, with OpenSSL's reason logged.
+        if rc != MOSQ_ERR_SUCCESS.rawValue, let fd = watched {
+            Log.debug("mqtt: libmosquitto's loop: \(Broker.describe(rc))")
+            // Still open: closed by the next attempt (mosquitto_reconnect_async).
+            if mosquitto_socket(mosq) == fd { loop.remove(fd) } else { loop.forget(fd) }
+            watched = nil
+            if connected {
+                disconnected(code: rc)
+            } else {
+                failed("cannot connect to the broker at \(endpoint): \(explain(rc))")
+            }
+            return
         }
         afterIO()
     }
@@ -171,10 +214,19 @@ final class Broker {
         return mid
     }
 
+    /// Subscribes at QoS 0; what arrives goes to `onMessage`.
+    func subscribe(_ pattern: String) {
+        let rc = mosquitto_subscribe(mosq, nil, pattern, 0)
+        afterIO()
+        if rc != MOSQ_ERR_SUCCESS.rawValue { Log.debug("mqtt: subscribe to \(pattern): \(Broker.describe(rc))") }
+    }
+
     func connected(code: Int32) {
         guard code == 0 else {
             // The broker's CONNACK return code: bad credentials, not authorised, ...
-            let reason = String(cString: mosquitto_connack_string(code))
+            var reason = Substring(String(cString: mosquitto_connack_string(code)))
+            if reason.hasPrefix("Connection Refused: ") { reason = reason.dropFirst(20) }
+            if reason.hasSuffix(".") { reason = reason.dropLast() }
             failed("the broker at \(endpoint) refused the connection: \(reason) (CONNACK code \(code))")
             return
         }
@@ -194,14 +246,21 @@ final class Broker {
             watched = nil
         }
         keepaliveTimer.disarm()
-        if stopping { return }
-        if was { Log.info("mqtt: lost the broker at \(endpoint): \(Broker.describe(code))") }
-        scheduleRetry()
+        if stopping || attemptFailed { return }
+        if was {
+            Log.info("mqtt: lost the broker at \(endpoint): \(explain(code))")
+            scheduleRetry()
+        } else {
+            // Closed before a CONNACK: a TLS handshake that failed, a broker that hung up.
+            failed("cannot connect to the broker at \(endpoint): \(explain(code))")
+        }
     }
 
     var stopping = false
 
     func failed(_ problem: String) {
+        attemptFailed = true
+        keepaliveTimer.disarm()  // no pings to a broker not connected to; connect() arms it again
         if problem != lastProblem { Log.error("mqtt: \(problem); retrying") }
         lastProblem = problem
         if let fd = watched {

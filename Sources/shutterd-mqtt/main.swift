@@ -8,12 +8,13 @@ let usage = """
     Usage: shutterd-mqtt [--config FILE] [--socket PATH] [--host HOST] [--port N]
                          [--prefix TOPIC] [--qos N] [--keepalive S] [--tls-ca FILE]
                          [--tls-cert FILE --tls-key FILE] [--username NAME]
-                         [--password-file FILE] [--client-id ID] [--spool N] [--verbose]
+                         [--password-file FILE] [--client-id ID] [--spool N]
+                         [--homeassistant] [--verbose]
 
     Publishes shutterd's devices and events to an MQTT broker: retained
     <prefix>/status (online, or offline as the last will), retained
     <prefix>/devices/<id>, and <prefix>/events/<id> with shutterd's JSON plus
-    "host" and "time". The prefix is shutterd/<hostname> unless set.
+    "host", "connection" and "time". The prefix is shutterd/<hostname> unless set.
 
     Options (each overrides the [mqtt] section of the config file):
       --config FILE   read FILE, which must exist (default: $SHUTTERD_CONFIG when set,
@@ -25,6 +26,7 @@ let usage = """
       --client-id ID, --spool N
                       as the [mqtt] settings of the same names; the password only
                       ever comes from a file
+      --homeassistant as homeassistant = yes: Home Assistant device triggers
       --verbose       log more
       --version       print the version and exit
       --help          print this help and exit
@@ -49,13 +51,16 @@ while let arg = args.popFirst() {
     case "--password":
         fail("--password: a password on the command line is visible to every user; use --password-file", code: 64)
     case let option
-    where option.hasPrefix("--") && (["config", "socket"] + MQTTSettings.keys).contains(String(option.dropFirst(2))):
+    where option.hasPrefix("--") && (["config", "socket"] + MQTTSettings.keys).contains(String(option.dropFirst(2)))
+        && option != "--homeassistant":
         guard let v = args.popFirst() else { fail("\(option) needs a value", code: 64) }
         switch option {
         case "--config": configPath = v
         case "--socket": socketPath = v
         default: overrides.append((String(option.dropFirst(2)), v))
         }
+    case "--homeassistant":
+        overrides.append(("homeassistant", "true"))
     case "--verbose", "-v":
         Log.verbose = true
     case "--version":
@@ -65,7 +70,8 @@ while let arg = args.popFirst() {
         print(usage)
         exit(0)
     default:
-        fail("unknown argument '\(arg)'\n\(usage)", code: 64)
+        // Not the usage itself: the log escapes its line breaks.
+        fail("unknown argument '\(arg)' (shutterd-mqtt --help lists the options)", code: 64)
     }
 }
 

@@ -21,8 +21,22 @@ struct MessageTests {
         #expect(d.bus == "usb" && d.vendor == "05ac" && d.product == "0221" && d.version == "0110")
         #expect(
             d.uniq == nil && d.phys == "usb-1/input1" && d.syspath == "/sys/x/event5" && d.node == "/dev/input/event5")
-        #expect(d.kind == "media")
+        #expect(d.kind == "media" && !d.replayed)
         #expect(try JSON.parse(d.json) == device)
+    }
+
+    @Test("a device shutterd plays from a recording says so: replayed as shutterd writes it (protocol 1.2)")
+    func replayedDevice() throws {
+        var info = DeviceInfo(
+            name: "AB Shutter3 Keyboard", bus: 5, vendor: 0x2717, product: 0x0040, version: 0x23, uniq: nil, phys: nil,
+            syspath: "replay:rec.evemu", node: "rec.evemu", kind: .remote)
+        #expect(try !Device(json: info.json).replayed)
+        info.replayed = true
+        let d = try Device(json: info.json)
+        #expect(d.replayed && d.node == "rec.evemu" && d.name == "AB Shutter3 Keyboard")
+        var m = device.objectValue!
+        m.append(("replayed", .string("yes")))
+        #expect(try !Device(json: .object(m)).replayed)
     }
 
     @Test("a known message without a field it needs is an error naming the field")

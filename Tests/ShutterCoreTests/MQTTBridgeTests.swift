@@ -39,6 +39,10 @@ struct MQTTBridgeTests {
         #expect(t.events("a/b+c#d") == "lab/rig7/events/a_b_c_d")
         #expect(MQTTTopics(hostname: "rig/7").prefix == "shutterd/rig_7")
         #expect(MQTTTopics.level("") == "_")
+        #expect(t.allDevices == "lab/rig7/devices/+")
+        #expect(t.deviceLevel(of: t.device("a/b")) == "a_b")
+        #expect(t.deviceLevel(of: "lab/rig7/devices/") == nil && t.deviceLevel(of: "lab/rig7/devices/a/b") == nil)
+        #expect(t.deviceLevel(of: "lab/rig7/events/a") == nil && t.deviceLevel(of: "lab/rig8/devices/a") == nil)
     }
 
     @Test("UTC time from microseconds, across leap days and before 1970")
@@ -51,18 +55,19 @@ struct MQTTBridgeTests {
         #expect(MQTTPayload.utcTime(micros: -1) == "1969-12-31T23:59:59.999999Z")
     }
 
-    @Test("an event's payload is shutterd's line with host and time added, and names the device")
+    @Test("an event's payload is shutterd's line, byte for byte, with host, connection and time added")
     func eventPayload() throws {
         let line = #"{"type":"capture","seq":7,"phase":"began","device":{"id":"usb-1-x","name":"X"},"value":0.25}"#
-        let e = try #require(MQTTPayload.event(line: line + "\n", host: "rig7", wallMicros: 0))
-        #expect(e.deviceID == "usb-1-x")
-        #expect(e.payload == String(line.dropLast()) + #","host":"rig7","time":"1970-01-01T00:00:00.000000Z"}"#)
-        let json = try JSON.parse(e.payload)
-        #expect(json["seq"]?.intValue == 7 && json["host"]?.stringValue == "rig7")
-        #expect(MQTTPayload.event(line: "{}", host: "h", wallMicros: 0)?.payload.hasPrefix(#"{"host":"h","#) == true)
-        #expect(MQTTPayload.event(line: "[1]", host: "h", wallMicros: 0) == nil)
-        #expect(MQTTPayload.event(line: "not json", host: "h", wallMicros: 0) == nil)
-        #expect(MQTTPayload.event(line: #"{"type":"x"}"#, host: "h", wallMicros: 0)?.deviceID == nil)
+        let payload = try #require(MQTTPayload.event(line: line + "\n", host: "rig7", connection: 42, wallMicros: 0))
+        let added = #","host":"rig7","connection":42,"time":"1970-01-01T00:00:00.000000Z"}"#
+        #expect(payload == String(line.dropLast()) + added)
+        let json = try JSON.parse(payload)
+        #expect(json["seq"]?.intValue == 7 && json["host"]?.stringValue == "rig7" && json["connection"]?.intValue == 42)
+        func event(_ line: String) -> String? { MQTTPayload.event(line: line, host: "h", connection: 1, wallMicros: 0) }
+        #expect(event("{}")?.hasPrefix(#"{"host":"h","#) == true)
+        #expect(try event(" { } \r\n").flatMap { try JSON.parse($0)["host"] } == .string("h"))
+        #expect(event("[1]") == nil)
+        #expect(event("not json") == nil)
     }
 
     @Test("the spool keeps order, drops the oldest past its capacity and counts them with their seqs")
@@ -103,5 +108,44 @@ struct MQTTBridgeTests {
         #expect(ids(r.removed(id: "d", connected: false)) == [])
         #expect(ids(r.added(id: "d", json: "{}", connected: false)) == [], "back before the broker: not cleared")
         #expect(ids(r.brokerConnected()) == ["d"])
+    }
+
+    @Test("Home Assistant: a button_short_press trigger per key, on the key's ended capture, one device per group")
+    func homeAssistantTrigger() throws {
+        let topics = MQTTTopics(prefix: "shutterd/rig.7")
+        let (topic, payload) = HomeAssistantDiscovery.trigger(
+            topics: topics, id: "bluetooth-2717-0040-c2:1a:55-ab-shutter3-keyboard",
+            group: "bluetooth-2717-0040-c2:1a:55", name: "AB Shutter3 Keyboard", vendor: "2717", product: "0040",
+            key: "KEY_VOLUMEUP")
+        #expect(
+            topic
+                == "homeassistant/device_automation/shutterd_rig_7/bluetooth-2717-0040-c2_1a_55-ab-shutter3-keyboard_KEY_VOLUMEUP/config"
+        )
+        let json = try JSON.parse(payload)
+        #expect(json["automation_type"]?.stringValue == "trigger" && json["type"]?.stringValue == "button_short_press")
+        #expect(json["subtype"]?.stringValue == "KEY_VOLUMEUP" && json["payload"]?.stringValue == "KEY_VOLUMEUP")
+        #expect(json["topic"]?.stringValue == topics.events("bluetooth-2717-0040-c2:1a:55-ab-shutter3-keyboard"))
+        #expect(
+            json["value_template"]?.stringValue
+                == "{{ value_json.key.name if value_json.type == 'capture' and value_json.phase == 'ended' else '' }}")
+        #expect(json["device"]?["identifiers"] == .array([.string("shutterd_rig_7_bluetooth-2717-0040-c2_1a_55")]))
+        #expect(json["device"]?["name"]?.stringValue == "AB Shutter3 Keyboard")
+        #expect(json["device"]?["model"]?.stringValue == "2717:0040")
+        #expect(HomeAssistantDiscovery.idPart("a/b é+#-_9") == "a_b____-_9")
+        let m = try Config(text: "[mqtt]\nhomeassistant = yes\n", keyCode: { _ in nil }).mqtt
+        #expect(m.homeAssistant && !MQTTSettings().homeAssistant, "off by default")
+        #expect(throws: ConfigError.self) { try Config(text: "[mqtt]\nhomeassistant = maybe\n", keyCode: { _ in nil }) }
+    }
+
+    @Test("retained devices from before the bridge started: stale unless shutterd has the device now")
+    func staleRetainedDevices() {
+        var r = RetainedDevices()
+        _ = r.replace(with: [("usb-1/keyboard", "{}"), ("bt-2", "{}")], connected: true)
+        let t = MQTTTopics(prefix: "p")
+        #expect(!r.isStale(level: t.deviceLevel(of: t.device("usb-1/keyboard"))!), "matched by its topic level")
+        #expect(!r.isStale(level: "bt-2"))
+        #expect(r.isStale(level: "bt-3") && r.isStale(level: "usb-1"))
+        _ = r.removed(id: "bt-2", connected: true)
+        #expect(r.isStale(level: "bt-2"))
     }
 }

@@ -45,6 +45,8 @@ CODES = {"lineTooLong", "invalidJSON", "unknownRequest", "invalidRequest", "notP
 CLOSING = {"lineTooLong", "invalidJSON", "tooManyClients"}
 KINDS = ["remote", "headset", "dial", "keyboard", "camera", "media", "mouse"]
 BOOLS = ["enabled", "primary", "secondary", "defaultCaptureSoundDisabled", "grab"]
+# (name, setting, default, lowest, highest): docs/PROTOCOL.md, setInteraction's gestures.
+GESTURES = [("longPress", "after", 500, 50, 60000), ("doublePress", "within", 300, 50, 5000)]
 LISTS = ["devices", "names", "buses", "kinds", "keys"]
 # A reply or an error must come within this long; silence means the daemon hangs.
 PATIENCE = 30.0
@@ -287,6 +289,7 @@ class Generator:
         want = {
             "enabled": True, "primary": True, "secondary": True, "defaultCaptureSoundDisabled": False,
             "grab": False, "filter": {k: [] for k in LISTS}, "slider": {"min": 0, "max": 100, "value": 50},
+            "gestures": {},
         }
         pairs = []
         for key in BOOLS:
@@ -332,6 +335,19 @@ class Generator:
             self.rng.shuffle(spairs)
             pairs.append(("slider", Obj(spairs)))
             want["slider"] = s
+        if self.rng.random() < 0.4:
+            gpairs = []
+            for name, setting, default, lo, hi in GESTURES:
+                if self.rng.random() < 0.6:
+                    if self.rng.random() < 0.3:
+                        gpairs.append((name, Obj([])))
+                        want["gestures"][name] = {setting: default}
+                    else:
+                        ms = self.rng.randint(lo, hi)
+                        gpairs.append((name, Obj([(setting, self.number(ms))])))
+                        want["gestures"][name] = {setting: ms}
+            self.rng.shuffle(gpairs)
+            pairs.append(("gestures", Obj(gpairs)))
         self.rng.shuffle(pairs)
         return Obj(pairs), want
 
@@ -361,7 +377,7 @@ class Generator:
         value, _ = self.interaction_value()
         pairs = [p for p in value.pairs]
         top = [("type", "setInteraction")]
-        r = self.rng.randrange(12)
+        r = self.rng.randrange(14)
         if r == 0:
             return self.request("type not a string", [("type", self.wrong_of("string"))], "error", codes={"invalidRequest"})
         if r == 1:
@@ -405,6 +421,20 @@ class Generator:
                                  [("min", 200)], [("max", -1)], [("value", 101)], [("min", 5), ("value", 4)]])
             pairs = [p for p in pairs if p[0] != "slider"] + [("slider", Obj(s))]
             what = "slider range or value out of order"
+        elif r == 12:
+            name, setting, _, lo, hi = self.rng.choice(GESTURES)
+            bad = self.rng.choice([lo - 1, hi + 1, 0, -lo, 2**63 - 1, -(2**63)])
+            pairs = [p for p in pairs if p[0] != "gestures"] + [("gestures", Obj([(name, Obj([(setting, bad)]))]))]
+            what = "gestures.%s.%s out of bounds" % (name, setting)
+        elif r == 13:
+            name, setting, _, _, _ = self.rng.choice(GESTURES)
+            other = {"after": "within", "within": "after"}[setting]  # the other gesture's setting
+            inner = self.rng.choice([Obj([(setting, self.wrong_of("int"))]), self.wrong_of("object"),
+                                     Obj([(self.rng.choice([other, "ms", ""]), 300)])])
+            gestures = self.rng.choice([Obj([(name, inner)]), self.wrong_of("object"),
+                                        Obj([(self.rng.choice(["triplePress", "longpress", ""]), Obj([]))])])
+            pairs = [p for p in pairs if p[0] != "gestures"] + [("gestures", gestures)]
+            what = "gestures malformed"
         else:
             level = self.rng.choice(["interaction", "filter", "slider"])
             name = self.rng.choice(["enable", "Enabled", "grabs", "", "min ", "device", "value\u0000", self.text(4) + "z"])
@@ -487,7 +517,8 @@ class Generator:
     @staticmethod
     def default_interaction():
         return {"enabled": True, "primary": True, "secondary": True, "defaultCaptureSoundDisabled": False,
-                "grab": False, "filter": {k: [] for k in LISTS}, "slider": {"min": 0, "max": 100, "value": 50}}
+                "grab": False, "filter": {k: [] for k in LISTS}, "slider": {"min": 0, "max": 100, "value": 50},
+                "gestures": {}}
 
     def odd_id(self):
         r = self.rng.randrange(6)

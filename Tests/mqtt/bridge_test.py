@@ -3,13 +3,14 @@
 consumer: the retained status and its last will, reconnecting to a restarted broker and a
 restarted shutterd, and, with a stand-in shutterd that sends captures (events need a kernel
 device otherwise), retained devices and every event across a broker restart, with what a
-full spool dropped published as a notice. Ends with 'N passed, N failed'.
+full spool dropped published as a notice; a broker with a password file and one with TLS
+(a throwaway CA), with the right and the wrong credentials. Ends with 'N passed, N failed'.
 
 Usage: bridge_test.py SHUTTERD SHUTTERD_MQTT
+       (SHUTTERD_MQTT_ONLY=test_a,test_b runs only those)
 """
 import json
 import os
-import pwd
 import shutil
 import signal
 import socket
@@ -20,64 +21,10 @@ import threading
 import time
 import traceback
 
+from mqttbroker import Broker, wait_until
+
 SHUTTERD, BRIDGE = (os.path.abspath(p) for p in sys.argv[1:3])
 PREFIX = "test/rig"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(what, check, seconds=20):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"{what}: not within {seconds} s")
-
-
-class Broker:
-    """mosquitto on 127.0.0.1:port; with persistence its sessions survive a restart."""
-
-    def __init__(self, work, persistent=False):
-        self.port = free_port()
-        self.conf = os.path.join(work, "mosquitto.conf")
-        with open(self.conf, "w") as f:
-            f.write(f"listener {self.port} 127.0.0.1\nallow_anonymous true\n")
-            # Run as root, mosquitto would drop to the user mosquitto, who cannot write here.
-            f.write(f"user {pwd.getpwuid(os.getuid()).pw_name}\n")
-            if persistent:
-                f.write(f"persistence true\npersistence_location {work}/\n")
-        self.log = open(os.path.join(work, "mosquitto.log"), "a")
-        self.proc = None
-        self.start()
-
-    def start(self):
-        self.proc = subprocess.Popen(["/usr/sbin/mosquitto", "-c", self.conf], stdout=self.log, stderr=self.log)
-        wait_until("mosquitto listening", self.listening)
-
-    def listening(self):
-        try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-            return True
-        except OSError:
-            return False
-
-    def stop(self, sig=signal.SIGTERM):
-        self.proc.send_signal(sig)
-        self.proc.wait(20)
-
-    def retained(self, topic):
-        """The retained message on `topic` (b"" for none), as a new subscriber gets it."""
-        out = subprocess.run(
-            ["mosquitto_sub", "-h", "127.0.0.1", "-p", str(self.port), "-t", topic, "-C", "1", "-W", "2",
-             "--retained-only", "-F", "%p"],
-            capture_output=True)
-        return out.stdout.rstrip(b"\n")
 
 
 class Process:
@@ -111,11 +58,12 @@ def connectable(path):
         return False
 
 
-def start_bridge(work, broker, socket_path, *extra):
-    # The broker's address from the config file's [mqtt] section, the rest as options.
+def start_bridge(work, broker, socket_path, *extra, config=""):
+    # The broker's address (and `config`) from the config file's [mqtt] section, the rest
+    # as options.
     conf = os.path.join(work, "shutterd.conf")
     with open(conf, "w") as f:
-        f.write(f"[mqtt]\nhost = 127.0.0.1\nport = {broker.port}\nkeepalive = 5\n")
+        f.write(f"[mqtt]\nhost = 127.0.0.1\nport = {broker.port}\nkeepalive = 5\n{config}")
     return Process([BRIDGE, "--config", conf, "--socket", socket_path, "--prefix", PREFIX, *extra],
                    os.path.join(work, "bridge.log"))
 
@@ -144,11 +92,11 @@ class StandIn:
         self.conn.sendall(self.hello.encode() + b"\n")
         self.accepted.set()
 
-    def send(self, seqs, device=DEVICE):
+    def send(self, seqs, device=DEVICE, phase="began", key=(28, "KEY_ENTER")):
         for seq in seqs:
-            line = {"type": "capture", "seq": seq, "clientSeq": seq, "handler": "primary", "phase": "began",
+            line = {"type": "capture", "seq": seq, "clientSeq": seq, "handler": "primary", "phase": phase,
                     "press": seq, "shouldPlaySound": False, "device": device,
-                    "key": {"code": 28, "name": "KEY_ENTER"}, "kernelTime": seq, "receiveTime": seq}
+                    "key": {"code": key[0], "name": key[1]}, "kernelTime": seq, "receiveTime": seq}
             self.conn.sendall(json.dumps(line).encode() + b"\n")
 
     def close(self):
@@ -156,6 +104,15 @@ class StandIn:
             self.conn.close()
         self.listener.close()
         os.unlink(self.path)
+
+
+def stop_all(sub, bridge, standin, broker):
+    """The end of a test with a subscriber and a stand-in shutterd."""
+    sub.terminate()
+    sub.wait()
+    bridge.stop()
+    standin.close()
+    broker.stop()
 
 
 # MARK: the tests
@@ -203,18 +160,16 @@ def test_clean_stop(work):
 
 
 def test_devices_and_events_across_broker_restart(work):
-    """Devices retained, published again when changed and cleared when gone; events published while the broker is down wait
-    in the spool and all arrive, once each after de-duplication by (host, seq), in order; a
+    """Devices retained, published again when changed and cleared when gone; events published
+    while the broker is down wait in the spool and all arrive, once each after de-duplication
+    by (host, connection, seq), in order; a
     full spool drops the oldest and says so in a notice."""
     broker = Broker(work, persistent=True)
     path = os.path.join(work, "standin.sock")
     standin = StandIn(path, [DEVICE])
     bridge = start_bridge(work, broker, path, "--spool", "16")
     out = open(os.path.join(work, "sub.out"), "w+")
-    # A persistent session (-c) at QoS 1: the broker keeps what comes while it reconnects.
-    sub = subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(broker.port), "-c", "-i", "tier-sub",
-                            "-q", "1", "-t", PREFIX + "/events/#", "-t", PREFIX + "/notice", "-F", "%t %p"],
-                           stdout=out, stderr=subprocess.STDOUT)
+    sub = broker.subscribe(out, "tier-sub", PREFIX + "/events/#", PREFIX + "/notice")
     try:
         device_topic = PREFIX + "/devices/" + DEVICE["id"]
         wait_until("the device retained", lambda: broker.retained(device_topic))
@@ -245,9 +200,9 @@ def test_devices_and_events_across_broker_restart(work):
         for topic, e in events:
             assert topic == PREFIX + "/events/" + DEVICE["id"], topic
             assert e["host"] and e["time"].endswith("Z") and e["device"]["id"] == DEVICE["id"], e
-            if (e["host"], e["seq"]) not in [(h, s) for h, s in seqs]:
-                seqs.append((e["host"], e["seq"]))
-        assert [s for _, s in seqs] == list(range(1, 6)) + list(range(10, 26)), seqs
+            if (e["host"], e["connection"], e["seq"]) not in seqs:
+                seqs.append((e["host"], e["connection"], e["seq"]))
+        assert [s for _, _, s in seqs] == list(range(1, 6)) + list(range(10, 26)), seqs
         assert len(notices) == 1 and notices[0]["type"] == "dropped", notices
         assert (notices[0]["count"], notices[0]["firstSeq"], notices[0]["lastSeq"]) == (4, 6, 9), notices
         # shutterd restarted with another device: the old one's retained message is cleared.
@@ -257,15 +212,234 @@ def test_devices_and_events_across_broker_restart(work):
         wait_until("the new device retained", lambda: broker.retained(PREFIX + "/devices/" + other["id"]))
         wait_until("the old device cleared", lambda: broker.retained(device_topic) == b"")
     finally:
-        sub.terminate()
-        sub.wait()
+        stop_all(sub, bridge, standin, broker)
+
+
+def test_seq_across_shutterd_restart(work):
+    """shutterd's seq starts at 1 again when it restarts: events of two runs with the same
+    seqs stay apart by (host, connection, seq), the key a consumer de-duplicates by."""
+    broker = Broker(work)
+    path = os.path.join(work, "standin.sock")
+    standin = StandIn(path, [DEVICE])
+    bridge = start_bridge(work, broker, path)
+    out = open(os.path.join(work, "sub.out"), "w+")
+    sub = broker.subscribe(out, "seq-sub", PREFIX + "/events/#")
+
+    def keys():
+        events = [json.loads(line.split(" ", 1)[1]) for line in open(out.name).read().splitlines()]
+        return {(e["host"], e.get("connection"), e["seq"]) for e in events}
+
+    try:
+        wait_until("the stand-in has the bridge", standin.accepted.is_set)
+        wait_until("online", lambda: broker.retained(PREFIX + "/status") == b"online")
+        time.sleep(0.5)  # the subscriber is in
+        standin.send([1, 2, 3])
+        wait_until("three events", lambda: len(open(out.name).read().splitlines()) == 3)
+        standin.close()
+        standin = StandIn(path, [DEVICE])  # shutterd restarted: seq from 1 again
+        wait_until("the bridge connected again", standin.accepted.is_set)
+        standin.send([1, 2, 3])
+        wait_until("six events", lambda: len(open(out.name).read().splitlines()) == 6)
+        assert len(keys()) == 6, sorted(keys(), key=str)
+        assert all(isinstance(c, int) for _, c, _ in keys()), keys()
+    finally:
+        stop_all(sub, bridge, standin, broker)
+
+
+def test_usage_errors(work):
+    """Bad command lines: exit 64 and one readable line naming the problem (the log escapes
+    line breaks, so the usage is not appended); a password on the command line is refused."""
+    cases = [
+        (["--homeassistant", "maybe"], "unknown argument 'maybe' (shutterd-mqtt --help lists the options)"),
+        (["--password", "hunter2"], "--password: a password on the command line is visible to every user; "
+                                    "use --password-file"),
+        (["--qos", "3"], "--qos: qos must be a whole number from 0 to 2, not '3'"),
+    ]
+    for argv, want in cases:
+        p = subprocess.run([BRIDGE, *argv], capture_output=True, text=True, timeout=20)
+        lines = p.stderr.splitlines()
+        assert p.returncode == 64 and lines == ["shutterd-mqtt: " + want], (argv, p.returncode, p.stderr)
+
+
+def test_stale_devices_after_bridge_restart(work):
+    """A device that went while the bridge was not running: the next bridge clears its
+    retained message, and leaves those of devices shutterd still has (not cleared and
+    published again: the log names only the stale one)."""
+    broker = Broker(work)
+    path = os.path.join(work, "standin.sock")
+    kept, gone, new = (dict(DEVICE, id=i) for i in ("bt-kept", "usb-gone/1", "bt-new"))
+    standin = StandIn(path, [kept, gone])
+    bridge = start_bridge(work, broker, path)
+    try:
+        wait_until("both retained", lambda: broker.retained(PREFIX + "/devices/usb-gone_1")
+                   and broker.retained(PREFIX + "/devices/bt-kept"))
+        assert bridge.stop() == 0
+        standin.close()
+        standin = StandIn(path, [kept, new])  # shutterd's devices changed meanwhile
+        bridge = start_bridge(work, broker, path)
+        wait_until("the new device retained", lambda: broker.retained(PREFIX + "/devices/bt-new"))
+        wait_until("the gone device cleared", lambda: broker.retained(PREFIX + "/devices/usb-gone_1") == b"")
+        assert json.loads(broker.retained(PREFIX + "/devices/bt-kept"))["id"] == "bt-kept"
+        cleared = [line for line in bridge.log().splitlines() if "clearing" in line]
+        assert len(cleared) == 1 and PREFIX + "/devices/usb-gone_1," in cleared[0], bridge.log()
+    finally:
         bridge.stop()
         standin.close()
         broker.stop()
 
 
+def test_home_assistant(work):
+    """--homeassistant: a key's first capture publishes its retained device trigger under
+    homeassistant/device_automation/, whose template (rendered with Jinja2, as Home Assistant
+    does) picks the key's ended capture and nothing else; published again after the broker
+    restarts. Without the option there is none."""
+    import jinja2
+
+    broker = Broker(work)
+    path = os.path.join(work, "standin.sock")
+    standin = StandIn(path, [DEVICE])
+    bridge = start_bridge(work, broker, path, "--homeassistant")
+    node = PREFIX.replace("/", "_")
+    config = f"homeassistant/device_automation/{node}/{DEVICE['id']}_KEY_VOLUMEUP/config"
+    out = open(os.path.join(work, "sub.out"), "w+")
+    sub = broker.subscribe(out, "ha-sub", PREFIX + "/events/#")
+    try:
+        wait_until("the stand-in has the bridge", standin.accepted.is_set)
+        wait_until("online", lambda: broker.retained(PREFIX + "/status") == b"online")
+        time.sleep(0.5)  # the subscriber is in
+        assert broker.retained(config) == b"", "a trigger before any press"
+        standin.send([1], phase="began", key=(115, "KEY_VOLUMEUP"))
+        standin.send([2], phase="ended", key=(115, "KEY_VOLUMEUP"))
+        standin.send([3, 4], phase="began")  # KEY_ENTER: a trigger of its own
+        trigger = json.loads(wait_until("the trigger retained", lambda: broker.retained(config)))
+        assert trigger["automation_type"] == "trigger" and trigger["type"] == "button_short_press", trigger
+        assert trigger["subtype"] == trigger["payload"] == "KEY_VOLUMEUP", trigger
+        assert trigger["topic"] == PREFIX + "/events/" + DEVICE["id"], trigger
+        assert trigger["device"]["identifiers"] == [node + "_" + DEVICE["group"]], trigger
+        enter = config.replace("KEY_VOLUMEUP", "KEY_ENTER")
+        wait_until("KEY_ENTER's trigger", lambda: broker.retained(enter))
+        wait_until("the four events", lambda: len(open(out.name).read().splitlines()) >= 4)
+        template = jinja2.Environment().from_string(trigger["value_template"])
+        fired = []
+        for line in open(out.name).read().splitlines():
+            event = json.loads(line.split(" ", 1)[1])
+            if template.render(value_json=event) == trigger["payload"]:
+                fired.append(event["seq"])
+        assert fired == [2], fired  # the ended of KEY_VOLUMEUP only
+        broker.stop()
+        broker.start()  # without persistence: it forgot the triggers
+        wait_until("the trigger published again", lambda: broker.retained(config))
+        assert broker.retained(enter)
+        bridge.stop()
+        standin.close()
+        plain = dict(DEVICE, id="usb-plain")
+        standin = StandIn(path, [plain])
+        bridge = start_bridge(work, broker, path)
+        wait_until("the plain bridge's device", lambda: broker.retained(PREFIX + "/devices/usb-plain"))
+        sub.terminate()
+        sub = broker.subscribe(out, "ha-sub-2", PREFIX + "/events/#")  # the restart forgot the first
+        time.sleep(0.5)  # the subscriber is in
+        standin.send([1], device=plain)
+        wait_until("the plain device's event", lambda: "usb-plain" in open(out.name).read())
+        assert broker.retained(f"homeassistant/device_automation/{node}/usb-plain_KEY_ENTER/config") == b""
+    finally:
+        stop_all(sub, bridge, standin, broker)
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def test_password_file(work):
+    """A broker with a password file: the right password connects; a wrong one is refused
+    with the broker's reason and code in the log, and the bridge keeps trying: once the
+    broker accepts that password (its file changed, SIGHUP), the bridge is online."""
+    passwords = os.path.join(work, "passwords")
+    subprocess.run(["mosquitto_passwd", "-b", "-c", passwords, "rig", "right horse"], check=True)
+    broker = Broker(work, listener=f"allow_anonymous false\npassword_file {passwords}\n",
+                    client_args=["-u", "rig", "-P", "right horse"])
+    d, path = start_shutterd(work)
+    login = "username = rig\npassword-file = {}\n"
+    bridge = start_bridge(work, broker, path, config=login.format(write(os.path.join(work, "pw"), "right horse\n")))
+    try:
+        wait_until("online with the right password", lambda: broker.retained(PREFIX + "/status") == b"online")
+        bridge.stop()
+        bridge = start_bridge(work, broker, path, "--client-id", "wrong-password",
+                              config=login.format(write(os.path.join(work, "pw-wrong"), "wrong horse")))
+        refused = "the broker at 127.0.0.1:%d refused the connection: " % broker.port
+        line = wait_until("the refusal logged", lambda: [l for l in bridge.log().splitlines() if refused in l])[0]
+        # mosquitto answers a wrong password with 5 (not authorised), not 4, under MQTT 3.1.1.
+        assert line.endswith(refused + "not authorised (CONNACK code 5); retrying"), line
+        # A second attempt (the broker logs each), logged once; then the broker takes that
+        # password (its file changed, SIGHUP reloads it) and the bridge's next attempt works.
+        wait_until("a second attempt", lambda: open(broker.log_path).read().count("not authorised") >= 2)
+        assert bridge.log().count(refused) == 1, bridge.log()
+        subprocess.run(["mosquitto_passwd", "-b", passwords, "rig", "wrong horse"], check=True)
+        broker.proc.send_signal(signal.SIGHUP)
+        wait_until("connected once the password is accepted", lambda: "mqtt: connected" in bridge.log(), seconds=30)
+    finally:
+        bridge.stop()
+        d.stop()
+        broker.stop()
+
+
+def make_ca(work, name):
+    """A throwaway CA (EC P-256): its certificate's path and key's path."""
+    crt, key = os.path.join(work, name + ".crt"), os.path.join(work, name + ".key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", key, "-out", crt, "-days", "2", "-subj", "/CN=" + name],
+                   check=True, capture_output=True)
+    return crt, key
+
+
+def make_cert(work, name, ca, subject_alt_name):
+    """A certificate for `name` signed by `ca` (make_ca's pair): its certificate and key."""
+    crt, key, csr = (os.path.join(work, name + ext) for ext in (".crt", ".key", ".csr"))
+    subprocess.run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", key, "-out", csr, "-subj", "/CN=" + name], check=True, capture_output=True)
+    ext = write(os.path.join(work, name + ".ext"), f"subjectAltName = {subject_alt_name}\n")
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-CAcreateserial",
+                    "-out", crt, "-days", "2", "-extfile", ext], check=True, capture_output=True)
+    return crt, key
+
+
+def test_tls(work):
+    """A TLS listener with a throwaway CA that also requires a client certificate: the
+    bridge with the CA, its certificate and key connects; with another CA it logs a TLS
+    error naming the failed verification, and keeps trying."""
+    ca = make_ca(work, "test-ca")
+    server = make_cert(work, "broker", ca, "IP:127.0.0.1")
+    client = make_cert(work, "rig", ca, "DNS:rig")
+    broker = Broker(work, listener=(f"allow_anonymous true\ncafile {ca[0]}\ncertfile {server[0]}\n"
+                                    f"keyfile {server[1]}\nrequire_certificate true\n"),
+                    client_args=["--cafile", ca[0], "--cert", client[0], "--key", client[1]])
+    d, path = start_shutterd(work)
+    tls = "tls-ca = {}\ntls-cert = {}\ntls-key = {}\n"
+    bridge = start_bridge(work, broker, path, config=tls.format(ca[0], *client))
+    try:
+        wait_until("online over TLS", lambda: broker.retained(PREFIX + "/status") == b"online")
+        bridge.stop()
+        other = make_ca(work, "other-ca")
+        bridge = start_bridge(work, broker, path, "--client-id", "wrong-ca", config=tls.format(other[0], *client))
+        line = wait_until("a TLS error logged", lambda: [l for l in bridge.log().splitlines() if "TLS" in l])[0]
+        assert f"cannot connect to the broker at 127.0.0.1:{broker.port}: TLS failed: " in line, line
+        assert "certificate verify failed" in line, line
+        # It keeps trying (the broker sees each handshake fail), and says so once.
+        wait_until("a second attempt", lambda: open(broker.log_path).read().count("unknown ca") >= 2)
+        assert bridge.log().count("certificate verify failed") == 1, bridge.log()
+    finally:
+        bridge.stop()
+        d.stop()
+        broker.stop()
+
+
 def main():
-    tests = [test_status_will_and_restarts, test_clean_stop, test_devices_and_events_across_broker_restart]
+    tests = [test_usage_errors, test_status_will_and_restarts, test_clean_stop, test_devices_and_events_across_broker_restart,
+             test_seq_across_shutterd_restart, test_stale_devices_after_bridge_restart, test_home_assistant, test_password_file, test_tls]
+    only = os.environ.get("SHUTTERD_MQTT_ONLY")
+    tests = [t for t in tests if not only or t.__name__ in only.split(",")]
     passed = failed = 0
     for test in tests:
         work = tempfile.mkdtemp(prefix="shutterd-mqtt-")

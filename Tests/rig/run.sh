@@ -83,6 +83,9 @@ trap 'exit 130' INT TERM
 # under it.
 if [ "$SHUTTERD" != - ]; then
     mkdir -p "$RESULTS/bin"
+    # The MQTT bridge built beside shutterd (the mqtt-* scenarios fail without it).
+    BRIDGE=$(dirname "$SHUTTERD")/shutterd-mqtt
+    [ -x "$BRIDGE" ] && cp "$BRIDGE" "$RESULTS/bin/"
     cp "$SHUTTERD" "$RESULTS/bin/shutterd" && cp "$SHUTTERCTL" "$RESULTS/bin/shutterctl" ||
         skip "cannot copy the binaries to $RESULTS/bin"
     SHUTTERD=$RESULTS/bin/shutterd
@@ -124,7 +127,7 @@ rig_boot shutterd-rig "$TIMEOUT" "$RESULTS" "sh $RIG/guest.sh $RESULTS $SHUTTERD
 END=$(date +%s)
 echo "rig: guest finished in $((END - START))s"
 
-for f in shutterd.log; do
+for f in shutterd.log shutterd-mqtt.log mosquitto.log; do
     if [ -s "$RESULTS/$f" ] && grep -q '^FAIL' "$RESULTS/results.txt" 2>/dev/null; then
         echo "rig: last lines of $f:"
         tail -n 40 "$RESULTS/$f" | sed 's/^/  | /'

@@ -10,9 +10,11 @@ VENV=$CACHE/venv
 VIRTME_NG_VERSION=1.42
 
 # python3-pytest, -setuptools and -wheel: the Python client's scenarios (pip-installed
-# into a venv offline, pytest from Debian); dbus-daemon and python3-dbusmock: a private
-# system bus with a mock BlueZ for the Bluetooth link scenarios.
-APT_PACKAGES="qemu-system-x86 linux-image-amd64 busybox-static file udev kmod procps python3 python3-venv linux-libc-dev ca-certificates python3-pytest python3-setuptools python3-wheel evemu-tools dbus-daemon python3-dbusmock"
+# into a venv offline, pytest from Debian). mosquitto and mosquitto-clients: the MQTT
+# bridge's scenarios start a broker in the guest, which runs on this root filesystem.
+# evemu-tools: the recording scenarios play a recording with evemu-play. dbus-daemon and
+# python3-dbusmock: a private system bus with a mock BlueZ for the Bluetooth link scenarios.
+APT_PACKAGES="qemu-system-x86 linux-image-amd64 busybox-static file udev kmod procps python3 python3-venv linux-libc-dev ca-certificates python3-pytest python3-setuptools python3-wheel evemu-tools mosquitto mosquitto-clients dbus-daemon python3-dbusmock"
 
 if [ "$(id -u)" != 0 ]; then
     echo "setup.sh: must run as root (installs Debian packages); skipping" >&2

@@ -96,7 +96,8 @@ def captures(msgs, n):
 
 def replay_daemon(rig, path, count):
     """shutterd --replay path on a socket of its own: the stream a client gets, and the
-    device objects of its hello."""
+    device objects of its deviceAdded messages (the recordings are added when the first
+    client has connected, after its hello)."""
     sock = os.path.join(os.path.dirname(rig.args.socket), "replay.sock")
     if os.path.exists(sock):
         os.unlink(sock)
@@ -114,7 +115,8 @@ def replay_daemon(rig, path, count):
         check(captures(c.all, count), "shutterd --replay gave %d captures, expected %d" % (
             len([m for m in c.all if m.get("type") == "capture"]), count))
         c.close()
-        return c.hello.get("devices", []), c.all
+        check(not c.hello.get("devices"), "the hello before playback lists devices: %s" % c.hello.get("devices"))
+        return [m.get("device", {}) for m in c.all if m.get("type") == "deviceAdded"], c.all
     finally:
         p.terminate()
         p.wait(10)

@@ -142,13 +142,16 @@ class Client:
                         names: Optional[Sequence[str]] = None, buses: Optional[Sequence[str]] = None,
                         kinds: Optional[Sequence[str]] = None, keys: Optional[Sequence[str]] = None,
                         slider: Union[Slider, Tuple[int, int, int], None] = None,
+                        long_press: Union[int, bool, None] = None, double_press: Union[int, bool, None] = None,
                         timeout: Optional[float] = None) -> Interaction:
         """Replaces this client's interaction (docs/PROTOCOL.md, setInteraction); a field
         left None keeps its default, not its previous value. ``devices``, ``names``,
         ``buses``, ``kinds`` and ``keys`` make the filter; ``slider`` is (min, max, value)
-        or a Slider. Returns the interaction now in force."""
+        or a Slider. ``long_press`` and ``double_press`` ask for those gestures (protocol
+        1.2): milliseconds (``after``, ``within``), or True for shutterd's default; Gesture
+        events then come among the others. Returns the interaction now in force."""
         obj = interaction_json(enabled, primary, secondary, default_capture_sound_disabled, grab, devices, names,
-                               buses, kinds, keys, slider)
+                               buses, kinds, keys, slider, long_press, double_press)
         return self._set_interaction(obj, timeout)
 
     def _set_interaction(self, obj: dict, timeout: Optional[float]) -> Interaction:
@@ -167,7 +170,7 @@ class Client:
     # --- events --------------------------------------------------------------------------
 
     def next_event(self, timeout: Optional[float] = None) -> Message:
-        """The next event: Capture, Control, DeviceAdded, DeviceRemoved, Overflow, or (with
+        """The next event: Capture, Control, Gesture, DeviceAdded, DeviceRemoved, Overflow, or (with
         reconnection on) Reconnected. Replies and unknown message types are skipped; an
         error from the daemon is raised as ErrorReply. ``timeout`` None waits for ever,
         else Timeout is raised when nothing arrived in that many seconds. When the daemon

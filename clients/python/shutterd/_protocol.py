@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 #: The protocol this package speaks: a daemon with another major is refused, a newer
-#: minor accepted.
+#: minor accepted (what it adds is kept in ``raw``). 1.2: gestures and ``Device.replayed``.
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 0
+PROTOCOL_MINOR = 2
 
 #: Where the daemon listens unless told otherwise.
 DEFAULT_SOCKET = "/run/shutterd/shutterd.sock"
@@ -126,6 +126,8 @@ class Device:
     phys: Optional[str] = None
     syspath: Optional[str] = None
     node: Optional[str] = None
+    #: True for a recording played by ``shutterd --replay``, not hardware (protocol 1.2).
+    replayed: bool = False
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -134,7 +136,8 @@ class Device:
         s = lambda k, d="": _get(obj, k, str, d)  # noqa: E731
         return cls(id=s("id"), name=s("name"), group=s("group"), bus=s("bus"), vendor=s("vendor"),
                    product=s("product"), version=s("version"), kind=s("kind"), uniq=s("uniq", None),
-                   phys=s("phys", None), syspath=s("syspath", None), node=s("node", None), raw=obj)
+                   phys=s("phys", None), syspath=s("syspath", None), node=s("node", None),
+                   replayed=_get(obj, "replayed", bool, False), raw=obj)
 
     def matches(self, pattern: str) -> bool:
         """Whether ``pattern`` selects this device, as shutterctl verify's --device does: a
@@ -217,6 +220,26 @@ class Control(Message):
 
 
 @dataclass
+class Gesture(Message):
+    """A gesture this client asked for (protocol 1.2, set_interaction's ``long_press`` and
+    ``double_press``): ``gesture`` is longPress (``press`` has been held that long; its
+    ended follows as usual) or doublePress (``press`` began soon after the release of
+    ``first_press``, the same key of the same device). ``handler`` is the one the press's
+    began gave; ``kernel_time`` the moment the press became long, or the second press's
+    began. Gestures have no daemon-wide ``seq``."""
+
+    client_seq: int = 0
+    gesture: str = ""
+    handler: str = ""
+    press: int = 0
+    first_press: Optional[int] = None
+    device: Device = field(default_factory=lambda: Device.from_json({}))
+    key: Key = field(default_factory=lambda: Key.from_json({}))
+    kernel_time: int = 0
+    receive_time: int = 0
+
+
+@dataclass
 class DeviceAdded(Message):
     device: Device = field(default_factory=lambda: Device.from_json({}))
 
@@ -285,6 +308,9 @@ class Interaction:
     grab: bool = False
     filter: Filter = field(default_factory=Filter)
     slider: Slider = field(default_factory=Slider)
+    #: The gestures asked for, with their times in milliseconds; None: not asked for.
+    long_press_after: Optional[int] = None
+    double_press_within: Optional[int] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -292,6 +318,8 @@ class Interaction:
         obj = obj if isinstance(obj, dict) else {}
         f = _get(obj, "filter", dict, {})
         sl = _get(obj, "slider", dict, {})
+        g = _get(obj, "gestures", dict, {})
+        lp, dp = _get(g, "longPress", dict), _get(g, "doublePress", dict)
         strs = lambda v: [x for x in v if isinstance(x, str)] if isinstance(v, list) else []  # noqa: E731
         return cls(
             enabled=_get(obj, "enabled", bool, True), primary=_get(obj, "primary", bool, True),
@@ -301,6 +329,8 @@ class Interaction:
             filter=Filter(**{k: strs(f.get(k)) for k in ("devices", "names", "buses", "kinds", "keys")}),
             slider=Slider(min=_get(sl, "min", int, 0), max=_get(sl, "max", int, 100),
                           value=_get(sl, "value", int, 50)),
+            long_press_after=None if lp is None else _get(lp, "after", int),
+            double_press_within=None if dp is None else _get(dp, "within", int),
             raw=obj)
 
 
@@ -340,6 +370,12 @@ def parse(obj: dict) -> Message:
     if t == "control":
         return Control(t, obj, event=_get(obj, "event", str, ""), press=_get(obj, "press", int),
                        delta=_get(obj, "delta", int), value=_get(obj, "value", int), **_common(obj))
+    if t == "gesture":
+        return Gesture(t, obj, client_seq=_get(obj, "clientSeq", int, 0), gesture=_get(obj, "gesture", str, ""),
+                       handler=_get(obj, "handler", str, ""), press=_get(obj, "press", int, 0),
+                       first_press=_get(obj, "firstPress", int), device=Device.from_json(obj.get("device")),
+                       key=Key.from_json(obj.get("key")), kernel_time=_get(obj, "kernelTime", int, 0),
+                       receive_time=_get(obj, "receiveTime", int, 0))
     if t == "deviceAdded":
         return DeviceAdded(t, obj, device=Device.from_json(obj.get("device")))
     if t == "deviceRemoved":
@@ -379,9 +415,12 @@ def interaction_json(enabled: Optional[bool] = None, primary: Optional[bool] = N
                      grab: Optional[bool] = None, devices: Optional[Sequence[str]] = None,
                      names: Optional[Sequence[str]] = None, buses: Optional[Sequence[str]] = None,
                      kinds: Optional[Sequence[str]] = None, keys: Optional[Sequence[str]] = None,
-                     slider: Union[Slider, Tuple[int, int, int], None] = None) -> dict:
+                     slider: Union[Slider, Tuple[int, int, int], None] = None,
+                     long_press: Union[int, bool, None] = None, double_press: Union[int, bool, None] = None) -> dict:
     """The ``interaction`` object of a setInteraction request; None leaves a field out (its
-    default applies, not its previous value)."""
+    default applies, not its previous value). ``long_press`` and ``double_press`` ask for
+    those gestures: a time in milliseconds (``after``, ``within``), or True for shutterd's
+    default time; None or False asks for none."""
     out: Dict[str, Any] = {}
     for name, value in (("enabled", enabled), ("primary", primary), ("secondary", secondary),
                         ("defaultCaptureSoundDisabled", default_capture_sound_disabled), ("grab", grab)):
@@ -399,6 +438,18 @@ def interaction_json(enabled: Optional[bool] = None, primary: Optional[bool] = N
     if slider is not None:
         lo, hi, val = (slider.min, slider.max, slider.value) if isinstance(slider, Slider) else slider
         out["slider"] = {"min": lo, "max": hi, "value": val}
+    gestures = {}
+    for name, value, ms in (("longPress", long_press, "after"), ("doublePress", double_press, "within")):
+        if value is None or value is False:
+            continue
+        if value is True:
+            gestures[name] = {}
+        elif isinstance(value, int):
+            gestures[name] = {ms: value}
+        else:
+            raise TypeError("%s must be milliseconds (an int) or True for the default, not %r" % (name, value))
+    if gestures:
+        out["gestures"] = gestures
     return out
 
 
@@ -528,7 +579,7 @@ def _seconds(s: float) -> str:
 # --- what both clients share ---------------------------------------------------------------
 
 #: What iteration over events yields; everything else (replies, unknown types) is skipped.
-EVENT_TYPES = (Capture, Control, DeviceAdded, DeviceRemoved, Overflow, Reconnected)
+EVENT_TYPES = (Capture, Control, Gesture, DeviceAdded, DeviceRemoved, Overflow, Reconnected)
 
 
 class ClientCore:

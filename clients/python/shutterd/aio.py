@@ -143,10 +143,12 @@ class AsyncClient:
                               names: Optional[Sequence[str]] = None, buses: Optional[Sequence[str]] = None,
                               kinds: Optional[Sequence[str]] = None, keys: Optional[Sequence[str]] = None,
                               slider: Union[Slider, Tuple[int, int, int], None] = None,
+                              long_press: Union[int, bool, None] = None,
+                              double_press: Union[int, bool, None] = None,
                               timeout: Optional[float] = None) -> Interaction:
         """As shutterd.Client.set_interaction."""
         obj = interaction_json(enabled, primary, secondary, default_capture_sound_disabled, grab, devices, names,
-                               buses, kinds, keys, slider)
+                               buses, kinds, keys, slider, long_press, double_press)
         return await self._set_interaction(obj, timeout)
 
     async def _set_interaction(self, obj: dict, timeout: Optional[float]) -> Interaction:

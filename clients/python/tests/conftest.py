@@ -33,10 +33,12 @@ def sockdir():
 
 
 class RealDaemon:
-    """shutterd --socket PATH, with no config (an installed one must not change the tests)."""
+    """shutterd --socket PATH [ARGS], with no config (an installed one must not change the
+    tests)."""
 
-    def __init__(self, binary, directory):
+    def __init__(self, binary, directory, args=()):
         self.binary = binary
+        self.args = list(args)
         self.path = os.path.join(directory, "s.sock")
         self.logpath = os.path.join(directory, "shutterd.log")
         self.env = dict(os.environ, SHUTTERD_CONFIG=os.path.join(directory, "no-such.conf"))
@@ -44,7 +46,7 @@ class RealDaemon:
 
     def start(self):
         log = open(self.logpath, "ab")
-        self.proc = subprocess.Popen([self.binary, "--socket", self.path], stdout=log, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen([self.binary, "--socket", self.path] + self.args, stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=self.env)
         log.close()
         deadline = time.monotonic() + 30
@@ -80,16 +82,37 @@ class RealDaemon:
             return ""
 
 
-@pytest.fixture
-def daemon(sockdir):
-    """The real shutterd, started; $SHUTTERD_BIN or the repository's .build/debug/shutterd."""
+def _binary():
     binary = os.environ.get("SHUTTERD_BIN") or os.path.join(REPO, ".build", "debug", "shutterd")
     if not os.access(binary, os.X_OK):
         _unavailable("no shutterd binary at %s (run 'swift build' or set SHUTTERD_BIN)" % binary)
-    d = RealDaemon(binary, sockdir)
+    return binary
+
+
+@pytest.fixture
+def daemon(sockdir):
+    """The real shutterd, started; $SHUTTERD_BIN or the repository's .build/debug/shutterd."""
+    d = RealDaemon(_binary(), sockdir)
     d.start()
     yield d
     d.stop()
+
+
+@pytest.fixture
+def replaying(sockdir):
+    """replaying(*args) starts the real shutterd with these arguments (--replay ...) and
+    returns it; stopped after the test."""
+    made = []
+
+    def start(*args):
+        d = RealDaemon(_binary(), sockdir, args)
+        made.append(d)
+        d.start()
+        return d
+
+    yield start
+    for d in made:
+        d.stop()
 
 
 @pytest.fixture

@@ -47,6 +47,20 @@ def test_set_interaction_sends_every_field_and_returns_what_is_in_force(daemon):
         assert again.filter == shutterd.Filter() and again.slider == shutterd.Slider(0, 100, 50)
 
 
+def test_gestures_asked_for_are_in_force(daemon):
+    with shutterd.Client(daemon.path) as c:
+        got = c.set_interaction(long_press=700, double_press=250)
+        assert (got.long_press_after, got.double_press_within) == (700, 250)
+        # True asks with shutterd's default time, which the reply names.
+        got = c.set_interaction(long_press=True)
+        assert (got.long_press_after, got.double_press_within) == (500, None)
+        got = c.set_interaction()
+        assert (got.long_press_after, got.double_press_within) == (None, None)
+        with pytest.raises(shutterd.ErrorReply) as e:
+            c.set_interaction(long_press=10)
+        assert e.value.code == "invalidRequest" and "longPress" in e.value.message
+
+
 def test_slider_as_a_dataclass(daemon):
     with shutterd.Client(daemon.path) as c:
         assert c.set_interaction(slider=shutterd.Slider(min=1, max=5, value=5)).slider == shutterd.Slider(1, 5, 5)
@@ -148,6 +162,8 @@ def test_aio_hello_interaction_devices_and_ping(daemon):
         async with await shutterd.aio.connect(daemon.path) as c:
             assert c.hello.daemon_name == "shutterd"
             check_every_field(await c.set_interaction(**EVERY_FIELD))
+            got = await c.set_interaction(long_press=60000, double_press=50)
+            assert (got.long_press_after, got.double_press_within) == (60000, 50)
             assert [d.id for d in await c.list_devices()] == [d.id for d in c.devices]
             await c.ping()
 
@@ -200,3 +216,62 @@ def test_aio_without_reconnection_is_disconnected(daemon):
                 await c.next_event(timeout=10)
 
     asyncio.run(main())
+
+
+# --- a recording played by shutterd --replay -----------------------------------------------
+
+# docs/RECORDING.md: a remote with KEY_VOLUMEUP (115: byte 6 of the second EV_KEY line) and
+# MSC_SCAN, as a recording of one would begin.
+RECORDING_HEAD = """# EVEMU 1.3
+# shutterd recording: 1
+# shutterd kind: remote
+# shutterd udev: SHUTTERD_KIND=remote
+N: Replayed Shutter
+I: 0005 2717 0040 0023
+P: 00 00 00 00 00 00 00 00
+B: 00 0b 00 00 00 00 00 00 00
+B: 01 00 00 00 00 00 00 00 00
+B: 01 00 00 00 00 00 00 08 00
+B: 04 10 00 00 00 00 00 00 00
+"""
+
+
+def key_event(seconds, value):
+    t = "%.6f" % seconds
+    return "E: %s 0004 0004 786665\nE: %s 0001 0073 %04d\nE: %s 0000 0000 0000\n" % (t, t, value, t)
+
+
+def test_a_replayed_held_press_gives_a_real_long_press_and_a_second_press_a_double_press(replaying, sockdir):
+    # Volume up held 400 ms, released, pressed again 50 ms later for 50 ms; played in a loop
+    # from when the first connection is made, so a pass begins after the interaction is set.
+    rec = os.path.join(sockdir, "held.evemu")
+    with open(rec, "w") as f:
+        f.write(RECORDING_HEAD + key_event(0.5, 1) + key_event(0.9, 0) + key_event(0.95, 1) + key_event(1.0, 0))
+    daemon = replaying("--replay", rec, "--replay-loop")
+    with shutterd.Client(daemon.path) as c:
+        assert [(d.name, d.replayed, d.node) for d in c.list_devices()] == [("Replayed Shutter", True, rec)]
+        c.set_interaction(long_press=100, double_press=200)
+        got, began = [], {}
+        while True:
+            ev = c.next_event(timeout=30)
+            got.append(ev)
+            if isinstance(ev, shutterd.Capture) and ev.phase == "began":
+                began[ev.press] = ev
+            if isinstance(ev, shutterd.Gesture) and ev.gesture == "doublePress" and ev.first_press in began:
+                break
+    double = got[-1]
+    first, second = began[double.first_press], began[double.press]
+    assert got[-2] is second, "the doublePress comes right after the second press's began"
+    assert double.kernel_time == second.kernel_time and double.handler == second.handler
+    longs = [e for e in got if isinstance(e, shutterd.Gesture) and e.gesture == "longPress"]
+    held = [e for e in longs if e.press == first.press]
+    assert len(held) == 1, got
+    long = held[0]
+    assert (long.key.name, long.handler, long.device.name, long.device.replayed) == (
+        "KEY_VOLUMEUP", first.handler, "Replayed Shutter", True)
+    # Decided by the recording's times: long once held 100 ms, in microseconds.
+    assert long.kernel_time == first.kernel_time + 100_000
+    ended = [e for e in got if isinstance(e, shutterd.Capture) and e.press == first.press and e.phase == "ended"]
+    assert len(ended) == 1 and got.index(long) < got.index(ended[0]), "longPress while the key is held"
+    assert ended[0].kernel_time - first.kernel_time == 400_000
+    assert not [e for e in longs if e.press == second.press], "the 50 ms press is not long"

@@ -107,6 +107,70 @@ def test_every_event_type_arrives_typed_and_unknown_ones_are_skipped(fake):
     assert (over.queued, over.bytes, over.message) == (611, 262011, "client fell behind")
 
 
+def gesture(kind, press, **extra):
+    """A gesture line as shutterd writes it (docs/PROTOCOL.md, "gesture"): no seq."""
+    c = capture("began", press)
+    m = {"type": "gesture", "clientSeq": 40 + press, "gesture": kind, "handler": "secondary", "press": press,
+         "device": c["device"], "key": c["key"], "kernelTime": 5000 + press, "receiveTime": 5001 + press}
+    m.update(extra)
+    return m
+
+
+GESTURE_SCRIPT = [capture("began", 1), gesture("longPress", 1), capture("ended", 1), capture("began", 2),
+                  gesture("doublePress", 2, firstPress=1, later=True), capture("ended", 2), None]
+
+
+def check_gestures(got):
+    assert [type(e).__name__ for e in got] == ["Capture", "Gesture", "Capture", "Capture", "Gesture", "Capture"]
+    long, double = got[1], got[4]
+    assert isinstance(long, shutterd.Gesture) and isinstance(double, shutterd.Gesture)
+    assert (long.gesture, long.press, long.first_press, long.handler, long.client_seq) == (
+        "longPress", 1, None, "secondary", 41)
+    assert (long.key.name, long.key.code, long.device.name) == ("KEY_VOLUMEUP", 115, "AB Shutter3 Keyboard")
+    assert (long.kernel_time, long.receive_time) == (5001, 5002)
+    assert (double.gesture, double.press, double.first_press) == ("doublePress", 2, 1)
+    assert double.raw["later"] is True and "seq" not in double.raw
+
+
+def test_gestures_are_asked_for_and_arrive_typed(fake):
+    f = fake(script=GESTURE_SCRIPT)
+    with shutterd.Client(f.path) as c:
+        got_interaction = c.set_interaction(secondary=True, long_press=800, double_press=250)
+        got = []
+        with pytest.raises(shutterd.Disconnected):
+            for ev in c.events(timeout=5):
+                got.append(ev)
+    assert f.requests[0]["interaction"] == {
+        "secondary": True, "gestures": {"longPress": {"after": 800}, "doublePress": {"within": 250}}}
+    assert (got_interaction.long_press_after, got_interaction.double_press_within) == (800, 250)
+    check_gestures(got)
+
+
+def test_gestures_in_the_interaction_json():
+    ij = shutterd._protocol.interaction_json
+    assert ij() == {} and ij(long_press=None, double_press=False) == {}
+    assert ij(long_press=True) == {"gestures": {"longPress": {}}}
+    assert ij(double_press=300) == {"gestures": {"doublePress": {"within": 300}}}
+    with pytest.raises(TypeError, match="^longPress must be milliseconds \\(an int\\) or True for the default, "
+                                        "not '500'$"):
+        ij(long_press="500")
+    # An interaction in force without gestures has none; with them, their times.
+    none = shutterd.Interaction.from_json({"gestures": {}})
+    assert (none.long_press_after, none.double_press_within) == (None, None)
+    assert shutterd.Interaction.from_json({}).long_press_after is None
+    both = shutterd.Interaction.from_json({"gestures": {"longPress": {"after": 500}, "doublePress": {"within": 60}}})
+    assert (both.long_press_after, both.double_press_within) == (500, 60)
+
+
+def test_a_replayed_device_says_so_and_a_device_without_the_field_is_not(fake):
+    replayed = {"id": "r", "name": "AB Shutter3 Keyboard", "kind": "remote", "replayed": True,
+                "node": "rec.evemu", "syspath": "replay:rec.evemu"}
+    f = fake(hello=hello_of(1, 2, devices=[replayed, {"id": "h", "name": "Hardware"}]))
+    with shutterd.Client(f.path) as c:
+        assert [(d.id, d.replayed) for d in c.devices] == [("r", True), ("h", False)]
+    assert shutterd.Device.from_json({"replayed": "yes"}).replayed is False
+
+
 def test_an_error_among_events_is_raised(fake):
     f = fake(script=[{"type": "error", "code": "notPermitted", "message": "not in the allow-lists"}])
     with shutterd.Client(f.path) as c:
@@ -278,6 +342,25 @@ def test_aio_events_typed_unknown_skipped(fake):
 
     got = asyncio.run(main())
     assert [(type(e).__name__, e.phase) for e in got] == [("Capture", "began"), ("Capture", "ended")]
+
+
+def test_aio_gestures(fake):
+    f = fake(script=GESTURE_SCRIPT)
+
+    async def main():
+        got = []
+        async with await shutterd.aio.connect(f.path) as c:
+            inf = await c.set_interaction(long_press=True, double_press=400)
+            with pytest.raises(shutterd.Disconnected):
+                async for ev in c.events(timeout=5):
+                    got.append(ev)
+        return inf, got
+
+    inf, got = asyncio.run(main())
+    assert f.requests[0]["interaction"] == {"gestures": {"longPress": {}, "doublePress": {"within": 400}}}
+    # The stand-in echoes the request: a longPress asked with the default time has no "after".
+    assert (inf.long_press_after, inf.double_press_within) == (None, 400)
+    check_gestures(got)
 
 
 def test_aio_request_timeout(fake):

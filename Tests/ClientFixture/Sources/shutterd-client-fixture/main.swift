@@ -47,8 +47,10 @@ func describe(_ event: Event) -> String {
     case .capture(let c):
         "capture \(c.handler) \(c.phase) press=\(c.press) \(c.key.name) from '\(c.device.name)' id=\(c.device.id)"
     case .control(let c): "control \(c.event) \(c.key.name) from '\(c.device.name)'"
+    case .gesture(let g): "gesture \(g.gesture) press=\(g.press) \(g.key.name) from '\(g.device.name)'"
     case .deviceAdded(let d): "deviceAdded '\(d.name)' id=\(d.id) kind=\(d.kind)"
     case .deviceRemoved(let d): "deviceRemoved '\(d.name)' id=\(d.id)"
+    case .deviceChanged(let d): "deviceChanged '\(d.name)' id=\(d.id)\(d.linkWords)"
     case .overflow(let o): "overflow \(o.message)"
     case .disconnected(let why): "disconnected: \(why)"
     case .reconnected(let h): "reconnected to \(h.daemonName) \(h.daemonVersion)"

@@ -170,8 +170,8 @@ class Client:
     # --- events --------------------------------------------------------------------------
 
     def next_event(self, timeout: Optional[float] = None) -> Message:
-        """The next event: Capture, Control, Gesture, DeviceAdded, DeviceRemoved, Overflow, or (with
-        reconnection on) Reconnected. Replies and unknown message types are skipped; an
+        """The next event: Capture, Control, Gesture, DeviceAdded, DeviceRemoved, DeviceChanged,
+        Overflow, or (with reconnection on) Reconnected. Replies and unknown message types are skipped; an
         error from the daemon is raised as ErrorReply. ``timeout`` None waits for ever,
         else Timeout is raised when nothing arrived in that many seconds. When the daemon
         closes the connection: Disconnected, or with reconnection on, a new connection."""

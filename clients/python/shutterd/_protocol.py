@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 #: The protocol this package speaks: a daemon with another major is refused, a newer
-#: minor accepted (what it adds is kept in ``raw``). 1.2: gestures and ``Device.replayed``.
+#: minor accepted (what it adds is kept in ``raw``). 1.2: gestures, ``Device.replayed``, a
+#: device's link (``Device.connected``, ``.battery``, ``.alias``; ``DeviceChanged``).
 PROTOCOL_MAJOR = 1
 PROTOCOL_MINOR = 2
 
@@ -128,6 +129,12 @@ class Device:
     node: Optional[str] = None
     #: True for a recording played by ``shutterd --replay``, not hardware (protocol 1.2).
     replayed: bool = False
+    #: For a Bluetooth device BlueZ knows: whether it is connected now, else None (1.2).
+    connected: Optional[bool] = None
+    #: The battery in percent when known, else None (1.2).
+    battery: Optional[int] = None
+    #: BlueZ's alias of a Bluetooth device, else None (1.2).
+    alias: Optional[str] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -137,7 +144,8 @@ class Device:
         return cls(id=s("id"), name=s("name"), group=s("group"), bus=s("bus"), vendor=s("vendor"),
                    product=s("product"), version=s("version"), kind=s("kind"), uniq=s("uniq", None),
                    phys=s("phys", None), syspath=s("syspath", None), node=s("node", None),
-                   replayed=_get(obj, "replayed", bool, False), raw=obj)
+                   replayed=_get(obj, "replayed", bool, False), connected=_get(obj, "connected", bool),
+                   battery=_get(obj, "battery", int), alias=s("alias", None), raw=obj)
 
     def matches(self, pattern: str) -> bool:
         """Whether ``pattern`` selects this device, as shutterctl verify's --device does: a
@@ -246,6 +254,13 @@ class DeviceAdded(Message):
 
 @dataclass
 class DeviceRemoved(Message):
+    device: Device = field(default_factory=lambda: Device.from_json({}))
+
+
+@dataclass
+class DeviceChanged(Message):
+    """A device's link state, battery or alias changed (1.2): the whole new object."""
+
     device: Device = field(default_factory=lambda: Device.from_json({}))
 
 
@@ -380,6 +395,8 @@ def parse(obj: dict) -> Message:
         return DeviceAdded(t, obj, device=Device.from_json(obj.get("device")))
     if t == "deviceRemoved":
         return DeviceRemoved(t, obj, device=Device.from_json(obj.get("device")))
+    if t == "deviceChanged":
+        return DeviceChanged(t, obj, device=Device.from_json(obj.get("device")))
     if t == "overflow":
         return Overflow(t, obj, queued=_get(obj, "queued", int, 0), bytes=_get(obj, "bytes", int, 0),
                         message=_get(obj, "message", str, ""))
@@ -579,7 +596,7 @@ def _seconds(s: float) -> str:
 # --- what both clients share ---------------------------------------------------------------
 
 #: What iteration over events yields; everything else (replies, unknown types) is skipped.
-EVENT_TYPES = (Capture, Control, Gesture, DeviceAdded, DeviceRemoved, Overflow, Reconnected)
+EVENT_TYPES = (Capture, Control, Gesture, DeviceAdded, DeviceRemoved, DeviceChanged, Overflow, Reconnected)
 
 
 class ClientCore:

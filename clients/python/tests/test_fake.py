@@ -83,6 +83,7 @@ def test_every_event_type_arrives_typed_and_unknown_ones_are_skipped(fake):
         {"type": "deviceAdded", "device": dev},
         {"type": "reply", "request": "ping", "id": 99},
         {"type": "deviceRemoved", "device": dev},
+        {"type": "deviceChanged", "device": dict(dev, connected=False, battery=80, alias="Desk dial")},
         {"type": "overflow", "queued": 611, "bytes": 262011, "message": "client fell behind"},
         None,
     ]
@@ -94,8 +95,9 @@ def test_every_event_type_arrives_typed_and_unknown_ones_are_skipped(fake):
             for ev in c.events(timeout=5):
                 got.append(ev)
     types = [type(e).__name__ for e in got]
-    assert types == ["Capture", "Capture", "Control", "Control", "DeviceAdded", "DeviceRemoved", "Overflow"]
-    b, x, act, sl, added, removed, over = got
+    assert types == ["Capture", "Capture", "Control", "Control", "DeviceAdded", "DeviceRemoved", "DeviceChanged",
+                     "Overflow"]
+    b, x, act, sl, added, removed, changed, over = got
     assert (b.phase, b.press, b.handler, b.key.name, b.key.code, b.key.scancode) == (
         "began", 1, "secondary", "KEY_VOLUMEUP", 115, 786665)
     assert b.device.name == "AB Shutter3 Keyboard" and b.device.kind == "remote" and b.kernel_time == 1001
@@ -104,6 +106,8 @@ def test_every_event_type_arrives_typed_and_unknown_ones_are_skipped(fake):
     assert (act.event, act.press, act.key.name, act.delta) == ("active", 9, "KEY_CAMERA_FOCUS", None)
     assert (sl.event, sl.delta, sl.value, sl.press) == ("slider", -3, 47, None)
     assert added.device.node == "/dev/input/event3" and removed.device.id == "d"
+    assert (added.device.connected, added.device.battery, added.device.alias) == (None, None, None)
+    assert (changed.device.connected, changed.device.battery, changed.device.alias) == (False, 80, "Desk dial")
     assert (over.queued, over.bytes, over.message) == (611, 262011, "client fell behind")
 
 

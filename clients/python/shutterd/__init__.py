@@ -16,8 +16,8 @@ from ._client import Client, expect_press, wait_for_press
 from ._protocol import (DEFAULT_SOCKET, MAX_PENDING, PROTOCOL_MAJOR, PROTOCOL_MINOR, Capture, ConnectError, Control,
                         Device, DeviceAdded, DeviceChanged, DeviceRemoved, Disconnected, ErrorReply, ExpectedPress,
                         Filter, Gesture, Hello, Interaction, Key, Message, Overflow, Press, PressFailed, PressTimeout,
-                        ProtocolError, ProtocolVersionError, Reconnected, Reply, ShutterdError, Slider, Timeout, Unknown,
-                        socket_path)
+                        ProtocolError, ProtocolVersionError, Reconnected, Reply, ShutterdError, Slider, Timeout,
+                        Unknown, socket_path)
 
 __version__ = "0.1.0"
 

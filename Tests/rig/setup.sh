@@ -14,7 +14,9 @@ VIRTME_NG_VERSION=1.42
 # bridge's scenarios start a broker in the guest, which runs on this root filesystem.
 # evemu-tools: the recording scenarios play a recording with evemu-play. dbus-daemon and
 # python3-dbusmock: a private system bus with a mock BlueZ for the Bluetooth link scenarios.
-APT_PACKAGES="qemu-system-x86 linux-image-amd64 busybox-static file udev kmod procps python3 python3-venv linux-libc-dev ca-certificates python3-pytest python3-setuptools python3-wheel evemu-tools mosquitto mosquitto-clients dbus-daemon python3-dbusmock"
+# iproute2: virtme-ng's init brings the guest's loopback up with ip; without it 127.0.0.1
+# is unreachable in the guest (the MQTT scenarios' broker).
+APT_PACKAGES="qemu-system-x86 linux-image-amd64 busybox-static file udev kmod procps python3 python3-venv linux-libc-dev ca-certificates python3-pytest python3-setuptools python3-wheel evemu-tools mosquitto mosquitto-clients dbus-daemon python3-dbusmock iproute2"
 
 if [ "$(id -u)" != 0 ]; then
     echo "setup.sh: must run as root (installs Debian packages); skipping" >&2

@@ -95,7 +95,10 @@ struct RecordingTests {
     @Test("the shipped example recordings read, and are admitted as the devices they were")
     func examples() throws {
         let dir = Self.directory + "/../../../examples/recordings"
-        let kinds = ["ab-shutter3-volumeup.evemu": DeviceKind.remote, "powermate-push-and-turn.evemu": .dial]
+        let kinds = [
+            "ab-shutter3-volumeup.evemu": DeviceKind.remote, "powermate-push-and-turn.evemu": .dial,
+            "jabra-headset-click.evemu": .media,
+        ]
         for (file, kind) in kinds {
             let r = try Recording(parsing: Files.read(dir + "/" + file))
             #expect(r.kind == kind, "\(file)")

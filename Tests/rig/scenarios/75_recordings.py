@@ -1,5 +1,5 @@
-"""Recordings (docs/RECORDING.md): the AB Shutter3's volume-up node and the PowerMate are
-recorded with shutterctl record while shutterd sees them live; then each recording is played
+"""Recordings (docs/RECORDING.md): the AB Shutter3's volume-up node, the PowerMate and the
+Jabra headset are recorded with shutterctl record while shutterd sees them live; then each recording is played
 three ways and must give the live stream again (handlers, phases, press pairing, keys and
 scancodes, slider values, attribution): shutterd --replay (no devices at all: a second
 daemon on a socket of its own), shutterctl replay (a uinput device, through the main
@@ -192,22 +192,30 @@ def sc_recording_remote(rig):
     """The AB Shutter3's volume-up node recorded, then replayed by shutterd --replay,
     shutterctl replay and evemu-play: the same captures each time."""
     dev = rig.devs["ab-shutter3"]
-    node = dev.node_for("ios")
-    c = rig.client("record-remote")
-    path = os.path.join(results_dir(rig), "ab-shutter3-volumeup.evemu")
+    return record_two_clicks(rig, dev, dev.node_for("ios"), "ios", (0.05, 0.2), "ab-shutter3-volumeup.evemu",
+                             evemu=True)
+
+
+def record_two_clicks(rig, dev, node, button, holds, filename, evemu):
+    """Records `node` while `button` is clicked twice (held `holds` seconds), then plays the
+    recording three ways (two without evemu); each must give the live captures."""
+    c = rig.client("record-" + filename)
+    path = os.path.join(results_dir(rig), filename)
 
     def act():
-        dev.click("ios", hold=0.05)
+        dev.click(button, hold=holds[0])
         time.sleep(0.3)
-        dev.click("ios", hold=0.2)
+        dev.click(button, hold=holds[1])
 
-    said = record(rig, node.devnode, path, act, c, lambda msgs: captures(
-        [m for m in msgs if m.get("device", {}).get("node") == node.devnode], 4))
-    live = [m for m in c.all if m.get("device", {}).get("node") == node.devnode]
+    def mine(msgs):
+        return [m for m in msgs if m.get("device", {}).get("node") == node.devnode]
+
+    said = record(rig, node.devnode, path, act, c, lambda msgs: captures(mine(msgs), 4))
+    live = mine(c.all)
     check(captures(live, 4), "live: %d captures" % len([m for m in live if m.get("type") == "capture"]))
     live_dev = next(m["device"] for m in live if m.get("type") == "capture")
-    seen = three_ways(rig, path, live, live_dev, 4, evemu=True)
-    return "%s; two presses again through %s" % (said, ", ".join(seen))
+    seen = three_ways(rig, path, live, live_dev, 4, evemu=evemu)
+    return "%s; two clicks again through %s" % (said, ", ".join(seen))
 
 
 @scenario("recording-dial-three-ways", needs="enumerate")
@@ -236,3 +244,12 @@ def sc_recording_dial(rig):
     live_dev = next(m["device"] for m in live if m.get("type") == "capture")
     seen = three_ways(rig, path, live, live_dev, 2, evemu=False)
     return "%s; push and slider %r again through %s" % (said, slider_values(stream(live, ())), ", ".join(seen))
+
+
+@scenario("recording-headset-three-ways", needs="usb-headset")
+def sc_recording_headset(rig):
+    """The Jabra headset's (a USB gadget) play/pause clicked twice, recorded, then replayed
+    by shutterd --replay and shutterctl replay: the same captures."""
+    dev = rig.devs["jabra-evolve-65-usb"]
+    return record_two_clicks(rig, dev, dev.node(), "playpause", (0.05, 0.05), "jabra-headset-click.evemu",
+                             evemu=False)

@@ -258,15 +258,16 @@ package struct Spool {
                 dropped.lastSeq = seq
             }
         }
-        // Grows to capacity as needed, then stays: an idle bridge holds little.
-        if ring.count < capacity && count == ring.count {
-            // Unroll so that head is 0 before growing.
-            ring = (0..<count).map { ring[(head + $0) % ring.count] }
+        // Grows to capacity as needed, doubling (each entry is moved a bounded number of
+        // times, not once per append), then stays: an idle bridge holds little.
+        if count == ring.count {
+            let size = Swift.min(capacity, Swift.max(16, ring.count * 2))
+            var grown = [Entry?](repeating: nil, count: size)
+            for i in 0..<count { grown[i] = ring[(head + i) % ring.count] }
+            ring = grown
             head = 0
-            ring.append(e)
-        } else {
-            ring[(head + count) % ring.count] = e
         }
+        ring[(head + count) % ring.count] = e
         count += 1
     }
 

@@ -88,6 +88,9 @@ final class Bridge {
             )
             publishDevices(devices.replace(with: c.hello.devices.map { ($0.id, $0.json) }, connected: broker.connected))
             sweepStaleDevices()
+            // Lines that came with the hello are in the client's buffer already: epoll will
+            // not say so.
+            readShutterd()
         } catch {
             let problem = "\(error)"
             if problem != lastShutterdProblem { Log.error("shutterd: \(problem); retrying") }

@@ -262,7 +262,10 @@ struct EventTextTests {
 
     @Test("deviceChanged: the link state decoded and printed, each part only when present")
     func deviceChanged() throws {
-        guard case .object(var members) = shutter else { return }
+        guard case .object(var members) = shutter else {
+            Issue.record("the fixture device is not an object")
+            return
+        }
         members += [("connected", .bool(false)), ("battery", .int(80)), ("alias", .string("Shutter"))]
         let changed = try #require(event(.object([("type", .string("deviceChanged")), ("device", .object(members))])))
         guard case .deviceChanged(let d) = changed else {

@@ -252,13 +252,17 @@ def test_a_replayed_held_press_gives_a_real_long_press_and_a_second_press_a_doub
         assert [(d.name, d.replayed, d.node) for d in c.list_devices()] == [("Replayed Shutter", True, rec)]
         c.set_interaction(long_press=100, double_press=200)
         got, began = [], {}
-        while True:
+        # A looping replay never goes quiet: a bounded number of events (three passes are
+        # about 20), or the test would wait for ever instead of failing.
+        for _ in range(200):
             ev = c.next_event(timeout=30)
             got.append(ev)
             if isinstance(ev, shutterd.Capture) and ev.phase == "began":
                 began[ev.press] = ev
             if isinstance(ev, shutterd.Gesture) and ev.gesture == "doublePress" and ev.first_press in began:
                 break
+        else:
+            pytest.fail("no doublePress after a began seen, in %d events: %s" % (len(got), got[-10:]))
     double = got[-1]
     first, second = began[double.first_press], began[double.press]
     assert got[-2] is second, "the doublePress comes right after the second press's began"

@@ -110,7 +110,16 @@ def replay_daemon(rig, path, count):
             check(p.poll() is None, "shutterd --replay exited with %s (see shutterd-replay.log)" % p.returncode)
             check(time.monotonic() < deadline, "shutterd --replay made no socket")
             time.sleep(0.1)
-        c = Client(sock, "replay")
+        # The socket's file exists from bind(2), before listen(2): connecting in between is
+        # refused, so try again until the daemon listens.
+        while True:
+            try:
+                c = Client(sock, "replay")
+                break
+            except ConnectionRefusedError:
+                check(p.poll() is None, "shutterd --replay exited with %s (see shutterd-replay.log)" % p.returncode)
+                check(time.monotonic() < deadline, "shutterd --replay refused connections for 20 s")
+                time.sleep(0.1)
         c.expect(lambda m: m.get("type") == "deviceRemoved", timeout=30, what="deviceRemoved at the end")
         check(captures(c.all, count), "shutterd --replay gave %d captures, expected %d" % (
             len([m for m in c.all if m.get("type") == "capture"]), count))

@@ -45,6 +45,14 @@ package struct ShortText {
         count += n
     }
 
+    /// Digits (or any bytes) written before, at most 21 of them.
+    @inlinable
+    package mutating func write(digits: UnsafeBufferPointer<UInt8>) {
+        precondition(count + 21 <= buffer.count && digits.count <= 21, "ShortText: capacity exceeded")
+        (buffer.baseAddress! + count).initialize(from: digits.baseAddress!, count: digits.count)
+        count += digits.count
+    }
+
     /// An integer in decimal: at most 20 digits and a sign.
     @inlinable
     package mutating func write<T: BinaryInteger>(decimal value: T) {

@@ -6,47 +6,74 @@ package struct ClientSession {
     package private(set) var interaction = Interaction()
     /// Messages of type capture and control sent so far.
     package private(set) var clientSeq: UInt64 = 0
-    /// Presses this client received a `began` for, with the handler it was told.
-    var open: [UInt64: (Occurrence, Handler?)] = [:]
-    /// Open capture presses that have no `longPress` yet, with the kernel time (µs) at
-    /// which they become long (only when the interaction asks for long presses).
-    var longDue: [UInt64: Int64] = [:]
+    /// One press this client received a `began` for.
+    struct OpenPress {
+        var press: UInt64
+        var began: Occurrence
+        /// The handler it was told (nil for the controls' half press).
+        var handler: Handler?
+        /// The kernel time (µs) at which it becomes long, while it has no `longPress` yet
+        /// (only when the interaction asks for long presses).
+        var longDue: Int64?
+        /// It was the second of a double press: its release starts no other.
+        var second = false
+    }
+
+    /// The open presses, in the order of their numbers (which is the order they began):
+    /// a handful at most on a real rig, so a search from the newest beats hashing.
+    var open: [OpenPress] = []
     /// The last release of each key of each device (by device handle and key code) that a
     /// second press may still make a double press of: its press and kernel time (µs).
     /// Entries older than the double-press time are dropped as new ones come.
     var lastRelease: [Int: (press: UInt64, time: Int64)] = [:]
-    /// Open presses that were the second of a double press: their release starts no other.
-    var seconds: Set<UInt64> = []
 
     package init() {}
+
+    /// Where press `press` is in `open`, searched from the newest.
+    func openIndex(_ press: UInt64) -> Int? {
+        var i = open.count
+        while i > 0 {
+            i -= 1
+            if open[i].press == press { return i }
+            if open[i].press < press { return nil }
+        }
+        return nil
+    }
+
+    /// Records a press as open, keeping `open` in press order.
+    mutating func opened(_ entry: OpenPress) {
+        var i = open.count
+        while i > 0 && open[i - 1].press > entry.press { i -= 1 }
+        open.insert(entry, at: i)
+    }
 
     /// How many presses are open for this client (began sent, no end yet).
     package var openPresses: Int { open.count }
 
     /// Writes to `out` the line (with its newline) this client receives for `o`, whose
-    /// shared tail (Wire.eventTail) is `tail`; returns false, writing nothing, when this
-    /// client receives nothing of it.
-    package mutating func deliver(_ o: Occurrence, tail: [UInt8], into out: inout [UInt8]) -> Bool {
+    /// shared text is `text`; returns false, writing nothing, when this client receives
+    /// nothing of it.
+    package mutating func deliver(_ o: Occurrence, text: Wire.EventText, into out: inout [UInt8]) -> Bool {
         let handler: Handler?
         switch o.kind {
         case .capture(let role, .began):
             guard interaction.enabled, let h = interaction.handler(for: role),
                 interaction.filter.matches(o.device.info, key: o.key.name)
             else { return false }
-            open[o.press] = (o, h)
+            let longDue = interaction.gestures.longPressAfter.map { o.kernelTime + $0 * 1000 }
+            opened(OpenPress(press: o.press, began: o, handler: h, longDue: longDue))
             handler = h
-            if let after = interaction.gestures.longPressAfter { longDue[o.press] = o.kernelTime + after * 1000 }
         case .focus(.began):
             guard interaction.enabled, interaction.filter.matches(o.device.info, key: o.key.name) else { return false }
-            open[o.press] = (o, nil)
+            opened(OpenPress(press: o.press, began: o, handler: nil))
             handler = nil
         case .capture(_, _), .focus(_):
             // An end goes exactly to the clients that received the began, with the handler
             // they were told then, whatever their interaction says now.
-            guard let (_, h) = open.removeValue(forKey: o.press) else { return false }
-            handler = h
-            longDue[o.press] = nil
-            if seconds.remove(o.press) == nil, case .capture(_, .ended) = o.kind,
+            guard let i = openIndex(o.press) else { return false }
+            let entry = open.remove(at: i)
+            handler = entry.handler
+            if !entry.second, case .capture(_, .ended) = o.kind,
                 let within = interaction.gestures.doublePressWithin
             {
                 lastRelease = lastRelease.filter { o.kernelTime - $0.value.time <= within * 1000 }
@@ -61,38 +88,39 @@ package struct ClientSession {
             interaction.slider.value = overflow ? (delta > 0 ? s.max : s.min) : Swift.min(s.max, Swift.max(s.min, sum))
             handler = nil
         }
-        write(o, handler: handler, tail: tail, into: &out)
+        write(o, handler: handler, text: text, into: &out)
         return true
     }
 
     /// Writes an event line: this client's head, then the shared tail.
-    mutating func write(_ o: Occurrence, handler: Handler?, tail: [UInt8], into out: inout [UInt8]) {
+    mutating func write(_ o: Occurrence, handler: Handler?, text: Wire.EventText, into out: inout [UInt8]) {
         clientSeq += 1
-        Wire.eventHead(
-            o, clientSeq: clientSeq, handler: handler, shouldPlaySound: shouldPlaySound(o),
+        Wire.event(
+            o, text, clientSeq: clientSeq, handler: handler, shouldPlaySound: shouldPlaySound(o),
             sliderValue: interaction.slider.value, into: &out)
-        out.append(contentsOf: tail)
     }
 
-    /// The line this client receives for `o`, or nil (writing the shared tail itself).
+    /// The line this client receives for `o`, or nil (writing the shared text itself).
     package mutating func deliver(_ o: Occurrence) -> [UInt8]? {
-        var tail: [UInt8] = []
-        Wire.eventTail(o, into: &tail)
         var out: [UInt8] = []
-        return deliver(o, tail: tail, into: &out) ? out : nil
+        return deliver(o, text: Wire.EventText(o), into: &out) ? out : nil
     }
 
     /// Installs a new interaction. Presses this client saw begin that the new one no longer
     /// covers are cancelled for this client alone; `nextSeq` numbers those cancels.
     package mutating func setInteraction(_ new: Interaction, now: Int64, nextSeq: () -> UInt64) -> [[UInt8]] {
         interaction = new
-        if new.gestures.longPressAfter == nil { longDue = [:] }
+        if new.gestures.longPressAfter == nil {
+            for i in open.indices { open[i].longDue = nil }
+        }
         if new.gestures.doublePressWithin == nil {
             lastRelease = [:]
-            seconds = []
+            for i in open.indices { open[i].second = false }
         }
         var out: [[UInt8]] = []
-        for (press, (began, handler)) in open.sorted(by: { $0.key < $1.key }) {
+        var kept: [OpenPress] = []
+        for entry in open {
+            let (began, handler) = (entry.began, entry.handler)
             let reason: CancelReason
             if !new.enabled {
                 reason = .disabled
@@ -101,18 +129,15 @@ package struct ClientSession {
             } else if case .capture(let role, _) = began.kind, new.handler(for: role) != handler {
                 reason = .filtered
             } else {
+                kept.append(entry)
                 continue
             }
-            open[press] = nil
-            longDue[press] = nil
-            seconds.remove(press)
             let cancel = began.cancelled(seq: nextSeq(), reason: reason, receiveTime: now)
-            var tail: [UInt8] = []
-            Wire.eventTail(cancel, into: &tail)
             var line: [UInt8] = []
-            write(cancel, handler: handler, tail: tail, into: &line)
+            write(cancel, handler: handler, text: Wire.EventText(cancel), into: &line)
             out.append(line)
         }
+        open = kept
         return out
     }
 
@@ -121,22 +146,28 @@ package struct ClientSession {
     static func releaseKey(_ o: Occurrence) -> Int { o.device.handle << 16 | Int(o.key.code) }
 
     /// The earliest kernel time (µs) at which one of this client's presses becomes long.
-    package var nextLongPress: Int64? { longDue.values.min() }
+    package var nextLongPress: Int64? { open.lazy.compactMap(\.longDue).min() }
 
     /// Writes, for this client, the `longPress` of every open press that is long by `now`
     /// (CLOCK_MONOTONIC µs, the clock of the kernel's timestamps); returns how many lines.
     package mutating func longPresses(dueBy now: Int64, into out: inout [UInt8]) -> Int {
-        let due = longDue.filter { $0.value <= now }.sorted { $0.key < $1.key }
-        for (press, time) in due { writeGesture(.longPress, press: press, time: time, now: now, into: &out) }
-        return due.count
+        var count = 0
+        for i in open.indices {
+            guard let due = open[i].longDue, due <= now else { continue }
+            writeGesture(.longPress, at: i, time: due, now: now, into: &out)
+            count += 1
+        }
+        return count
     }
 
     /// What comes before `o` for this client: the `longPress` of the press `o` ends, when
     /// the release itself shows the press was held long enough and the timer had not yet
     /// said so (the release's kernel time decides, not when the daemon got to it).
     package mutating func gesture(before o: Occurrence, into out: inout [UInt8]) -> Bool {
-        guard case .capture(_, .ended) = o.kind, let due = longDue[o.press], due <= o.kernelTime else { return false }
-        writeGesture(.longPress, press: o.press, time: due, now: o.receiveTime, into: &out)
+        guard case .capture(_, .ended) = o.kind, interaction.gestures.longPressAfter != nil,
+            let i = openIndex(o.press), let due = open[i].longDue, due <= o.kernelTime
+        else { return false }
+        writeGesture(.longPress, at: i, time: due, now: o.receiveTime, into: &out)
         return true
     }
 
@@ -145,29 +176,26 @@ package struct ClientSession {
     /// second press's release starts no other pair: a triple press is one double press.
     package mutating func gesture(after o: Occurrence, into out: inout [UInt8]) -> Bool {
         guard case .capture(_, .began) = o.kind, let within = interaction.gestures.doublePressWithin,
-            open[o.press] != nil, let first = lastRelease[Self.releaseKey(o)],
+            !lastRelease.isEmpty, let i = openIndex(o.press), let first = lastRelease[Self.releaseKey(o)],
             o.kernelTime - first.time <= within * 1000
         else { return false }
         lastRelease[Self.releaseKey(o)] = nil
-        seconds.insert(o.press)
-        writeGesture(
-            .doublePress(first: first.press), press: o.press, time: o.kernelTime, now: o.receiveTime, into: &out)
+        open[i].second = true
+        writeGesture(.doublePress(first: first.press), at: i, time: o.kernelTime, now: o.receiveTime, into: &out)
         return true
     }
 
     mutating func writeGesture(
-        _ gesture: Occurrence.Gesture, press: UInt64, time: Int64, now: Int64, into out: inout [UInt8]
+        _ gesture: Occurrence.Gesture, at i: Int, time: Int64, now: Int64, into out: inout [UInt8]
     ) {
-        guard let (began, handler) = open[press] else { return }
-        if case .longPress = gesture { longDue[press] = nil }
-        var g = began
+        if case .longPress = gesture { open[i].longDue = nil }
+        let handler = open[i].handler
+        var g = open[i].began
         g.kind = .gesture(gesture)
         g.reason = nil
         g.kernelTime = time
         g.receiveTime = now
-        var tail: [UInt8] = []
-        Wire.eventTail(g, into: &tail)
-        write(g, handler: handler, tail: tail, into: &out)
+        write(g, handler: handler, text: Wire.EventText(g), into: &out)
     }
 
     /// The AirPods rule: true only for a headset's events when the client disabled the

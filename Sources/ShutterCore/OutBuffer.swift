@@ -52,15 +52,15 @@ package struct OutBuffer {
         case overflow
     }
 
-    /// Writes `session`'s line for `o` (whose shared tail, Wire.eventTail, is `tail`) in
+    /// Writes `session`'s line for `o` (whose shared text is `text`) in
     /// place and queues it: the whole per-client step of publishing, in one call.
     /// A gesture the occurrence completes goes with it: a long press found out at the
     /// release before it, a double press after the began.
-    package mutating func deliver(_ o: Occurrence, tail: [UInt8], to session: inout ClientSession) -> Delivery {
+    package mutating func deliver(_ o: Occurrence, text: Wire.EventText, to session: inout ClientSession) -> Delivery {
         var m = mark
         if session.gesture(before: o, into: &bytes), !commit(from: m) { return .overflow }
         m = mark
-        guard session.deliver(o, tail: tail, into: &bytes) else { return .skipped }
+        guard session.deliver(o, text: text, into: &bytes) else { return .skipped }
         guard commit(from: m) else { return .overflow }
         m = mark
         if session.gesture(after: o, into: &bytes), !commit(from: m) { return .overflow }

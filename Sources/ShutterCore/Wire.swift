@@ -1,10 +1,35 @@
 /// Every byte shutterd writes to a client, in one place: the events, the replies and errors,
 /// `hello`, the device objects and the notices. Each message is one JSON object on one line.
 ///
-/// Events are written in two parts: the tail (device, key, times), the same for every
-/// client, written once per occurrence; and the head (type, sequence numbers, handler,
-/// phase, slider value), written per client straight into that client's output buffer.
+/// Events are written in two parts: what every client receives alike (the tail with device,
+/// key and times, and the `seq` and `press` numbers in decimal), written once per occurrence
+/// into an `EventText`; and the head (type, sequence numbers, handler, phase, slider value),
+/// written per client straight into that client's output buffer.
 package enum Wire {
+    /// The text of one occurrence that every client's line shares, written once: `seq` and
+    /// `press` in decimal, then the tail (Wire.eventTail). One buffer, reused from one
+    /// occurrence to the next by the daemon.
+    package struct EventText {
+        /// The digits of `seq`, then those of `press`, then the tail.
+        package private(set) var bytes: [UInt8] = []
+        var seqEnd = 0
+        var pressEnd = 0
+
+        package init() {}
+
+        package init(_ o: Occurrence) { render(o) }
+
+        /// Writes `o`'s shared text over what was there.
+        package mutating func render(_ o: Occurrence) {
+            bytes.removeAll(keepingCapacity: true)
+            bytes.append(decimal: o.seq)
+            seqEnd = bytes.count
+            bytes.append(decimal: o.press)
+            pressEnd = bytes.count
+            Wire.eventTail(o, into: &bytes)
+        }
+    }
+
     /// The device object.
     package static func device(_ d: DeviceInfo, into out: inout [UInt8]) {
         d.json.write(into: &out)
@@ -30,18 +55,33 @@ package enum Wire {
         out.append(ascii: "}\n")
     }
 
-    /// A client's own part of an event, up to the shared tail: `{"type":...,` with its
-    /// `clientSeq`, the handler it was told, and its slider `value`. At most four integers
-    /// (21 bytes each) and about 100 bytes of literals: written on the stack, appended once.
-    package static func eventHead(
-        _ o: Occurrence, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool, sliderValue: Int64,
-        into out: inout [UInt8]
+    /// A client's line for `o`, whose shared text is `text`: `{"type":...,` with its
+    /// `clientSeq`, the handler it was told and its slider `value`, then the shared tail.
+    /// The head is at most four integers (21 bytes each) and about 100 bytes of literals:
+    /// written on the stack and appended at once, then the tail is.
+    package static func event(
+        _ o: Occurrence, _ text: EventText, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
+        sliderValue: Int64, into out: inout [UInt8]
+    ) {
+        text.bytes.withUnsafeBufferPointer { shared in
+            let seq = UnsafeBufferPointer(rebasing: shared[..<text.seqEnd])
+            let press = UnsafeBufferPointer(rebasing: shared[text.seqEnd..<text.pressEnd])
+            eventHead(
+                o, seq: seq, press: press, clientSeq: clientSeq, handler: handler,
+                shouldPlaySound: shouldPlaySound, sliderValue: sliderValue, into: &out)
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: shared[text.pressEnd...]))
+        }
+    }
+
+    static func eventHead(
+        _ o: Occurrence, seq: UnsafeBufferPointer<UInt8>, press: UnsafeBufferPointer<UInt8>, clientSeq: UInt64,
+        handler: Handler?, shouldPlaySound: Bool, sliderValue: Int64, into out: inout [UInt8]
     ) {
         out.appendShort(capacity: 256) { out in
             switch o.kind {
             case .capture(_, let phase):
                 out.write("{\"type\":\"capture\",\"seq\":")
-                out.write(decimal: o.seq)
+                out.write(digits: seq)
                 out.write(",\"clientSeq\":")
                 out.write(decimal: clientSeq)
                 out.write(handler == .secondary ? ",\"handler\":\"secondary\"" : ",\"handler\":\"primary\"")
@@ -50,15 +90,15 @@ package enum Wire {
                 case .ended: out.write(",\"phase\":\"ended\",\"press\":")
                 case .cancelled: out.write(",\"phase\":\"cancelled\",\"press\":")
                 }
-                out.write(decimal: o.press)
+                out.write(digits: press)
                 out.write(shouldPlaySound ? ",\"shouldPlaySound\":true," : ",\"shouldPlaySound\":false,")
             case .focus(let phase):
                 out.write("{\"type\":\"control\",\"seq\":")
-                out.write(decimal: o.seq)
+                out.write(digits: seq)
                 out.write(",\"clientSeq\":")
                 out.write(decimal: clientSeq)
                 out.write(phase == .began ? ",\"event\":\"active\",\"press\":" : ",\"event\":\"inactive\",\"press\":")
-                out.write(decimal: o.press)
+                out.write(digits: press)
                 out.write(",")
             case .gesture(let gesture):
                 // A client's own: numbered by its clientSeq alone.
@@ -71,7 +111,7 @@ package enum Wire {
                 out.write(
                     handler == .secondary
                         ? ",\"handler\":\"secondary\",\"press\":" : ",\"handler\":\"primary\",\"press\":")
-                out.write(decimal: o.press)
+                out.write(digits: press)
                 if case .doublePress(let first) = gesture {
                     out.write(",\"firstPress\":")
                     out.write(decimal: first)
@@ -79,7 +119,7 @@ package enum Wire {
                 out.write(",")
             case .slider(let delta):
                 out.write("{\"type\":\"control\",\"seq\":")
-                out.write(decimal: o.seq)
+                out.write(digits: seq)
                 out.write(",\"clientSeq\":")
                 out.write(decimal: clientSeq)
                 out.write(",\"event\":\"slider\",\"delta\":")

@@ -27,9 +27,14 @@ package final class ClientHub {
         let peer: PeerCredentials?
         let label: String
         let mayGrab: Bool
-        var session = ClientSession()
+        // Touched for every client on every event, on the loop's one thread, and never
+        // held across a call that could reach them again: the runtime's exclusivity check
+        // would cost more than the rest of the client's step.
+        @exclusivity(unchecked) var session = ClientSession()
         var reader = LineReader()
-        var out: OutBuffer
+        @exclusivity(unchecked) var out: OutBuffer
+        /// Something was queued by the publish under way: flushed at its end.
+        var queued = false
         /// Being closed: nothing more is queued, what is queued is flushed, then it closes.
         var closing = false
         /// When a closing client is closed whether or not it read its last messages.
@@ -58,8 +63,8 @@ package final class ClientHub {
     var clients: [Int32: Client] = [:]
     /// The clients in the order they came: publishing walks this, not the dictionary.
     var order: [Client] = []
-    /// The shared tail of the occurrence being published, reused.
-    var tail: [UInt8] = []
+    /// The shared text of the occurrence being published, reused.
+    var text = Wire.EventText()
     var accepted = 0
     var readBuffer = [UInt8](repeating: 0, count: 65536)
     /// How long a client being closed may take to read its last messages (the overflow
@@ -433,15 +438,23 @@ package final class ClientHub {
     package func publish(_ batch: [Occurrence]) {
         guard !batch.isEmpty else { return }
         for o in batch {
-            tail.removeAll(keepingCapacity: true)
-            Wire.eventTail(o, into: &tail)
+            text.render(o)
             for client in order where !client.closing {
-                if client.out.deliver(o, tail: tail, to: &client.session) == .overflow { overflow(client) }
+                switch client.out.deliver(o, text: text, to: &client.session) {
+                case .skipped: break
+                case .queued: client.queued = true
+                case .overflow:
+                    overflow(client)
+                    client.queued = true  // the overflow notice
+                }
             }
         }
         // A client whose socket was full is written when epoll says it is writable, not
         // retried on every batch.
-        for client in order where !client.out.isEmpty && !client.watchingWritable { flush(client) }
+        for client in order where client.queued {
+            client.queued = false
+            if !client.watchingWritable { flush(client) }
+        }
         if longPressClients > 0 { updateGestureTimer() }
     }
 

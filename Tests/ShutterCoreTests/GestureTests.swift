@@ -40,7 +40,7 @@ private struct GestureStream {
     /// As the socket server does: the occurrence and the gestures it completes.
     mutating func deliver(_ o: Occurrence) throws {
         var buffer = OutBuffer(limit: 100)
-        _ = buffer.deliver(o, tail: tail(o), to: &session)
+        _ = buffer.deliver(o, text: Wire.EventText(o), to: &session)
         try take(buffer.bytes)
     }
 
@@ -49,12 +49,6 @@ private struct GestureStream {
         var buffer = OutBuffer(limit: 100)
         #expect(buffer.deliverLongPresses(dueBy: Self.micros(ms), to: &session))
         try take(buffer.bytes)
-    }
-
-    func tail(_ o: Occurrence) -> [UInt8] {
-        var t: [UInt8] = []
-        Wire.eventTail(o, into: &t)
-        return t
     }
 
     mutating func take(_ bytes: [UInt8]) throws {

@@ -125,7 +125,9 @@ struct LinkTests {
         let battery = gone.updated(link: LinkState(connected: false, battery: 50), hidBattery: nil)!
         #expect(engine.replaceRecord(battery, now: 30).isEmpty, "still disconnected: nothing more to cancel")
         var line: [UInt8] = []
-        Wire.eventHead(cancels[0], clientSeq: 1, handler: .primary, shouldPlaySound: false, sliderValue: 0, into: &line)
+        Wire.event(
+            cancels[0], Wire.EventText(cancels[0]), clientSeq: 1, handler: .primary, shouldPlaySound: false,
+            sliderValue: 0, into: &line)
         #expect(String(decoding: line, as: UTF8.self).contains(#""reason":"disconnected""#))
     }
 

@@ -42,6 +42,7 @@ package struct ClientSession {
 
     /// Records a press as open, keeping `open` in press order.
     mutating func opened(_ entry: OpenPress) {
+        guard let last = open.last, last.press > entry.press else { return open.append(entry) }
         var i = open.count
         while i > 0 && open[i - 1].press > entry.press { i -= 1 }
         open.insert(entry, at: i)
@@ -71,7 +72,7 @@ package struct ClientSession {
             // An end goes exactly to the clients that received the began, with the handler
             // they were told then, whatever their interaction says now.
             guard let i = openIndex(o.press) else { return false }
-            let entry = open.remove(at: i)
+            let entry = i == open.count - 1 ? open.removeLast() : open.remove(at: i)
             handler = entry.handler
             if !entry.second, case .capture(_, .ended) = o.kind,
                 let within = interaction.gestures.doublePressWithin

@@ -102,15 +102,13 @@ package struct OutBuffer {
 
     /// Hands `write` the waiting bytes (at most `max`), which returns how many it sent (0
     /// when the peer cannot take more now, or failed: the caller keeps its own error), until
-    /// everything is sent or nothing more is taken; returns the total sent. Not generic and
-    /// not throwing: it runs for every client on every event.
-    package mutating func drain(max: Int = 262_144, _ write: (UnsafeRawBufferPointer) -> Int) -> Int {
-        var total = 0
+    /// everything is sent or nothing more is taken; returns whether everything was sent.
+    /// Not generic and not throwing: it runs for every client on every event.
+    package mutating func drain(max: Int = 262_144, _ write: (UnsafeRawBufferPointer) -> Int) -> Bool {
         while !isEmpty {
             let end = Swift.min(bytes.count, start + max)
             let n = bytes.withUnsafeBytes { raw in write(UnsafeRawBufferPointer(rebasing: raw[start..<end])) }
             if n <= 0 { break }
-            total += n
             start += n
             while endsHead < ends.count && ends[endsHead] <= start {
                 headStart = ends[endsHead]
@@ -118,7 +116,7 @@ package struct OutBuffer {
             }
         }
         compact()
-        return total
+        return isEmpty
     }
 
     /// Drops what was sent: all of it when everything went (keeping the capacity, up to a

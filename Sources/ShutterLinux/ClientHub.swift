@@ -368,7 +368,7 @@ package final class ClientHub {
     /// Writes what the socket takes now; waits for writability for the rest.
     func flush(_ client: Client) {
         var failure: SystemError?
-        _ = client.out.drain { bytes -> Int in
+        let sentAll = client.out.drain { bytes -> Int in
             do throws(SystemError) {
                 return try UnixSocket.send(client.fd, bytes)
             } catch {
@@ -382,7 +382,7 @@ package final class ClientHub {
                 why: failure.errno == EPIPE || failure.errno == ECONNRESET ? "disconnected" : failure.description)
             return
         }
-        if client.out.isEmpty {
+        if sentAll {
             if client.closing {
                 closeClient(client, why: nil)
                 return

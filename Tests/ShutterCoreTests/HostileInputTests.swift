@@ -148,8 +148,8 @@ struct HostileInputTests {
         var taken = [q.push([UInt8](repeating: 1, count: 60)), q.push([UInt8](repeating: 2, count: 40)), q.push([3])]
         #expect(taken == [true, true, false])
         #expect(q.pending == 100)
-        let written = q.drain { b in min(70, b.count) }
-        #expect(written == 100)
+        let sentAll = q.drain { b in min(70, b.count) }
+        #expect(sentAll)
         #expect(q.pending == 0)
         // An empty buffer takes one message larger than the limit: the daemon's own hello
         // must reach a client that reads, whatever the number of devices.

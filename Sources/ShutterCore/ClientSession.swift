@@ -54,7 +54,7 @@ package struct ClientSession {
     /// Writes to `out` the line (with its newline) this client receives for `o`, whose
     /// shared text is `text`; returns false, writing nothing, when this client receives
     /// nothing of it.
-    package mutating func deliver(_ o: Occurrence, text: Wire.EventText, into out: inout [UInt8]) -> Bool {
+    package mutating func deliver(_ o: Occurrence, text: Wire.SharedPart, into out: inout [UInt8]) -> Bool {
         let handler: Handler?
         switch o.kind {
         case .capture(let role, .began):
@@ -94,7 +94,7 @@ package struct ClientSession {
     }
 
     /// Writes an event line: this client's head, then the shared tail.
-    mutating func write(_ o: Occurrence, handler: Handler?, text: Wire.EventText, into out: inout [UInt8]) {
+    mutating func write(_ o: Occurrence, handler: Handler?, text: Wire.SharedPart, into out: inout [UInt8]) {
         clientSeq += 1
         Wire.event(
             o, text, clientSeq: clientSeq, handler: handler, shouldPlaySound: shouldPlaySound(o),
@@ -104,7 +104,7 @@ package struct ClientSession {
     /// The line this client receives for `o`, or nil (writing the shared text itself).
     package mutating func deliver(_ o: Occurrence) -> [UInt8]? {
         var out: [UInt8] = []
-        return deliver(o, text: Wire.EventText(o), into: &out) ? out : nil
+        return deliver(o, text: Wire.SharedPart(o), into: &out) ? out : nil
     }
 
     /// Installs a new interaction. Presses this client saw begin that the new one no longer
@@ -135,7 +135,7 @@ package struct ClientSession {
             }
             let cancel = began.cancelled(seq: nextSeq(), reason: reason, receiveTime: now)
             var line: [UInt8] = []
-            write(cancel, handler: handler, text: Wire.EventText(cancel), into: &line)
+            write(cancel, handler: handler, text: Wire.SharedPart(cancel), into: &line)
             out.append(line)
         }
         open = kept
@@ -196,7 +196,7 @@ package struct ClientSession {
         g.reason = nil
         g.kernelTime = time
         g.receiveTime = now
-        write(g, handler: handler, text: Wire.EventText(g), into: &out)
+        write(g, handler: handler, text: Wire.SharedPart(g), into: &out)
     }
 
     /// The AirPods rule: true only for a headset's events when the client disabled the

@@ -56,7 +56,7 @@ package struct OutBuffer {
     /// place and queues it: the whole per-client step of publishing, in one call.
     /// A gesture the occurrence completes goes with it: a long press found out at the
     /// release before it, a double press after the began.
-    package mutating func deliver(_ o: Occurrence, text: Wire.EventText, to session: inout ClientSession) -> Delivery {
+    package mutating func deliver(_ o: Occurrence, text: Wire.SharedPart, to session: inout ClientSession) -> Delivery {
         var m = mark
         if session.gesture(before: o, into: &bytes), !commit(from: m) { return .overflow }
         m = mark

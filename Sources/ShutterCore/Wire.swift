@@ -3,13 +3,13 @@
 ///
 /// Events are written in two parts: what every client receives alike (the tail with device,
 /// key and times, and the `seq` and `press` numbers in decimal), written once per occurrence
-/// into an `EventText`; and the head (type, sequence numbers, handler, phase, slider value),
+/// into a `SharedPart`; and the head (type, sequence numbers, handler, phase, slider value),
 /// written per client straight into that client's output buffer.
 package enum Wire {
     /// The text of one occurrence that every client's line shares, written once: `seq` and
     /// `press` in decimal, then the tail (Wire.eventTail). One buffer, reused from one
     /// occurrence to the next by the daemon.
-    package struct EventText {
+    package struct SharedPart {
         /// The digits of `seq`, then those of `press`, then the tail.
         package private(set) var bytes: [UInt8] = []
         var seqEnd = 0
@@ -60,7 +60,7 @@ package enum Wire {
     /// The head is at most four integers (21 bytes each) and about 100 bytes of literals:
     /// written on the stack and appended at once, then the tail is.
     package static func event(
-        _ o: Occurrence, _ text: EventText, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
+        _ o: Occurrence, _ text: SharedPart, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
         sliderValue: Int64, into out: inout [UInt8]
     ) {
         text.bytes.withUnsafeBufferPointer { shared in

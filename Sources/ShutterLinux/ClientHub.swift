@@ -64,7 +64,7 @@ package final class ClientHub {
     /// The clients in the order they came: publishing walks this, not the dictionary.
     var order: [Client] = []
     /// The shared text of the occurrence being published, reused.
-    var text = Wire.EventText()
+    var text = Wire.SharedPart()
     var accepted = 0
     var readBuffer = [UInt8](repeating: 0, count: 65536)
     /// How long a client being closed may take to read its last messages (the overflow

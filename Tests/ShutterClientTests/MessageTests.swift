@@ -106,7 +106,7 @@ struct MessageTests {
                 [RawEvent(type: 1, code: 115, value: value, time: t), RawEvent(type: 0, code: 0, value: 0, time: t)],
                 now: t, into: &produced)
             for o in produced {
-                _ = out.deliver(o, text: Wire.EventText(o), to: &session)
+                _ = out.deliver(o, text: Wire.SharedPart(o), to: &session)
             }
         }
         let lines = out.bytes.split(separator: 0x0A).map { Array($0) }

@@ -208,7 +208,7 @@ struct PressJudgeTests {
 }
 
 @Suite("EventText")
-struct EventTextTests {
+struct SharedPartTests {
     @Test("a capture line: time, handler, phase, press, key, scancode, device, reason and sound")
     func capture() {
         #expect(

@@ -40,7 +40,7 @@ private struct GestureStream {
     /// As the socket server does: the occurrence and the gestures it completes.
     mutating func deliver(_ o: Occurrence) throws {
         var buffer = OutBuffer(limit: 100)
-        _ = buffer.deliver(o, text: Wire.EventText(o), to: &session)
+        _ = buffer.deliver(o, text: Wire.SharedPart(o), to: &session)
         try take(buffer.bytes)
     }
 

@@ -126,7 +126,7 @@ struct LinkTests {
         #expect(engine.replaceRecord(battery, now: 30).isEmpty, "still disconnected: nothing more to cancel")
         var line: [UInt8] = []
         Wire.event(
-            cancels[0], Wire.EventText(cancels[0]), clientSeq: 1, handler: .primary, shouldPlaySound: false,
+            cancels[0], Wire.SharedPart(cancels[0]), clientSeq: 1, handler: .primary, shouldPlaySound: false,
             sliderValue: 0, into: &line)
         #expect(String(decoding: line, as: UTF8.self).contains(#""reason":"disconnected""#))
     }

@@ -57,7 +57,7 @@ package final class Engine {
         }
     }
 
-    var devices: [Int: DeviceState] = [:]
+    @exclusivity(unchecked) var devices: [Int: DeviceState] = [:]
     @exclusivity(unchecked) package private(set) var lastSeq: UInt64 = 0
     @exclusivity(unchecked) var lastPress: UInt64 = 0
     /// Turns an event type and code into libevdev's name for it.

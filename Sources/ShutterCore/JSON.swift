@@ -118,6 +118,18 @@ extension JSON {
     }
 
     package static func writeString(_ s: String, into out: inout [UInt8]) {
+        // Most strings (key names, ids, paths) need no escape: they go in one append.
+        if let plain = s.utf8.withContiguousStorageIfAvailable({ bytes -> Bool in
+            guard !bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+                return false
+            }
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: bytes)
+            out.append(UInt8(ascii: "\""))
+            return true
+        }), plain {
+            return
+        }
         out.append(UInt8(ascii: "\""))
         for byte in s.utf8 {
             switch byte {

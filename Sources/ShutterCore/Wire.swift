@@ -22,9 +22,13 @@ package enum Wire {
         /// Writes `o`'s shared text over what was there.
         package mutating func render(_ o: Occurrence) {
             bytes.removeAll(keepingCapacity: true)
-            bytes.append(decimal: o.seq)
-            seqEnd = bytes.count
-            bytes.append(decimal: o.press)
+            var seqDigits = 0
+            bytes.appendShort(capacity: 42) { out in
+                out.write(decimal: o.seq)
+                seqDigits = out.count
+                out.write(decimal: o.press)
+            }
+            seqEnd = seqDigits
             pressEnd = bytes.count
             Wire.eventTail(o, into: &bytes)
         }
@@ -40,19 +44,25 @@ package enum Wire {
     package static func eventTail(_ o: Occurrence, into out: inout [UInt8]) {
         out.append(ascii: "\"device\":")
         out.append(contentsOf: o.device.text)
-        out.append(ascii: ",\"key\":{\"code\":")
-        out.append(decimal: o.key.code)
-        out.append(ascii: ",\"name\":")
-        JSON.writeString(o.key.name, into: &out)
-        if let scancode = o.key.scancode {
-            out.append(ascii: ",\"scancode\":")
-            out.append(decimal: UInt32(bitPattern: scancode))
+        out.appendShort(capacity: 40) { out in
+            out.write(",\"key\":{\"code\":")
+            out.write(decimal: o.key.code)
+            out.write(",\"name\":")
         }
-        out.append(ascii: "},\"kernelTime\":")
-        out.append(decimal: o.kernelTime)
-        out.append(ascii: ",\"receiveTime\":")
-        out.append(decimal: o.receiveTime)
-        out.append(ascii: "}\n")
+        JSON.writeString(o.key.name, into: &out)
+        // The integers and literals after the name: three integers (21 bytes each) and 56
+        // bytes of literals, on the stack and appended at once.
+        out.appendShort(capacity: 128) { out in
+            if let scancode = o.key.scancode {
+                out.write(",\"scancode\":")
+                out.write(decimal: UInt32(bitPattern: scancode))
+            }
+            out.write("},\"kernelTime\":")
+            out.write(decimal: o.kernelTime)
+            out.write(",\"receiveTime\":")
+            out.write(decimal: o.receiveTime)
+            out.write("}\n")
+        }
     }
 
     /// A client's line for `o`, whose shared text is `text`: `{"type":...,` with its

@@ -61,10 +61,12 @@ package final class ClientHub {
     let closeTimer: Timer
     package weak var delegate: ClientHubDelegate?
     var clients: [Int32: Client] = [:]
+    // Walked and written for every event, on the loop's one thread, never across a call that
+    // changes them: no runtime exclusivity check (as a client's own state).
     /// The clients in the order they came: publishing walks this, not the dictionary.
-    var order: [Client] = []
+    @exclusivity(unchecked) var order: [Client] = []
     /// The shared text of the occurrence being published, reused.
-    var text = Wire.SharedPart()
+    @exclusivity(unchecked) var text = Wire.SharedPart()
     var accepted = 0
     var readBuffer = [UInt8](repeating: 0, count: 65536)
     /// How long a client being closed may take to read its last messages (the overflow
@@ -80,7 +82,7 @@ package final class ClientHub {
     var longPressClients = 0
     /// Clients with requests left over from their last turn, served in order after the
     /// ready descriptors, one turn each per round.
-    var backlog: [Client] = []
+    @exclusivity(unchecked) var backlog: [Client] = []
     /// One client's turn: at most this many request lines and bytes, then the next client.
     package var linesPerTurn = 256
     package var bytesPerTurn = 65536

@@ -7,14 +7,16 @@ package final class EventLoop {
     package typealias Handler = (UInt32) -> Void
 
     let epoll: FileDescriptor
-    var handlers: [Int32: Handler] = [:]
+    // Read on every wake-up by the one thread that runs the loop; a handler may add or
+    // remove descriptors, which never overlaps a read of these: no runtime exclusivity check.
+    @exclusivity(unchecked) var handlers: [Int32: Handler] = [:]
     var running = false
-    var ready = [epoll_event](repeating: epoll_event(), count: 64)
+    @exclusivity(unchecked) var ready = [epoll_event](repeating: epoll_event(), count: 64)
     /// Work a handler left for later so as not to keep others waiting (a client's backlog of
     /// requests). Run after every batch of ready descriptors; while it returns true (more is
     /// left), the loop polls instead of sleeping.
     package var deferredWork: (() -> Bool)?
-    var workLeft = false
+    @exclusivity(unchecked) var workLeft = false
 
     package static let readable = EPOLLIN.rawValue
     package static let writable = EPOLLOUT.rawValue

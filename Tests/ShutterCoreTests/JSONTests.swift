@@ -112,6 +112,10 @@ struct JSONTests {
         #expect(text.contains(#"\t\n\u000b\u000c\r"#))
         #expect(text.hasSuffix("\\u001f\\\"\\\\\u{7F}\""))
         #expect(try JSON.parse(text) == .string(s))
+        // A quote or a backslash alone (no control character) is escaped too; a string
+        // without any goes in as it is.
+        #expect(JSON.string(#"KEY_"A"\"#).serialized == #""KEY_\"A\"\\""#)
+        #expect(JSON.string("KEY_VOLUMEUP").serialized == #""KEY_VOLUMEUP""#)
     }
 
     @Test("a raw control character inside a string is refused where it is")

@@ -173,6 +173,49 @@ package enum HIDBattery {
     }
 }
 
+/// When the daemon may read a device's HID battery from sysfs. Reading `capacity` of a
+/// battery the device has not reported yet makes the kernel ask the device (a GET_REPORT),
+/// which a Bluetooth device that is asleep or gone leaves unanswered for seconds (uhid's and
+/// HIDP's timeout), while the daemon waits. So a Bluetooth device is read only while BlueZ
+/// says it is connected, once per connection; until then its HID battery comes only from
+/// the power_supply uevents. Other buses are read at admission.
+package struct HIDBatteryReads: Equatable, Sendable {
+    /// The battery was read since BlueZ last said the device is connected.
+    private var readWhileConnected = false
+
+    package init() {}
+
+    /// Whether a device on this bus (`struct input_id`'s) with this BlueZ state (nil: BlueZ
+    /// does not know it, has not answered yet or is not on the bus) may be read now.
+    package static func mayRead(bus: UInt16, link: LinkState?) -> Bool {
+        !isBluetooth(bus) || link?.connected == true
+    }
+
+    static func isBluetooth(_ bus: UInt16) -> Bool { BusType.name(bus) == "bluetooth" }
+
+    /// At admission (and on SIGHUP): whether to read the battery now.
+    package mutating func read(bus: UInt16, link: LinkState?) -> Bool {
+        guard Self.mayRead(bus: bus, link: link) else {
+            readWhileConnected = false
+            return false
+        }
+        readWhileConnected = Self.isBluetooth(bus)
+        return true
+    }
+
+    /// BlueZ's state of the device changed: whether to read the battery now, which is once
+    /// after each time BlueZ says it connected (not on its alias or battery changes).
+    package mutating func linkChanged(bus: UInt16, link: LinkState?) -> Bool {
+        guard Self.isBluetooth(bus) else { return false }
+        guard link?.connected == true else {
+            readWhileConnected = false
+            return false
+        }
+        defer { readWhileConnected = true }
+        return !readWhileConnected
+    }
+}
+
 extension DeviceRecord {
     /// The record with this link state and kernel battery, or nil if the device object
     /// stays the same (nothing to send).

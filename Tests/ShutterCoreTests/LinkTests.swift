@@ -149,3 +149,91 @@ struct LinkTests {
         #expect(HIDBattery.capacity(uevent: ["POWER_SUPPLY_NAME": "hid-x-battery"]) == nil)
     }
 }
+
+@Suite("When the HID battery is read from sysfs")
+struct HIDBatteryReadTests {
+    static let usb: UInt16 = 0x03
+    static let bluetooth: UInt16 = 0x05
+    static let connected = LinkState(connected: true, alias: "Shutter")
+    static let disconnected = LinkState(connected: false, alias: "Shutter")
+    static let renamed = LinkState(connected: true, alias: "Renamed")
+
+    /// What happens to one device: admitted or SIGHUP (`read`), or BlueZ's state of it changed.
+    enum Step {
+        case admit(LinkState?)
+        case sighup(LinkState?)
+        case change(LinkState?)
+    }
+
+    /// Whether each step reads the battery, for one device on `bus`.
+    func reads(bus: UInt16, _ steps: [Step]) -> [Bool] {
+        var reads = HIDBatteryReads()
+        return steps.map { step in
+            switch step {
+            case .admit(let link), .sighup(let link): reads.read(bus: bus, link: link)
+            case .change(let link): reads.linkChanged(bus: bus, link: link)
+            }
+        }
+    }
+
+    @Test("a device that is not Bluetooth is read at admission and on SIGHUP, never on a link change")
+    func otherBuses() {
+        for bus: UInt16 in [Self.usb, 0x18, 0x06] {
+            for link in [nil, Self.connected, Self.disconnected] {
+                #expect(HIDBatteryReads.mayRead(bus: bus, link: link), "bus \(bus) link \(String(describing: link))")
+                #expect(
+                    reads(bus: bus, [.admit(link), .change(Self.connected), .sighup(link)]) == [true, false, true],
+                    "bus \(bus) link \(String(describing: link))")
+            }
+        }
+    }
+
+    @Test("a Bluetooth device BlueZ has not called connected is not read, at admission or on SIGHUP")
+    func bluetoothNotConnected() {
+        let cases: [(String, LinkState?)] = [
+            ("unknown to BlueZ, not answered yet or no BlueZ on the bus", nil),
+            ("known, Connected not read", LinkState(alias: "Shutter")),
+            ("disconnected", Self.disconnected),
+        ]
+        for (what, link) in cases {
+            #expect(!HIDBatteryReads.mayRead(bus: Self.bluetooth, link: link), "\(what)")
+            #expect(reads(bus: Self.bluetooth, [.admit(link), .sighup(link)]) == [false, false], "\(what)")
+        }
+    }
+
+    @Test("a Bluetooth device BlueZ calls connected is read at admission, and not again on its next link change")
+    func bluetoothConnectedAtAdmission() {
+        #expect(HIDBatteryReads.mayRead(bus: Self.bluetooth, link: Self.connected))
+        #expect(reads(bus: Self.bluetooth, [.admit(Self.connected), .change(Self.renamed)]) == [true, false])
+    }
+
+    @Test("a Bluetooth device is read once when BlueZ says it connected, again only after it was not")
+    func oncePerConnection() {
+        let steps: [(Step, Bool, String)] = [
+            (.admit(nil), false, "admitted before BlueZ answered"),
+            (.change(Self.disconnected), false, "reported disconnected"),
+            (.change(Self.connected), true, "connected"),
+            (.change(Self.renamed), false, "an alias change"),
+            (.change(LinkState(connected: true, alias: "Renamed", battery: 40)), false, "a BlueZ battery change"),
+            (.change(Self.disconnected), false, "disconnected"),
+            (.change(Self.connected), true, "connected again"),
+            (.change(nil), false, "BlueZ went away"),
+            (.change(Self.connected), true, "BlueZ back, connected"),
+        ]
+        let got = reads(bus: Self.bluetooth, steps.map(\.0))
+        for (i, (_, want, what)) in steps.enumerated() {
+            #expect(got[i] == want, "step \(i): \(what)")
+        }
+    }
+
+    @Test("a read on SIGHUP while connected counts as the connection's read; one while not resets it")
+    func sighup() {
+        #expect(
+            reads(bus: Self.bluetooth, [.admit(nil), .sighup(Self.connected), .change(Self.connected)]) == [
+                false, true, false,
+            ])
+        #expect(
+            reads(bus: Self.bluetooth, [.admit(Self.connected), .sighup(Self.disconnected), .change(Self.connected)])
+                == [true, false, true])
+    }
+}

@@ -26,6 +26,8 @@ package final class Daemon {
         var record: DeviceRecord
         /// The kernel's HID battery, percent, when it has one.
         var hidBattery: Int?
+        /// When its HID battery may be read from sysfs (once per connection for Bluetooth).
+        var batteryReads = HIDBatteryReads()
         /// Events came while BlueZ said the device was disconnected, and that was logged.
         var loggedEventsWhileDisconnected = false
         /// A grab was wanted while keys were held; retry once they are released.
@@ -215,12 +217,15 @@ package final class Daemon {
             return
         }
         lastHandle += 1
-        let link = info.uniq.flatMap { bluez?.links.state(address: $0) }
-        let asleep = info.with(link: link, hidBattery: nil).connected == false
-        let battery = asleep ? nil : HIDBattery.read(inputSyspath: record.syspath)
+        let link = linkState(of: info)
+        // A Bluetooth device BlueZ has not called connected (at start and on hotplug its
+        // state is usually not known yet) is not read: it may keep the loop waiting.
+        var reads = HIDBatteryReads()
+        let battery = reads.read(bus: info.bus, link: link) ? HIDBattery.read(inputSyspath: record.syspath) : nil
         let linked = info.with(link: link, hidBattery: battery)
         let device = OpenDevice(evdev: evdev, record: DeviceRecord(handle: lastHandle, info: linked))
         device.hidBattery = battery
+        device.batteryReads = reads
         do {
             try loop.add(evdev.raw, events: EventLoop.readable) { [unowned self] _ in deviceReady(device) }
         } catch {

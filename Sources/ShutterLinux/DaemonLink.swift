@@ -5,8 +5,8 @@ extension HIDBattery {
     /// The capacity of the hid-input battery of the HID device an input node belongs to:
     /// `<hid device>/power_supply/hid-*-battery/capacity`. nil when it has none, or when the
     /// kernel has no value. Until the device reported one, the read makes the kernel ask the
-    /// device (GET_REPORT), which a connected device answers at once: never called for a
-    /// device BlueZ calls disconnected.
+    /// device (GET_REPORT), which a connected device answers at once: called for a
+    /// Bluetooth device only while BlueZ says it is connected (`HIDBatteryReads`).
     static func read(inputSyspath: String) -> Int? {
         guard let hid = hidDevice(ofInput: inputSyspath) else { return nil }
         let dir = hid + "/power_supply"
@@ -32,13 +32,25 @@ func readSysfsAttribute(_ path: String) -> String? {
 }
 
 extension Daemon {
-    /// BlueZ's state of a device changed: the input nodes with that address take it.
+    /// BlueZ's state of a device changed: the input nodes with that address take it. When
+    /// BlueZ says a Bluetooth device connected, its HID battery is read first, once per
+    /// connection, so that the `deviceChanged` of the connection carries it; a read that
+    /// gives nothing keeps what the uevents said.
     func linkChanged(address: String) {
         let wanted = BluetoothLinks.normalize(address)
         for device in devices.values.sorted(by: { $0.handle < $1.handle })
         where device.info.uniq.map(BluetoothLinks.normalize) == wanted {
+            if device.batteryReads.linkChanged(bus: device.info.bus, link: linkState(of: device.info)) {
+                device.hidBattery = HIDBattery.read(inputSyspath: device.info.syspath) ?? device.hidBattery
+            }
             updateLink(device)
         }
+    }
+
+    /// BlueZ's state of a device, by its `uniq`; nil when BlueZ does not know it (or has not
+    /// answered yet, or is not on the bus).
+    func linkState(of info: DeviceInfo) -> LinkState? {
+        info.uniq.flatMap { bluez?.links.state(address: $0) }
     }
 
     /// A power_supply's uevent: a hid-input battery's capacity may have changed.
@@ -56,9 +68,11 @@ extension Daemon {
     }
 
     /// Reads every device's HID battery again (SIGHUP), for a kernel whose battery changes
-    /// came without a uevent.
+    /// came without a uevent: each that may be read now (a Bluetooth one only while BlueZ
+    /// says it is connected).
     func rereadBatteries() {
-        for device in devices.values.sorted(by: { $0.handle < $1.handle }) where device.info.connected != false {
+        for device in devices.values.sorted(by: { $0.handle < $1.handle }) {
+            guard device.batteryReads.read(bus: device.info.bus, link: linkState(of: device.info)) else { continue }
             device.hidBattery = HIDBattery.read(inputSyspath: device.info.syspath)
             updateLink(device)
         }
@@ -68,7 +82,7 @@ extension Daemon {
     /// held keys of a device that disconnected are cancelled, then every client is sent
     /// `deviceChanged`.
     func updateLink(_ device: OpenDevice) {
-        let link = device.info.uniq.flatMap { bluez?.links.state(address: $0) }
+        let link = linkState(of: device.info)
         guard let new = device.record.updated(link: link, hidBattery: device.hidBattery) else { return }
         let old = device.info
         device.record = new

@@ -3,9 +3,11 @@
 # machine's filesystem as the guest's root, and runs the device checks and the shutterd
 # scenarios inside it against real uhid, uinput and USB gadget devices.
 #
-# Usage: Tests/rig/run.sh [--devices-only] [SHUTTERD [SHUTTERCTL]]
+# Usage: Tests/rig/run.sh [--devices-only | --only NAMES] [SHUTTERD [SHUTTERCTL]]
 #   SHUTTERD, SHUTTERCTL  default to .build/debug/shutterd and .build/debug/shutterctl
 #   --devices-only        only check the device data files against the kernel (no daemon)
+#   --only NAMES          run only these scenarios (comma-separated shell patterns, as
+#                         scenarios.py --list names them); the device checks run as ever
 #
 # Prints one PASS/FAIL line per check and last 'N passed, N failed'. Exit 0 when all passed,
 # 1 when any failed, 77 when the rig cannot run here (it says why); under CI=true a skip
@@ -29,10 +31,18 @@ skip() {
 }
 
 DEVICES_ONLY=0
-if [ "${1:-}" = --devices-only ]; then
+ONLY=-
+case ${1:-} in
+--devices-only)
     DEVICES_ONLY=1
     shift
-fi
+    ;;
+--only)
+    [ -n "${2:-}" ] || { echo "rig: --only needs scenario names (see Tests/rig/scenarios.py --list)" >&2; exit 2; }
+    ONLY=$2
+    shift 2
+    ;;
+esac
 SHUTTERD=${1:-$REPO/.build/debug/shutterd}
 SHUTTERCTL=${2:-$(dirname "$SHUTTERD")/shutterctl}
 
@@ -123,7 +133,7 @@ fi
 
 echo "rig: kernel $KERNEL ($KVER), qemu $([ -n "$ACCEL" ] && echo TCG || echo KVM), results in $RESULTS"
 START=$(date +%s)
-rig_boot shutterd-rig "$TIMEOUT" "$RESULTS" "sh $RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL $PYTHON_VENV"
+rig_boot shutterd-rig "$TIMEOUT" "$RESULTS" "sh $RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL $PYTHON_VENV '$ONLY'"
 END=$(date +%s)
 echo "rig: guest finished in $((END - START))s"
 

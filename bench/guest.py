@@ -14,6 +14,7 @@ import array
 import bisect
 import json
 import os
+import re
 import select
 import shutil
 import socket
@@ -387,7 +388,11 @@ class Bench:
         time.sleep(1)
         self.raw["idle"]["shutterd"] = idle_cost(pid, self.idle_s)
         self.raw["memory"]["shutterd_idle_16_clients"] = memory(pid)
-        self.latency_run("shutterd-16", None, 16, reader=r16, pid=pid)
+        row = self.latency_run("shutterd-16", None, 16, reader=r16, pid=pid)
+        # What the wire relay writes per message: the mean length of shutterd's event lines.
+        m = re.search(r"event_lines=(\d+) event_bytes=(\d+)", row["reader"])
+        if m and int(m.group(1)) > 0:
+            self.raw["wire_bytes"] = round(int(m.group(2)) / int(m.group(1)))
         self.latency_run("shutterd-1", args + ["--clients", "1"], 1, settle=0.3, pid=pid)
         # 128 clients cost shutterd more than 4 ms per press under TCG: at 4 ms (and still at
         # 20 ms) the presses queue and the kernel's buffer for shutterd overflows.
@@ -498,6 +503,18 @@ class Bench:
                              stdout=subprocess.DEVNULL)
         self.c_daemon("relay", p, sock, " down ", tag="-again" if again else None)
 
+    def wire_relay(self):
+        """bench/relay.c writing as shutterd does: a line for the press and one for the
+        release, each as long as shutterd's event lines were, and nothing else. Its CPU
+        over the relay's is what the protocol's volume alone costs, before any of the work
+        shutterd does per event and per client."""
+        if "wire_bytes" not in self.raw:
+            raise RuntimeError("no length of shutterd's event lines (its run failed)")
+        sock = WORK + "/relay-wire.sock"
+        p = subprocess.Popen([self.b("relay"), self.inj.nodes["keys"], sock, str(self.raw["wire_bytes"])],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        self.c_daemon("relay-wire", p, sock, " down ", tag="")
+
     def c_daemon(self, name, p, sock, match, tag=None):
         """A daemon started as p that listens on sock: its memory, its idle cost with 16
         clients, then latency runs with 16 and 1 clients (a line containing match is a
@@ -506,7 +523,7 @@ class Bench:
             self.wait_socket(sock)
             time.sleep(1)
             args = ["--unix", sock, "--match", match]
-            if tag:
+            if tag is not None:
                 self.latency_run(name + "-16" + tag, args + ["--clients", "16"], 16, settle=1.0, pid=p.pid)
                 self.latency_run(name + "-1" + tag, args + ["--clients", "1"], 1, settle=1.0, pid=p.pid)
                 return
@@ -641,7 +658,8 @@ class Bench:
         self.raw["devices"] = self.inj.nodes
         log("devices %s" % self.inj.nodes)
         steps = [("floor", lambda: self.floor("")), ("floor burst", self.floor_burst),
-                 ("relay", self.relay), ("shutterd", self.shutterd), ("allocations", self.allocations),
+                 ("relay", self.relay), ("shutterd", self.shutterd), ("wire relay", self.wire_relay),
+                 ("allocations", self.allocations),
                  ("acpid", self.acpid), ("lircd", self.lircd), ("relay again", lambda: self.relay(again=True)),
                  ("floor again", lambda: self.floor("-again")), ("start-up", self.startup_32)]
         if self.profiling:

@@ -45,6 +45,8 @@ struct client {
     uint64_t *times;
     uint32_t n;
     uint64_t lines;
+    /* lines after the greeting that are not a reply, and their bytes with the newline */
+    uint64_t event_lines, event_bytes;
     /* dial mode */
     long long sum;
     uint64_t sliders, seq_gaps, overflows, dropped;
@@ -95,6 +97,8 @@ static void on_line(struct client *c, const char *line, size_t len, uint64_t t)
         c->replied = 1;
         return;
     }
+    c->event_lines++;
+    c->event_bytes += len + 1;
     if (dial) {
         if (memmem(line, len, "\"overflow\"", 10)) {
             c->overflows++;
@@ -276,13 +280,15 @@ int main(int argc, char **argv)
         }
     }
 
-    uint64_t total = 0, lines = 0;
+    uint64_t total = 0, lines = 0, event_lines = 0, event_bytes = 0;
     long long min_sum = -1;
     uint64_t gaps = 0, overflows = 0, dropped = 0, closed = 0;
     for (int i = 0; i < nclients; i++) {
         struct client *c = &clients[i];
         total += dial ? c->sliders : c->n;
         lines += c->lines;
+        event_lines += c->event_lines;
+        event_bytes += c->event_bytes;
         gaps += c->seq_gaps;
         overflows += c->overflows;
         dropped += c->dropped;
@@ -311,9 +317,9 @@ int main(int argc, char **argv)
             die(out);
     }
     printf("summary clients=%d matched=%llu lines=%llu min_sum=%lld gaps=%llu overflows=%llu "
-           "dropped=%llu closed=%llu\n",
+           "dropped=%llu closed=%llu event_lines=%llu event_bytes=%llu\n",
            nclients, (unsigned long long)total, (unsigned long long)lines, min_sum,
            (unsigned long long)gaps, (unsigned long long)overflows, (unsigned long long)dropped,
-           (unsigned long long)closed);
+           (unsigned long long)closed, (unsigned long long)event_lines, (unsigned long long)event_bytes);
     return 0;
 }

@@ -4,11 +4,15 @@
  * arrives in one read); for each key-down one short text line, written to every connected
  * client. No parsing of what clients send, no per-client state beyond the descriptor.
  *
- * Usage: relay NODE SOCKET
+ * Usage: relay NODE SOCKET [BYTES]
  *   NODE    an evdev node (/dev/input/eventN)
  *   SOCKET  the path of the Unix stream socket to listen on (replaced if it exists)
- * Prints "ready" on stdout once it listens. A line is "key CODE down SEC.USEC", the kernel's
- * time of the event. A client whose socket is full or gone is dropped. Runs until killed.
+ *   BYTES   the wire relay: a line for the key-up too, each padded to BYTES bytes (shutterd's
+ *           event lines' mean length), so that it writes as many messages and bytes as
+ *           shutterd does and nothing else: what the protocol's volume alone costs
+ * Prints "ready" on stdout once it listens. A line is "key CODE down SEC.USEC" (or "up"), the
+ * kernel's time of the event. A client whose socket is full or gone is dropped. Runs until
+ * killed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,6 +30,8 @@
 
 static int clients[MAX_CLIENTS];
 static int nclients;
+/* The wire relay's line length (0: the short line, key-downs only). */
+static size_t wire_bytes;
 
 static void die(const char *what)
 {
@@ -42,9 +48,14 @@ static void drop(int ep, int i)
 
 static void publish(int ep, const struct input_event *ev)
 {
-    char line[64];
-    int len = snprintf(line, sizeof line, "key %u down %ld.%06ld\n", ev->code, (long)ev->input_event_sec,
-                       (long)ev->input_event_usec);
+    char line[4096];
+    int len = snprintf(line, 64, "key %u %s %ld.%06ld\n", ev->code, ev->value ? "down" : "up",
+                       (long)ev->input_event_sec, (long)ev->input_event_usec);
+    if (wire_bytes > (size_t)len) {
+        memset(line + len - 1, 'x', wire_bytes - (size_t)len);
+        line[wire_bytes - 1] = '\n';
+        len = (int)wire_bytes;
+    }
     for (int i = 0; i < nclients;) {
         if (send(clients[i], line, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) == len)
             i++;
@@ -55,9 +66,18 @@ static void publish(int ep, const struct input_event *ev)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: relay NODE SOCKET\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: relay NODE SOCKET [BYTES]\n");
         return 64;
+    }
+    if (argc == 4) {
+        char *end;
+        unsigned long b = strtoul(argv[3], &end, 10);
+        if (*end || b < 64 || b > 4096) {
+            fprintf(stderr, "relay: BYTES must be a number from 64 to 4096, not '%s'\n", argv[3]);
+            return 64;
+        }
+        wire_bytes = b;
     }
     int evdev = open(argv[1], O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (evdev < 0)
@@ -107,7 +127,7 @@ int main(int argc, char **argv)
                     die("read evdev");
                 }
                 for (size_t i = 0; i < (size_t)got / sizeof *buf; i++)
-                    if (buf[i].type == EV_KEY && buf[i].value == 1)
+                    if (buf[i].type == EV_KEY && (buf[i].value == 1 || (wire_bytes && buf[i].value == 0)))
                         publish(ep, &buf[i]);
             } else if (fd == listener) {
                 int c = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);

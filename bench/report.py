@@ -65,6 +65,13 @@ def summary(raw, lat, relays):
                      n, "" if n == 1 else "s", fmt(s.get("p50_ratio"), "x"), fmt(s.get("p50_relay_ratio"), "x"),
                      fmt(s.get("cpu_relay_ratio"), "x"), fmt(s.get("cpu_us_per_press")),
                      fmt(relay.get("cpu_us_per_press"))))
+        wire = lat.get("relay-wire-%d" % n)
+        if wire and s:
+            L.append("  The wire relay (as many messages and bytes as shutterd, %s bytes a line, nothing else) used "
+                     "%s us per press, %s the relay's: shutterd's CPU is %s the wire relay's." % (
+                         fmt(raw.get("wire_bytes")), fmt(wire.get("cpu_us_per_press")),
+                         fmt(wire.get("cpu_relay_ratio"), "x"),
+                         fmt(ratio(s.get("cpu_us_per_press"), wire.get("cpu_us_per_press")), "x")))
     allocs = raw.get("allocations", {}).get("runs", [])
     if allocs:
         L.append("- Heap allocations per press in the steady state: %s." % ", ".join(
@@ -125,7 +132,9 @@ def report(raw_path, facts_path, outdir):
                                                           raw.get("cpus"), facts["virtme_ng"]))
     L.append("- Contenders: the floor (bench/reader.c reading the evdev node: epoll + read), "
              "the relay (bench/relay.c: epoll, one read of the node per frame, one short line per "
-             "key-down to each client; the reference for a daemon's cost), "
+             "key-down to each client; the reference for a daemon's cost), the wire relay (the same "
+             "relay writing a line for the release too, each as long as shutterd's event lines: what "
+             "the protocol's volume alone costs), "
              "shutterd %s (release build), acpid %s, lircd %s (devinput driver, the shipped "
              "devinput.lircd.conf)." % (facts["shutterd"], facts["acpid"], facts["lirc"]))
     if facts.get("host_load_before"):

@@ -5,9 +5,9 @@
 //
 //     presspath PRESSES CLIENTS [dial|burst]
 //
-// `burst`: each "press" is one read of 32 dial steps (REL_DIAL +1, SYN_REPORT each), as the
-// daemon reads them when a dial turns faster than it wakes up; the per-step cost is the
-// figure for the unpaced dial burst.
+// `burst`: each "press" is two reads of 32 dial steps each (REL_DIAL +1, SYN_REPORT),
+// as the daemon reads them when a dial turns faster than it wakes up; the cost per step
+// (a press's divided by 64) is the figure for the unpaced dial burst.
 //
 // Run under `valgrind --tool=callgrind` for instructions per press, or with bench's
 // counting allocator for allocations per press (bench/README.md).

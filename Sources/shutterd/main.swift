@@ -37,6 +37,22 @@ func fail(_ message: String, code: Int32) -> Never {
     exit(code)
 }
 
+/// A mistake on the command line: the message as a log line (what it quotes escaped, as in
+/// every log line), then the usage as it is, on lines of its own, as shutterctl prints it;
+/// exit status 64.
+func usageError(_ message: String) -> Never {
+    Log.error("shutterd: \(message)")
+    Log.finish()
+    var text = Array(("\n" + usage + "\n").utf8)[...]
+    while !text.isEmpty {
+        let n = text.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+        if n < 0 && errno == EINTR { continue }
+        guard n > 0 else { break }
+        text = text.dropFirst(n)
+    }
+    exit(64)
+}
+
 // A log line written to a pipe whose reader is gone fails with EPIPE; it must not kill.
 signal(SIGPIPE, SIG_IGN)
 // Descriptors 0 to 2 closed at start would be taken by sockets, and the log written into one.
@@ -54,10 +70,10 @@ var args = CommandLine.arguments.dropFirst()
 while let arg = args.popFirst() {
     switch arg {
     case "--socket":
-        guard let v = args.popFirst() else { fail("--socket needs a path", code: 64) }
+        guard let v = args.popFirst() else { usageError("--socket needs a path") }
         socketPath = v
     case "--config":
-        guard let v = args.popFirst() else { fail("--config needs a file", code: 64) }
+        guard let v = args.popFirst() else { usageError("--config needs a file") }
         configPath = v
         configRequired = true
     case "--replay":
@@ -65,10 +81,10 @@ while let arg = args.popFirst() {
             replayFiles.append(v)
             args.removeFirst()
         }
-        guard !replayFiles.isEmpty else { fail("--replay needs at least one recording file", code: 64) }
+        guard !replayFiles.isEmpty else { usageError("--replay needs at least one recording file") }
     case "--replay-speed":
         guard let v = args.popFirst(), let speed = Double(v), speed >= 0, speed.isFinite else {
-            fail("--replay-speed needs a number of at least 0 (1 = recorded timing, 0 = as fast as possible)", code: 64)
+            usageError("--replay-speed needs a number of at least 0 (1 = recorded timing, 0 = as fast as possible)")
         }
         replaySpeed = speed
     case "--replay-loop":
@@ -82,7 +98,7 @@ while let arg = args.popFirst() {
         print(usage)
         exit(0)
     default:
-        fail("unknown argument '\(arg)'\n\(usage)", code: 64)
+        usageError("unknown argument '\(arg)'")
     }
 }
 
@@ -116,7 +132,7 @@ do {
 }
 
 if replayFiles.isEmpty && (replayLoop || replaySpeed != 1) {
-    fail("--replay-speed and --replay-loop need --replay FILE...", code: 64)
+    usageError("--replay-speed and --replay-loop need --replay FILE...")
 }
 var replay: ReplayOptions?
 if !replayFiles.isEmpty {

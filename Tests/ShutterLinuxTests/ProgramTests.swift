@@ -63,6 +63,25 @@ struct ProgramTests {
         #expect(usage.stderr.contains("unknown argument '--sockett'"))
     }
 
+    @Test("a usage error prints the error, then the usage on lines of their own, in both programs alike")
+    func usageError() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        for (program, argv) in [("shutterd", [shutterd, "--bogus"]), ("shutterctl", [shutterctl, "--bogus"])] {
+            let child = Child(argv, directory: dir)
+            #expect(child.wait() == 64, "\(program)")
+            let lines = child.stderr.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            let unknown = program == "shutterd" ? "unknown argument '--bogus'" : "unknown command '--bogus'"
+            #expect(lines.first == "\(program): \(unknown)", "\(child.stderr)")
+            #expect(lines.count > 3 && lines[1] == "" && lines[2].hasPrefix("Usage: \(program) "), "\(child.stderr)")
+            #expect(!child.stderr.contains("\\n"), "real line breaks, not escaped ones: \(child.stderr)")
+            #expect(child.stderr.hasSuffix("\n"))
+        }
+        let missing = Child([shutterd, "--socket"], directory: dir)
+        #expect(missing.wait() == 64)
+        #expect(missing.stderr.hasPrefix("shutterd: --socket needs a path\n\nUsage: shutterd "), "\(missing.stderr)")
+    }
+
     @Test("socket activation: shutterd serves on the socket systemd passes")
     func socketActivation() throws {
         let dir = temporaryDirectory()

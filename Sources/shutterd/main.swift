@@ -23,8 +23,9 @@ let usage = """
                       device goes (deviceRemoved) at the end of its recording
       --replay-speed N
                       1 (default): the recorded timing; N: N times as fast; 0: as
-                      fast as possible
+                      fast as possible, once (not with --replay-loop)
       --replay-loop   play each recording again from its start when it ends
+                      (at a speed above 0)
       --version       print the version and exit
       --help          print this help and exit
 
@@ -102,6 +103,15 @@ while let arg = args.popFirst() {
     }
 }
 
+if replayFiles.isEmpty && (replayLoop || replaySpeed != 1) {
+    usageError("--replay-speed and --replay-loop need --replay FILE...")
+}
+// Each pass would follow the last at once, the events as fast as the loop goes: a core
+// busy for ever, and no end a client could ask for.
+if replayLoop && replaySpeed == 0 {
+    usageError("--replay-loop with --replay-speed 0 would replay without a pause for ever: give a speed above 0")
+}
+
 let env = { (name: String) -> String? in getenv(name).map { String(cString: $0) } }
 let path =
     socketPath ?? env("RUNTIME_DIRECTORY").map { dir in
@@ -131,9 +141,6 @@ do {
     fail("cannot read config file \(error)", code: 78)
 }
 
-if replayFiles.isEmpty && (replayLoop || replaySpeed != 1) {
-    usageError("--replay-speed and --replay-loop need --replay FILE...")
-}
 var replay: ReplayOptions?
 if !replayFiles.isEmpty {
     var recordings: [(path: String, recording: Recording)] = []

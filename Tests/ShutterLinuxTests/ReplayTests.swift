@@ -216,6 +216,17 @@ struct ReplayTests {
         let speed = Child([shutterd, "--replay", bad, "--replay-speed", "-1"], directory: dir)
         #expect(speed.wait() == 64)
         #expect(speed.stderr.contains("--replay-speed needs a number of at least 0"))
+        // Looping at speed 0 would replay without a pause for ever: refused before anything is read.
+        write(Self.shutter, dir + "/shutter.evemu")
+        for order in [["--replay-speed", "0", "--replay-loop"], ["--replay-loop", "--replay-speed", "0.0"]] {
+            let busy = Child(
+                [shutterd, "--socket", dir + "/s.sock", "--replay", dir + "/shutter.evemu"] + order, directory: dir)
+            #expect(busy.wait() == 64)
+            #expect(
+                busy.stderr.hasPrefix(
+                    "shutterd: --replay-loop with --replay-speed 0 would replay without a pause for ever: give a speed above 0\n"
+                ), "\(busy.stderr)")
+        }
         let empty = Child([shutterd, "--replay", "--socket", dir + "/s.sock"], directory: dir)
         #expect(empty.wait() == 64)
         #expect(empty.stderr.contains("--replay needs at least one recording file"))

@@ -457,6 +457,14 @@ extension Recording {
     /// The recording as evemu writes it (format 1.3), shutterd's additions in comments.
     /// `name` gives libevdev's name of an event code, for the comment after each event.
     package func text(name: ((UInt16, UInt16) -> String)? = nil) -> String {
+        var out = header
+        for e in events { out += Self.line(e, name: name) }
+        return out
+    }
+
+    /// What comes before the events: the description, which the events do not change, so a
+    /// recorder writes it first and then each event as it comes (`line`).
+    package var header: String {
         var out = "# EVEMU 1.3\n"
         out += "# Input device name: \"\(Self.escape(self.name))\"\n"
         out +=
@@ -481,17 +489,18 @@ extension Recording {
         for (code, state) in leds { out += "L: \(hex(code, width: 2)) \(state)\n" }
         for (code, state) in switches { out += "S: \(hex(code, width: 2)) \(state)\n" }
         out += "################################\n#      Waiting for events      #\n################################\n"
-        for e in events {
-            var v = String(e.value.magnitude)
-            if v.count < (e.value < 0 ? 3 : 4) {
-                v = String(repeating: "0", count: (e.value < 0 ? 3 : 4) - v.count) + v
-            }
-            out +=
-                "E: \(Self.time(e.time)) \(hex(e.type, width: 4)) \(hex(e.code, width: 4)) \(e.value < 0 ? "-" : "")\(v)"
-            if let name { out += "\t# \(name(e.type, e.code)) \(e.value)" }
-            out += "\n"
-        }
         return out
+    }
+
+    /// One event's `E:` line, its newline included; `name` as for `text(name:)`.
+    package static func line(_ e: Event, name: ((UInt16, UInt16) -> String)? = nil) -> String {
+        var v = String(e.value.magnitude)
+        if v.count < (e.value < 0 ? 3 : 4) {
+            v = String(repeating: "0", count: (e.value < 0 ? 3 : 4) - v.count) + v
+        }
+        var out = "E: \(time(e.time)) \(hex(e.type, width: 4)) \(hex(e.code, width: 4)) \(e.value < 0 ? "-" : "")\(v)"
+        if let name { out += "\t# \(name(e.type, e.code)) \(e.value)" }
+        return out + "\n"
     }
 
     /// `tag b0 ... b7` lines, the bytes padded with zeros to a multiple of eight.

@@ -10,7 +10,8 @@ let recordUsage = """
     with what shutterd decides from (uniq, phys, the udev properties it reads, the kind):
     docs/RECORDING.md. PATTERN is a shell pattern on the device name, an exact device id or
     group, or a node (/dev/input/event5); without it, the one device there is. Stops after
-    SECONDS, or at Ctrl-C. Reading a node needs root or membership in group input.
+    SECONDS, or at Ctrl-C; each event is in FILE as soon as it is read. Reading a node needs
+    root or membership in group input.
     Play the file with 'shutterd --replay FILE', 'shutterctl replay FILE' or evemu-play.
     """
 
@@ -33,13 +34,49 @@ let latencyUsage = """
     a histogram, in microseconds. Stops early at --timeout (default 300 s) with what came.
     """
 
-@MainActor func writeFile(_ path: String, _ text: String) -> Bool {
-    guard let f = fopen(path, "w") else {
-        say("shutterctl: cannot write \(path): \(String(cString: strerror(errno)))")
-        return false
+/// A recording's file, written as the recording goes: the header first, then the events of
+/// each read as they come, flushed after each read (which brings whole frames, up to their
+/// SYN_REPORT), so that the file holds every event read so far however the recorder ends.
+/// Failures say what went wrong and with which file.
+@MainActor final class RecordingFile {
+    let path: String
+    let file: UnsafeMutablePointer<FILE>
+
+    init?(_ path: String, header: String) {
+        self.path = path
+        guard let f = fopen(path, "w") else {
+            say(Self.cannotWrite(path))
+            return nil
+        }
+        file = f
+        guard append(header) else {
+            fclose(f)
+            return nil
+        }
     }
-    let ok = fputs(text, f) >= 0
-    return fclose(f) == 0 && ok
+
+    /// Writes `text` through to the file; false (said) when it cannot.
+    func append(_ text: String) -> Bool {
+        guard fputs(text, file) >= 0, fflush(file) == 0 else {
+            say(Self.cannotWrite(path))
+            return false
+        }
+        return true
+    }
+
+    /// Closes the file; false (said) when what was held could not be written.
+    func close() -> Bool {
+        guard fclose(file) == 0 else {
+            say(Self.cannotWrite(path))
+            return false
+        }
+        return true
+    }
+
+    /// What went wrong with `path`, from errno.
+    static func cannotWrite(_ path: String) -> String {
+        "shutterctl: cannot write \(path): \(String(cString: strerror(errno)))"
+    }
 }
 
 /// Says why a node or /dev/uinput could not be opened, naming the rights it takes.
@@ -121,7 +158,10 @@ let latencyUsage = """
         say("shutterctl: \(error)")
         return 1
     }
-    var recording = chosen.evdev.describe(udev: chosen.udev.properties, kind: chosen.kind)
+    // The description depends on the device alone: it is written before the first event.
+    let recording = chosen.evdev.describe(udev: chosen.udev.properties, kind: chosen.kind)
+    guard let output = RecordingFile(file, header: recording.header) else { return 1 }
+    let name = { (type: UInt16, code: UInt16) in KeyNames.name(type: type, code: code) }
     say(
         "recording \(chosen.info.node) - \(chosen.info.name) (\(chosen.info.id)) into \(file)"
             + (duration.map { " for \($0) s" } ?? "") + "; Ctrl-C stops")
@@ -129,6 +169,8 @@ let latencyUsage = """
     var events: [RawEvent] = []
     var origin: Int64?
     var last: Int64 = 0
+    var written = 0
+    var failed = false
     recording: while true {
         var fds = [
             pollfd(fd: chosen.evdev.raw, events: Int16(POLLIN), revents: 0),
@@ -147,16 +189,22 @@ let latencyUsage = """
             say("shutterctl: \(chosen.info.node): \(error); stopping")
             break recording
         }
+        var lines = ""
         for e in events {
             // As evemu-record does: the first event at 0.000001.
             let o = origin ?? e.time - 1
             origin = o
             last = max(last, e.time - o)
-            recording.events.append(.init(time: last, type: e.type, code: e.code, value: e.value))
+            lines += Recording.line(.init(time: last, type: e.type, code: e.code, value: e.value), name: name)
         }
+        guard output.append(lines) else {
+            failed = true
+            break recording
+        }
+        written += events.count
     }
-    guard writeFile(file, recording.text(name: { KeyNames.name(type: $0, code: $1) })) else { return 1 }
-    say("\(recording.events.count) events written to \(file)")
+    guard output.close(), !failed else { return 1 }
+    say("\(written) events written to \(file)")
     return 0
 }
 

@@ -201,6 +201,21 @@ struct ReplayTests {
         #expect(d.wait() == 0)
     }
 
+    @Test("the example recordings, made by shutterctl record, are written again byte for byte: header, then each line")
+    func examplesWrittenAgain() throws {
+        let file = #filePath
+        let dir = String(file[..<file.lastIndex(of: "/")!]) + "/../../examples/recordings"
+        let names = ["ab-shutter3-volumeup.evemu", "powermate-push-and-turn.evemu", "jabra-headset-click.evemu"]
+        for name in names {
+            let text = try readTextFile(dir + "/" + name)
+            let r = try Recording(parsing: text)
+            #expect(!r.events.isEmpty, "\(name)")
+            // What shutterctl record writes: the header when it starts, then each event's line.
+            let written = r.events.reduce(r.header) { $0 + Recording.line($1, name: KeyNames.name) }
+            #expect(written == text, "\(name)")
+        }
+    }
+
     @Test("a bad recording or option stops shutterd with the file, the line and the problem")
     func refused() throws {
         let dir = temporaryDirectory()

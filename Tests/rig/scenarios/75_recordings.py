@@ -83,10 +83,27 @@ def record(rig, node, path, act, client, done):
     while not done(client.all) and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(0.3)
+    # shutterctl record writes each read's events as they come: while it still runs, the
+    # file holds every event the client has seen, up to the SYN_REPORT of the last frame.
+    check(p.poll() is None, "shutterctl record stopped before SIGINT: exit %s" % p.returncode)
+    running = None
+    if os.path.exists(path):
+        with open(path) as f:
+            running = f.read()
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=30)
     check(p.returncode == 0, "shutterctl record exit %s: %s" % (p.returncode, (line + err).strip()))
     check(os.path.getsize(path) > 0, "%s is empty" % path)
+    with open(path) as f:
+        final = f.read()
+    check(running is not None, "%s does not exist while shutterctl record runs" % path)
+    events = [l for l in running.splitlines() if l.startswith("E: ")]
+    check(events and events[-1].split()[2:5] == ["0000", "0000", "0000"],
+          "while recording, %s holds %d events, the last not a SYN_REPORT: %r" % (
+              path, len(events), events[-1:] or running[-300:]))
+    check(running == final, "%s while recording (%d bytes, %d events) is not the file at the end "
+          "(%d bytes, %d events)" % (path, len(running), len(events), len(final),
+                                      len([l for l in final.splitlines() if l.startswith("E: ")])))
     return (line + err).strip().splitlines()[-1]
 
 

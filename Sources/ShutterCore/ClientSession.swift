@@ -40,12 +40,11 @@ package struct ClientSession {
         return nil
     }
 
-    /// Records a press as open, keeping `open` in press order.
+    /// Records a press as open. The engine numbers presses in the order they begin and
+    /// publishes them in that order, so `open` stays in press order by appending.
     mutating func opened(_ entry: OpenPress) {
-        guard let last = open.last, last.press > entry.press else { return open.append(entry) }
-        var i = open.count
-        while i > 0 && open[i - 1].press > entry.press { i -= 1 }
-        open.insert(entry, at: i)
+        assert(open.last.map { $0.press < entry.press } ?? true, "presses open in press order")
+        open.append(entry)
     }
 
     /// How many presses are open for this client (began sent, no end yet).
@@ -77,7 +76,11 @@ package struct ClientSession {
             if !entry.second, case .capture(_, .ended) = o.kind,
                 let within = interaction.gestures.doublePressWithin
             {
-                lastRelease = lastRelease.filter { o.kernelTime - $0.value.time <= within * 1000 }
+                // Entries past the window are ignored by `gesture(after:)`; they are dropped
+                // only now and then, not on every release.
+                if lastRelease.count >= Self.releasesKept {
+                    lastRelease = lastRelease.filter { o.kernelTime - $0.value.time <= within * 1000 }
+                }
                 lastRelease[Self.releaseKey(o)] = (o.press, o.kernelTime)
             }
         case .gesture:
@@ -143,6 +146,10 @@ package struct ClientSession {
     }
 
     // MARK: Gestures
+
+    /// How many last releases are kept before the ones past the double-press window are
+    /// dropped (one per key of each device released lately: a handful on a real rig).
+    static let releasesKept = 32
 
     static func releaseKey(_ o: Occurrence) -> Int { o.device.handle << 16 | Int(o.key.code) }
 

@@ -98,6 +98,13 @@ package struct Occurrence: Sendable {
         self.receiveTime = receiveTime
     }
 
+    /// Whether it begins or ends a press of a key with a handler role: only those can change
+    /// when a client's next long press is due.
+    package var changesLongPresses: Bool {
+        if case .capture = kind { return true }
+        return false
+    }
+
     /// A copy for one client's own cancel (its interaction changed mid-press); no frame
     /// carried it, so it has no scancode.
     func cancelled(seq: UInt64, reason: CancelReason, receiveTime: Int64) -> Occurrence {

@@ -457,14 +457,15 @@ package final class ClientHub {
             client.queued = false
             if !client.watchingWritable { flush(client) }
         }
-        if longPressClients > 0 { updateGestureTimer() }
+        // Only a press's began or end can move the earliest long press.
+        if longPressClients > 0, batch.contains(where: \.changesLongPresses) { updateGestureTimer() }
     }
 
     /// Arms the gesture timer for the earliest long press pending, or disarms it.
     func updateGestureTimer() {
         var due: Int64?
         if longPressClients > 0 {
-            for client in order where !client.closing {
+            for client in order where !client.closing && client.session.interaction.gestures.longPressAfter != nil {
                 if let d = client.session.nextLongPress { due = min(due ?? d, d) }
             }
         }

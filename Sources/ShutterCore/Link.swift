@@ -3,16 +3,13 @@
 package struct LinkState: Equatable, Sendable {
     /// BlueZ's `Device1.Connected`; nil for a device BlueZ does not know.
     package var connected: Bool?
-    /// BlueZ's `Device1.Paired`: kept, not sent.
-    package var paired: Bool?
     /// BlueZ's `Device1.Alias`.
     package var alias: String?
     /// BlueZ's `Battery1.Percentage`.
     package var battery: Int?
 
-    package init(connected: Bool? = nil, paired: Bool? = nil, alias: String? = nil, battery: Int? = nil) {
+    package init(connected: Bool? = nil, alias: String? = nil, battery: Int? = nil) {
         self.connected = connected
-        self.paired = paired
         self.alias = alias
         self.battery = battery
     }
@@ -69,7 +66,6 @@ package struct BluetoothLinks: Sendable {
             switch (interface, name, value) {
             case (Self.deviceInterface, "Address", .string(let a)): entry.address = Self.normalize(a)
             case (Self.deviceInterface, "Connected", .bool(let b)): entry.state.connected = b
-            case (Self.deviceInterface, "Paired", .bool(let b)): entry.state.paired = b
             case (Self.deviceInterface, "Alias", .string(let s)): entry.state.alias = s
             case (Self.batteryInterface, "Percentage", .byte(let p)): entry.state.battery = Int(min(p, 100))
             default: break

@@ -292,15 +292,8 @@ extension Gestures {
             of: json, at: "interaction.gestures", in: Self.fields, name: \.name)
         {
             let name = "interaction.gestures.\(key)"
-            guard let settings = value.objectValue else {
-                throw FieldError(message: "\(quoted(name)) must be an object, not \(value.typeName)")
-            }
             var ms = gesture.default
-            for (setting, v) in settings {
-                guard setting == gesture.setting else {
-                    throw FieldError(
-                        message: "unknown field \(quoted(name + "." + setting)) (known: \(gesture.setting))")
-                }
+            for (setting, v, _) in try requestFields(of: value, at: name, in: [gesture.setting], name: { $0 }) {
                 guard let n = v.intValue else {
                     throw FieldError(message: "\(quoted(name + "." + setting)) must be an integer, not \(v.typeName)")
                 }

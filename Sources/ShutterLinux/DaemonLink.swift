@@ -73,7 +73,7 @@ extension Daemon {
     func rereadBatteries() {
         for device in devices.values.sorted(by: { $0.handle < $1.handle }) {
             guard device.batteryReads.read(bus: device.info.bus, link: linkState(of: device.info)) else { continue }
-            device.hidBattery = HIDBattery.read(inputSyspath: device.info.syspath)
+            device.hidBattery = HIDBattery.read(inputSyspath: device.info.syspath) ?? device.hidBattery
             updateLink(device)
         }
     }

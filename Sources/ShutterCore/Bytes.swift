@@ -45,10 +45,10 @@ package struct ShortText {
         count += n
     }
 
-    /// Digits (or any bytes) written before, at most 21 of them.
+    /// Bytes written before (an integer's digits, made once and shared).
     @inlinable
     package mutating func write(digits: UnsafeBufferPointer<UInt8>) {
-        precondition(count + 21 <= buffer.count && digits.count <= 21, "ShortText: capacity exceeded")
+        precondition(count + digits.count <= buffer.count, "ShortText: capacity exceeded")
         (buffer.baseAddress! + count).initialize(from: digits.baseAddress!, count: digits.count)
         count += digits.count
     }

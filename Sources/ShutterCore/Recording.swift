@@ -516,3 +516,18 @@ extension Recording {
         return out
     }
 }
+
+extension Recording {
+    /// The fastest speed a recording is played at (`--replay-speed`, `shutterctl replay
+    /// --speed`), 0 aside (as fast as possible).
+    package static let maximumSpeed = 1000.0
+
+    /// When, in microseconds after a pass began, an event recorded at `time` is played at
+    /// `speed` (above 0). Saturates instead of overflowing for a slow speed or a late
+    /// event: such an event is due in some centuries, not a crash.
+    package static func offset(_ time: Int64, speed: Double) -> Int64 {
+        let scaled = (Double(time) / speed).rounded()
+        let limit = Int64.max / 4
+        return scaled.isFinite && scaled < Double(limit) ? max(0, Int64(scaled)) : limit
+    }
+}

@@ -24,6 +24,9 @@ package struct ReplayOptions: Sendable {
 /// for a device plugged in) and go with `deviceRemoved` at their end.
 /// With nothing due the timer is disarmed: an idle replay wakes nobody.
 final class Replayer {
+    /// The shortest a looping pass lasts, in microseconds.
+    static let minimumPass: Int64 = 100_000
+
     final class Track {
         let path: String
         let recording: Recording
@@ -104,7 +107,7 @@ final class Replayer {
 
     /// When an event recorded at `time` is due in the track's current pass.
     func due(_ t: Track, _ time: Int64, now: Int64) -> Int64 {
-        options.speed == 0 ? now : t.origin + Int64((Double(time) / options.speed).rounded())
+        options.speed == 0 ? now : t.origin + Recording.offset(time, speed: options.speed)
     }
 
     /// Arms the timer for the earliest due event, or disarms it when none is left.
@@ -150,8 +153,10 @@ final class Replayer {
     func finished(_ t: Track, now: Int64) {
         if options.loop && !t.recording.events.isEmpty {
             t.next = 0
-            // The next pass keeps the gap between passes the recording's first event had.
-            t.origin = now
+            // The next pass keeps the gap between passes the recording's first event had,
+            // and starts at least `minimumPass` after this one did: a recording whose events
+            // all share one time would otherwise loop without a pause.
+            t.origin = max(now, t.origin + Self.minimumPass)
             return
         }
         t.removed = true

@@ -22,10 +22,11 @@ let usage = """
                       needed. Playback starts when the first client connects; each
                       device goes (deviceRemoved) at the end of its recording
       --replay-speed N
-                      1 (default): the recorded timing; N: N times as fast; 0: as
-                      fast as possible, once (not with --replay-loop)
+                      1 (default): the recorded timing; N: N times as fast (at
+                      most 1000); 0: as fast as possible, once (not with
+                      --replay-loop)
       --replay-loop   play each recording again from its start when it ends
-                      (at a speed above 0)
+                      (at a speed above 0; a pass lasts at least 100 ms)
       --version       print the version and exit
       --help          print this help and exit
 
@@ -84,8 +85,10 @@ while let arg = args.popFirst() {
         }
         guard !replayFiles.isEmpty else { usageError("--replay needs at least one recording file") }
     case "--replay-speed":
-        guard let v = args.popFirst(), let speed = Double(v), speed >= 0, speed.isFinite else {
-            usageError("--replay-speed needs a number of at least 0 (1 = recorded timing, 0 = as fast as possible)")
+        guard let v = args.popFirst(), let speed = Double(v), speed >= 0, speed <= Recording.maximumSpeed else {
+            usageError(
+                "--replay-speed needs a number from 0 to \(Int(Recording.maximumSpeed)) (1 = recorded timing, 0 = as fast as possible)"
+            )
         }
         replaySpeed = speed
     case "--replay-loop":

@@ -267,4 +267,13 @@ struct RecordingTests {
         #expect(
             read > 0 && refused > 0, "the mutations both keep and break recordings (\(read) read, \(refused) refused)")
     }
+
+    @Test("an event's offset at a speed saturates for a slow speed or a late event, instead of trapping")
+    func offsetSaturates() {
+        #expect(Recording.offset(400_000, speed: 2) == 200_000)
+        #expect(Recording.offset(3, speed: 2) == 2)
+        #expect(Recording.offset(1_000_000, speed: 1e-300) == Int64.max / 4)
+        #expect(Recording.offset(999_999_999_999_999_999, speed: 0.001) == Int64.max / 4)
+        #expect(Recording.offset(0, speed: 1e-300) == 0)
+    }
 }

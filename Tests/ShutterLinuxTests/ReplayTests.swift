@@ -165,12 +165,34 @@ struct ReplayTests {
         let waiting = Child(
             [shutterd, "--socket", dir + "/w.sock", "--replay", dir + "/shutter.evemu"], directory: dir)
         #expect(waitForFile(dir + "/w.sock"))
-        usleep(200_000)
-        let before = voluntarySwitches(waiting.pid)
-        usleep(1_000_000)
-        #expect(before >= 0 && voluntarySwitches(waiting.pid) == before, "no wake-ups before playback")
+        expectAsleep(waiting.pid, "before playback")
         kill(waiting.pid, SIGTERM)
         #expect(waiting.wait() == 0)
+    }
+
+    @Test("a looping pass lasts at least 100 ms, even for a recording whose events all share one time")
+    func loopFloor() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/s.sock"
+        var instant = Self.shutter
+        for i in instant.events.indices { instant.events[i].time = 1 }
+        write(instant, dir + "/instant.evemu")
+        let d = Child(
+            [shutterd, "--socket", path, "--replay", dir + "/instant.evemu", "--replay-loop"], directory: dir)
+        let client = try connect(path)
+        _ = try #require(try client.next(type: "hello", timeout: 5000))
+        // Four captures a pass: in one second about 11 passes can start (one at once, then
+        // one every 100 ms or later). A loaded machine only plays fewer.
+        var captures = 0
+        let start = monotonicMicros()
+        while monotonicMicros() - start < 1_000_000, case .message(let m) = try client.next(timeout: 1000) {
+            if m["type"]?.stringValue == "capture" { captures += 1 }
+        }
+        #expect(captures >= 4, "the first pass plays")
+        #expect(captures <= 48, "\(captures) captures in one second")
+        kill(d.pid, SIGTERM)
+        #expect(d.wait() == 0)
     }
 
     @Test("shutterctl latency measures the replayed presses: percentiles and a histogram")
@@ -230,7 +252,11 @@ struct ReplayTests {
         #expect(missing.stderr.contains("none.evemu"))
         let speed = Child([shutterd, "--replay", bad, "--replay-speed", "-1"], directory: dir)
         #expect(speed.wait() == 64)
-        #expect(speed.stderr.contains("--replay-speed needs a number of at least 0"))
+        #expect(speed.stderr.contains("--replay-speed needs a number from 0 to 1000"))
+        for tooFast in ["1001", "1e9", "inf"] {
+            let fast = Child([shutterd, "--replay", bad, "--replay-speed", tooFast], directory: dir)
+            #expect(fast.wait() == 64, "--replay-speed \(tooFast)")
+        }
         // Looping at speed 0 would replay without a pause for ever: refused before anything is read.
         write(Self.shutter, dir + "/shutter.evemu")
         for order in [["--replay-speed", "0", "--replay-loop"], ["--replay-loop", "--replay-speed", "0.0"]] {

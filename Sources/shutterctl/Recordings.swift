@@ -229,7 +229,8 @@ let latencyUsage = """
     }
     let speed =
         option("--speed", replayUsage).map {
-            secondsOption("--speed", $0, (0, 1000, "from 0 to 1000"), replayUsage)
+            secondsOption(
+                "--speed", $0, (0, Recording.maximumSpeed, "from 0 to \(Int(Recording.maximumSpeed))"), replayUsage)
         } ?? 1
     let wait = secondsOption("--wait", option("--wait", replayUsage) ?? "5", (0, 600, "from 0 to 600"), replayUsage)
     let hold = secondsOption("--hold", option("--hold", replayUsage) ?? "1", (0, 600, "from 0 to 600"), replayUsage)
@@ -262,6 +263,9 @@ let latencyUsage = """
             if case .deviceAdded(let d) = event, d.node == node { taken = true }
         }
         if !taken { say("shutterd did not take \(node) within \(wait) s; playing anyway") }
+        // Only the deviceAdded was wanted: a client left connected unread would have shutterd
+        // queue every replayed event for it.
+        client.close()
     } else {
         usleep(UInt32(min(wait, 1) * 1_000_000))
     }
@@ -269,7 +273,7 @@ let latencyUsage = """
     do {
         for e in recording.events {
             if speed > 0 {
-                let due = origin + Int64((Double(e.time) / speed).rounded())
+                let due = origin + Recording.offset(e.time, speed: speed)
                 let now = monotonicMicros()
                 if due > now { usleep(UInt32(clamping: due - now)) }
             }

@@ -21,7 +21,7 @@ import threading
 import time
 import traceback
 
-from mqttbroker import Broker, wait_until
+from mqttbroker import Broker, received, wait_until
 
 SHUTTERD, BRIDGE = (os.path.abspath(p) for p in sys.argv[1:3])
 PREFIX = "test/rig"
@@ -168,7 +168,7 @@ def test_devices_and_events_across_broker_restart(work):
     path = os.path.join(work, "standin.sock")
     standin = StandIn(path, [DEVICE])
     bridge = start_bridge(work, broker, path, "--spool", "16")
-    out = open(os.path.join(work, "sub.out"), "w+")
+    out = os.path.join(work, "sub.out")
     sub = broker.subscribe(out, "tier-sub", PREFIX + "/events/#", PREFIX + "/notice")
     try:
         device_topic = PREFIX + "/devices/" + DEVICE["id"]
@@ -183,19 +183,15 @@ def test_devices_and_events_across_broker_restart(work):
         time.sleep(0.5)  # the subscriber is in
         standin.send(range(1, 6))
 
-        def received():
-            out.seek(0)
-            return [line.split(" ", 1) for line in out.read().splitlines() if " " in line]
-
-        wait_until("events 1 to 5", lambda: len(received()) >= 5)
+        wait_until("events 1 to 5", lambda: len(received(out)) >= 5)
         broker.stop()  # SIGTERM: it saves the subscriber's session
         wait_until("the bridge lost the broker", lambda: "lost the broker" in bridge.log())
         standin.send(range(6, 26))  # 20 events into a spool of 16: 6 to 9 dropped
         time.sleep(1)
         broker.start()
-        wait_until("events up to 25", lambda: any(json.loads(p).get("seq") == 25 for _, p in received()), seconds=30)
-        events = [(t, json.loads(p)) for t, p in received() if t.startswith(PREFIX + "/events/")]
-        notices = [json.loads(p) for t, p in received() if t == PREFIX + "/notice"]
+        wait_until("events up to 25", lambda: any(json.loads(p).get("seq") == 25 for _, p in received(out)), seconds=30)
+        events = [(t, json.loads(p)) for t, p in received(out) if t.startswith(PREFIX + "/events/")]
+        notices = [json.loads(p) for t, p in received(out) if t == PREFIX + "/notice"]
         seqs = []
         for topic, e in events:
             assert topic == PREFIX + "/events/" + DEVICE["id"], topic
@@ -222,11 +218,11 @@ def test_seq_across_shutterd_restart(work):
     path = os.path.join(work, "standin.sock")
     standin = StandIn(path, [DEVICE])
     bridge = start_bridge(work, broker, path)
-    out = open(os.path.join(work, "sub.out"), "w+")
+    out = os.path.join(work, "sub.out")
     sub = broker.subscribe(out, "seq-sub", PREFIX + "/events/#")
 
     def keys():
-        events = [json.loads(line.split(" ", 1)[1]) for line in open(out.name).read().splitlines()]
+        events = [json.loads(p) for _, p in received(out)]
         return {(e["host"], e.get("connection"), e["seq"]) for e in events}
 
     try:
@@ -234,12 +230,12 @@ def test_seq_across_shutterd_restart(work):
         wait_until("online", lambda: broker.retained(PREFIX + "/status") == b"online")
         time.sleep(0.5)  # the subscriber is in
         standin.send([1, 2, 3])
-        wait_until("three events", lambda: len(open(out.name).read().splitlines()) == 3)
+        wait_until("three events", lambda: len(received(out)) == 3)
         standin.close()
         standin = StandIn(path, [DEVICE])  # shutterd restarted: seq from 1 again
         wait_until("the bridge connected again", standin.accepted.is_set)
         standin.send([1, 2, 3])
-        wait_until("six events", lambda: len(open(out.name).read().splitlines()) == 6)
+        wait_until("six events", lambda: len(received(out)) == 6)
         assert len(keys()) == 6, sorted(keys(), key=str)
         assert all(isinstance(c, int) for _, c, _ in keys()), keys()
     finally:
@@ -301,7 +297,7 @@ def test_home_assistant(work):
     bridge = start_bridge(work, broker, path, "--homeassistant")
     node = PREFIX.replace("/", "_")
     config = f"homeassistant/device_automation/{node}/{DEVICE['id']}_KEY_VOLUMEUP/config"
-    out = open(os.path.join(work, "sub.out"), "w+")
+    out = os.path.join(work, "sub.out")
     sub = broker.subscribe(out, "ha-sub", PREFIX + "/events/#")
     try:
         wait_until("the stand-in has the bridge", standin.accepted.is_set)
@@ -318,11 +314,11 @@ def test_home_assistant(work):
         assert trigger["device"]["identifiers"] == [node + "_" + DEVICE["group"]], trigger
         enter = config.replace("KEY_VOLUMEUP", "KEY_ENTER")
         wait_until("KEY_ENTER's trigger", lambda: broker.retained(enter))
-        wait_until("the four events", lambda: len(open(out.name).read().splitlines()) >= 4)
+        wait_until("the four events", lambda: len(received(out)) >= 4)
         template = jinja2.Environment().from_string(trigger["value_template"])
         fired = []
-        for line in open(out.name).read().splitlines():
-            event = json.loads(line.split(" ", 1)[1])
+        for _, payload in received(out):
+            event = json.loads(payload)
             if template.render(value_json=event) == trigger["payload"]:
                 fired.append(event["seq"])
         assert fired == [2], fired  # the ended of KEY_VOLUMEUP only
@@ -340,7 +336,7 @@ def test_home_assistant(work):
         sub = broker.subscribe(out, "ha-sub-2", PREFIX + "/events/#")  # the restart forgot the first
         time.sleep(0.5)  # the subscriber is in
         standin.send([1], device=plain)
-        wait_until("the plain device's event", lambda: "usb-plain" in open(out.name).read())
+        wait_until("the plain device's event", lambda: any("usb-plain" in p for _, p in received(out)))
         assert broker.retained(f"homeassistant/device_automation/{node}/usb-plain_KEY_ENTER/config") == b""
     finally:
         stop_all(sub, bridge, standin, broker)

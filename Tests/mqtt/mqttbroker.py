@@ -89,10 +89,19 @@ class Broker:
                            *(["-n"] if payload is None else ["-m", payload]))
         return subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
 
-    def subscribe(self, out, client_id, *topics):
+    def subscribe(self, path, client_id, *topics):
         """mosquitto_sub with a persistent subscription at QoS 1 (the broker keeps what
-        comes while it reconnects), printing '<topic> <payload>' lines to the file `out`."""
+        comes while it reconnects), appending '<topic> <payload>' lines to the file at
+        `path`. The file is opened for appending: a reader that shared the subscriber's
+        file offset could move it back, and the next line would overwrite the first."""
         argv = self.client("mosquitto_sub", "-c", "-i", client_id, "-q", "1", "-F", "%t %p")
         for t in topics:
             argv += ["-t", t]
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        with open(path, "ab") as out:
+            return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+
+
+def received(path):
+    """(topic, payload) of each line a subscriber wrote to `path` so far."""
+    with open(path, errors="replace") as f:
+        return [tuple(line.split(" ", 1)) for line in f.read().splitlines() if " " in line]

@@ -45,8 +45,8 @@ class Setup:
         # broker restart. Its log goes to the results.
         self.broker = mqttbroker.Broker(WORK, persistent=True, log_path=os.path.join(results, "mosquitto.log"))
         self.sub_path = os.path.join(WORK, "sub.out")
-        self.sub_out = open(self.sub_path, "w+")
-        self.sub = self.broker.subscribe(self.sub_out, "rig-sub", PREFIX + "/events/#", PREFIX + "/notice")
+        open(self.sub_path, "w").close()
+        self.sub = self.broker.subscribe(self.sub_path, "rig-sub", PREFIX + "/events/#", PREFIX + "/notice")
         # A fence: once the subscriber receives it, it is subscribed.
         deadline = time.monotonic() + 30
         while not any(t == PREFIX + "/events/_fence" for t, _ in self.lines()):
@@ -70,8 +70,7 @@ class Setup:
 
     def lines(self):
         """(topic, payload) of everything the subscriber printed so far."""
-        self.sub_out.seek(0)
-        return [tuple(line.split(" ", 1)) for line in self.sub_out.read().splitlines() if " " in line]
+        return mqttbroker.received(self.sub_path)
 
     def events(self, since=0):
         """The events received (from line `since` on), de-duplicated by (host, connection,

@@ -182,12 +182,22 @@ def latencies(injected, receipts):
 class Reader:
     def __init__(self, binary, args, what, timeout=60):
         self.what = what
-        self.p = subprocess.Popen([binary] + args, stdout=subprocess.PIPE)
+        # --hold: the reader waits for its stdin to end before it closes its clients.
+        self.p = subprocess.Popen([binary] + args, stdout=subprocess.PIPE,
+                                  stdin=subprocess.PIPE if "--hold" in args else subprocess.DEVNULL)
         line = readline(self.p, timeout, what)
         if line != "ready":
             raise RuntimeError("%s: %s" % (what, line))
 
+    def done(self, timeout):
+        """With --hold: waits until the reader has everything it expected."""
+        line = readline(self.p, timeout, self.what)
+        if line != "done":
+            raise RuntimeError("%s: %s" % (self.what, line))
+
     def wait(self, timeout):
+        if self.p.stdin is not None:
+            self.p.stdin.close()
         line = readline(self.p, timeout, self.what)
         self.p.wait(10)
         return line
@@ -559,16 +569,17 @@ class Bench:
                 timeout = 60 + total * self.gap_us / 1e6 * 3
                 r = Reader(self.b("reader"), ["--unix", sock, "--clients", str(n), "--hello", "--match",
                                               '"phase":"began"', "--expect", str(total), "--timeout",
-                                              str(int(timeout)), "--idle-ms", "5000"], "alloc %d" % n)
+                                              str(int(timeout)), "--idle-ms", "5000", "--hold"], "alloc %d" % n)
                 time.sleep(0.5)
                 self.inj.command("keys %d %d %s" % (WARMUP, self.gap_us, self.path("alloc-warmup")))
                 time.sleep(0.5)
                 before = alloc_counts(counters)
                 self.inj.command("keys %d %d %s" % (self.presses, self.gap_us, self.path("alloc-%d" % n)),
                                  timeout=timeout)
+                r.done(timeout)
+                time.sleep(0.5)  # the last release's ended goes out
+                after = alloc_counts(counters)  # before the clients leave: that is not a press's
                 summary = r.wait(timeout)
-                time.sleep(0.5)
-                after = alloc_counts(counters)
                 row = {"clients": n, "reader": summary}
                 for k in ("allocations", "reallocs", "frees", "bytes"):
                     row[k + "_per_press"] = round((after[k] - before[k]) / self.presses, 2)

@@ -17,6 +17,9 @@
  *     --idle-ms MS  stop MS after the last data once anything matched (default 3000)
  *     --timeout S   stop after S seconds whatever happens (default 120)
  *     --show K      copy the first K lines of the first client to stderr
+ *     --hold        once done, print "done" and keep every connection open until stdin
+ *                   ends: what a daemon does when its clients leave stays out of a
+ *                   measurement taken meanwhile
  *     --out FILE    latency: per client a uint32 count and that many uint64 receipt times
  *                   (ns); dial: one text line per client
  * Prints "ready" on stdout once connected (and greeted), then a summary line when done.
@@ -172,7 +175,7 @@ static int on_readable(struct client *c, int evdev)
 int main(int argc, char **argv)
 {
     const char *node = NULL, *path = NULL, *out = NULL, *send_line = NULL;
-    int hello = 0;
+    int hello = 0, hold = 0;
     long idle_ms = 3000, timeout_s = 120;
     nclients = 1;
     for (int i = 1; i < argc; i++) {
@@ -190,6 +193,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--timeout") && v) timeout_s = atol(argv[++i]);
         else if (!strcmp(a, "--out") && v) out = argv[++i];
         else if (!strcmp(a, "--show") && v) show = atol(argv[++i]);
+        else if (!strcmp(a, "--hold")) hold = 1;
         else {
             fprintf(stderr, "reader: bad argument '%s' (see the comment at the top of reader.c)\n", a);
             return 64;
@@ -277,6 +281,14 @@ int main(int argc, char **argv)
             }
             if (c->n != before || c->sliders != sliders)
                 last_data = now_ns();
+        }
+    }
+    if (hold) {
+        printf("done\n");
+        fflush(stdout);
+        char b[64];
+        ssize_t got;
+        while ((got = read(0, b, sizeof b)) > 0 || (got < 0 && errno == EINTR)) {
         }
     }
 

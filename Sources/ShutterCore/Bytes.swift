@@ -37,7 +37,7 @@ package struct ShortText {
     @inlinable
     init(_ buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
 
-    @inlinable
+    @inlinable @inline(__always)
     package mutating func write(_ literal: StaticString) {
         let n = literal.utf8CodeUnitCount
         precondition(count + n <= buffer.count, "ShortText: capacity exceeded")
@@ -46,7 +46,7 @@ package struct ShortText {
     }
 
     /// Bytes written before (an integer's digits, made once and shared).
-    @inlinable
+    @inlinable @inline(__always)
     package mutating func write(digits: UnsafeBufferPointer<UInt8>) {
         precondition(count + digits.count <= buffer.count, "ShortText: capacity exceeded")
         (buffer.baseAddress! + count).initialize(from: digits.baseAddress!, count: digits.count)

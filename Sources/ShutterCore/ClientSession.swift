@@ -50,27 +50,37 @@ package struct ClientSession {
     /// How many presses are open for this client (began sent, no end yet).
     package var openPresses: Int { open.count }
 
-    /// Writes to `out` the line (with its newline) this client receives for `o`, whose
-    /// shared text is `text`; returns false, writing nothing, when this client receives
-    /// nothing of it.
-    package mutating func deliver(_ o: Occurrence, text: Wire.SharedPart, into out: inout [UInt8]) -> Bool {
+    /// What a client does with an occurrence.
+    package enum Take: Equatable, Sendable {
+        /// It receives nothing of it.
+        case nothing
+        /// It receives a line naming this handler (nil: a control, which names none).
+        case line(Handler?)
+    }
+
+    /// Whether this client receives `o`, and with which handler, keeping its open presses,
+    /// slider and double-press marks as it goes; the line itself is written by `write` or
+    /// `writeHead`, which number it.
+    package mutating func take(_ o: Occurrence) -> Take {
         let handler: Handler?
         switch o.kind {
         case .capture(let role, .began):
             guard interaction.enabled, let h = interaction.handler(for: role),
                 interaction.filter.matches(o.device.info, key: o.key.name)
-            else { return false }
+            else { return .nothing }
             let longDue = interaction.gestures.longPressAfter.map { o.kernelTime + $0 * 1000 }
             opened(OpenPress(press: o.press, began: o, handler: h, longDue: longDue))
             handler = h
         case .focus(.began):
-            guard interaction.enabled, interaction.filter.matches(o.device.info, key: o.key.name) else { return false }
+            guard interaction.enabled, interaction.filter.matches(o.device.info, key: o.key.name) else {
+                return .nothing
+            }
             opened(OpenPress(press: o.press, began: o, handler: nil))
             handler = nil
         case .capture(_, _), .focus(_):
             // An end goes exactly to the clients that received the began, with the handler
             // they were told then, whatever their interaction says now.
-            guard let i = openIndex(o.press) else { return false }
+            guard let i = openIndex(o.press) else { return .nothing }
             let entry = i == open.count - 1 ? open.removeLast() : open.remove(at: i)
             handler = entry.handler
             if !entry.second, case .capture(_, .ended) = o.kind,
@@ -84,14 +94,24 @@ package struct ClientSession {
                 lastRelease[Self.releaseKey(o)] = (o.press, o.kernelTime)
             }
         case .gesture:
-            return false  // Made by `gestures(before:)` and the like, for this client alone.
+            return .nothing  // Made by `gestures(before:)` and the like, for this client alone.
         case .slider(let delta):
-            guard interaction.enabled, interaction.filter.matches(o.device.info, key: o.key.name) else { return false }
+            guard interaction.enabled, interaction.filter.matches(o.device.info, key: o.key.name) else {
+                return .nothing
+            }
             let s = interaction.slider
             let (sum, overflow) = s.value.addingReportingOverflow(delta)
             interaction.slider.value = overflow ? (delta > 0 ? s.max : s.min) : Swift.min(s.max, Swift.max(s.min, sum))
             handler = nil
         }
+        return .line(handler)
+    }
+
+    /// Writes to `out` the line (with its newline) this client receives for `o`, whose
+    /// shared text is `text`; returns false, writing nothing, when this client receives
+    /// nothing of it.
+    package mutating func deliver(_ o: Occurrence, text: Wire.SharedPart, into out: inout [UInt8]) -> Bool {
+        guard case .line(let handler) = take(o) else { return false }
         write(o, handler: handler, text: text, into: &out)
         return true
     }
@@ -102,6 +122,23 @@ package struct ClientSession {
         Wire.event(
             o, text, clientSeq: clientSeq, handler: handler, shouldPlaySound: shouldPlaySound(o),
             sliderValue: interaction.slider.value, into: &out)
+    }
+
+    /// Writes the head of an event line (everything before `text`'s shared tail), for a
+    /// line that is sent in two pieces.
+    package mutating func writeHead(
+        _ o: Occurrence, handler: Handler?, text: Wire.SharedPart, into out: inout ShortText
+    ) {
+        clientSeq += 1
+        Wire.eventHead(
+            o, text, clientSeq: clientSeq, handler: handler, shouldPlaySound: shouldPlaySound(o),
+            sliderValue: interaction.slider.value, into: &out)
+    }
+
+    /// Whether this client's interaction asks for gestures, which add lines of its own
+    /// around an occurrence.
+    package var wantsGestures: Bool {
+        interaction.gestures.longPressAfter != nil || interaction.gestures.doublePressWithin != nil
     }
 
     /// The line this client receives for `o`, or nil (writing the shared text itself).

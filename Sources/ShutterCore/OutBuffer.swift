@@ -67,6 +67,46 @@ package struct OutBuffer {
         return .queued
     }
 
+    /// What `deliverDirect` did with an occurrence.
+    package enum DirectDelivery: Equatable, Sendable {
+        /// Not taken this way: something waits, or the client has gestures (use `deliver`).
+        case notDirect
+        /// The client receives nothing of it.
+        case skipped
+        /// Its line went to the socket whole.
+        case sent
+        /// The socket took part of it or none: the rest waits here.
+        case queued
+    }
+
+    /// The way around the buffer, for an occurrence published alone to a client with nothing
+    /// waiting and no gestures: `session`'s head for `o` is written on the stack and handed
+    /// to `send` with `text`'s shared tail, as two pieces of one write, so that the tail is
+    /// not copied for every client. `send` returns the bytes it sent (0 when the socket is
+    /// full or failed: the caller keeps its own error); what it did not send waits here,
+    /// as `drain` would have left it.
+    package mutating func deliverDirect(
+        _ o: Occurrence, text: Wire.SharedPart, to session: inout ClientSession,
+        send: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Int
+    ) -> DirectDelivery {
+        guard isEmpty, !session.wantsGestures else { return .notDirect }
+        guard case .line(let handler) = session.take(o) else { return .skipped }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Wire.headCapacity) { buffer in
+            var head = ShortText(buffer)
+            session.writeHead(o, handler: handler, text: text, into: &head)
+            let written = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: buffer[..<head.count]))
+            return Wire.withTail(text) { tail in
+                let n = send(written, tail)
+                guard n < written.count + tail.count else { return .sent }
+                bytes.append(contentsOf: written)
+                bytes.append(contentsOf: tail)
+                ends.append(bytes.count)
+                advance(by: Swift.max(0, n))
+                return .queued
+            }
+        }
+    }
+
     /// Queues `session`'s long presses due by `now`; false when they did not fit.
     package mutating func deliverLongPresses(dueBy now: Int64, to session: inout ClientSession) -> Bool {
         var lines: [UInt8] = []
@@ -109,14 +149,19 @@ package struct OutBuffer {
             let end = Swift.min(bytes.count, start + max)
             let n = bytes.withUnsafeBytes { raw in write(UnsafeRawBufferPointer(rebasing: raw[start..<end])) }
             if n <= 0 { break }
-            start += n
-            while endsHead < ends.count && ends[endsHead] <= start {
-                headStart = ends[endsHead]
-                endsHead += 1
-            }
+            advance(by: n)
         }
         compact()
         return isEmpty
+    }
+
+    /// Counts `n` more bytes as sent.
+    mutating func advance(by n: Int) {
+        start += n
+        while endsHead < ends.count && ends[endsHead] <= start {
+            headStart = ends[endsHead]
+            endsHead += 1
+        }
     }
 
     /// Drops what was sent: all of it when everything went (keeping the capacity, up to a

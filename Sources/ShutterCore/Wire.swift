@@ -73,21 +73,33 @@ package enum Wire {
         _ o: Occurrence, _ text: SharedPart, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
         sliderValue: Int64, into out: inout [UInt8]
     ) {
-        text.bytes.withUnsafeBufferPointer { shared in
-            let seq = UnsafeBufferPointer(rebasing: shared[..<text.seqEnd])
-            let press = UnsafeBufferPointer(rebasing: shared[text.seqEnd..<text.pressEnd])
+        out.appendShort(capacity: headCapacity) { head in
             eventHead(
-                o, seq: seq, press: press, clientSeq: clientSeq, handler: handler,
-                shouldPlaySound: shouldPlaySound, sliderValue: sliderValue, into: &out)
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: shared[text.pressEnd...]))
+                o, text, clientSeq: clientSeq, handler: handler, shouldPlaySound: shouldPlaySound,
+                sliderValue: sliderValue, into: &head)
+        }
+        text.bytes.withUnsafeBufferPointer {
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[text.pressEnd...]))
         }
     }
 
-    static func eventHead(
-        _ o: Occurrence, seq: UnsafeBufferPointer<UInt8>, press: UnsafeBufferPointer<UInt8>, clientSeq: UInt64,
-        handler: Handler?, shouldPlaySound: Bool, sliderValue: Int64, into out: inout [UInt8]
+    /// The room a client's head takes at most (see `event`).
+    package static let headCapacity = 256
+
+    /// The shared tail of `text`: the part of every client's line for its occurrence after
+    /// the client's head.
+    package static func withTail<R>(_ text: SharedPart, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        text.bytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[text.pressEnd...])) }
+    }
+
+    /// A client's head for `o` (everything before the shared tail), written to `out`.
+    package static func eventHead(
+        _ o: Occurrence, _ text: SharedPart, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
+        sliderValue: Int64, into out: inout ShortText
     ) {
-        out.appendShort(capacity: 256) { out in
+        text.bytes.withUnsafeBufferPointer { shared in
+            let seq = UnsafeBufferPointer(rebasing: shared[..<text.seqEnd])
+            let press = UnsafeBufferPointer(rebasing: shared[text.seqEnd..<text.pressEnd])
             switch o.kind {
             case .capture(_, let phase):
                 out.write("{\"type\":\"capture\",\"seq\":")

@@ -378,6 +378,12 @@ package final class ClientHub {
                 return 0
             }
         }
+        wrote(client, all: sentAll, failure: failure)
+    }
+
+    /// After a write to a client: closes it when the write failed or it was closing and all
+    /// went; otherwise watches for writability exactly while something waits.
+    func wrote(_ client: Client, all sentAll: Bool, failure: SystemError?) {
         if let failure {
             closeClient(
                 client,
@@ -436,12 +442,16 @@ package final class ClientHub {
 
     /// Publishes a batch of occurrences: each client gets what its interaction selects,
     /// written straight into its output buffer (the shared tail of each occurrence written
-    /// once), then as much as its socket takes now.
+    /// once), then as much as its socket takes now. An occurrence published alone (a press,
+    /// a release) goes to a client with nothing waiting and no gestures without its buffer:
+    /// the client's head and the shared tail in one `sendmsg`.
     package func publish(_ batch: [Occurrence]) {
         guard !batch.isEmpty else { return }
+        let alone = batch.count == 1
         for o in batch {
             text.render(o)
             for client in order where !client.closing {
+                if alone && sendDirect(o, to: client) { continue }
                 switch client.out.deliver(o, text: text, to: &client.session) {
                 case .skipped: break
                 case .queued: client.queued = true
@@ -459,6 +469,26 @@ package final class ClientHub {
         }
         // Only a press's began or end can move the earliest long press.
         if longPressClients > 0, batch.contains(where: \.changesLongPresses) { updateGestureTimer() }
+    }
+
+    /// `o`'s line to a client with nothing waiting, without its buffer (`publish`); false
+    /// when the client's line must go through its buffer.
+    func sendDirect(_ o: Occurrence, to client: Client) -> Bool {
+        var failure: SystemError?
+        let delivery = client.out.deliverDirect(o, text: text, to: &client.session) { head, tail -> Int in
+            do throws(SystemError) {
+                return try UnixSocket.send(client.fd, head, tail)
+            } catch {
+                failure = error
+                return 0
+            }
+        }
+        switch delivery {
+        case .notDirect: return false
+        case .skipped: break
+        case .sent, .queued: wrote(client, all: delivery == .sent, failure: failure)
+        }
+        return true
     }
 
     /// Arms the gesture timer for the earliest long press pending, or disarms it.

@@ -33,6 +33,10 @@ package final class EvdevDevice {
         self.fd = owner
         self.dev = handle
         readBuffer = .allocate(capacity: Self.readCapacity)
+        keyCodes =
+            libevdev_has_event_type(handle, UInt32(EV_KEY)) == 0
+            ? [] : (0...UInt16(KEY_MAX)).filter { libevdev_has_event_code(handle, UInt32(EV_KEY), UInt32($0)) != 0 }
+        keyBits = keyCodes.isEmpty ? [] : [UInt8](repeating: 0, count: (Int(KEY_MAX) + 8) / 8)
     }
 
     deinit {
@@ -57,14 +61,16 @@ package final class EvdevDevice {
             capabilities: capabilities)
     }
 
+    /// The key codes the device declares, found once: a resynchronisation after dropped
+    /// events and `anyKeyDown` look at these alone, not at every possible key.
+    let keyCodes: [UInt16]
+    /// The keys' state as EVIOCGKEY gives it, reused by every resynchronisation.
+    var keyBits: [UInt8]
+
     /// The keys and relative axes the device declares.
     package var capabilities: Capabilities {
         var caps = Capabilities()
-        if libevdev_has_event_type(dev, UInt32(EV_KEY)) != 0 {
-            for code in 0...UInt32(KEY_MAX) where libevdev_has_event_code(dev, UInt32(EV_KEY), code) != 0 {
-                caps.keys.insert(UInt16(code))
-            }
-        }
+        caps.keys.formUnion(keyCodes)
         if libevdev_has_event_type(dev, UInt32(EV_REL)) != 0 {
             for code in 0...UInt32(REL_MAX) where libevdev_has_event_code(dev, UInt32(EV_REL), code) != 0 {
                 caps.rels.insert(UInt16(code))
@@ -76,8 +82,7 @@ package final class EvdevDevice {
     /// Whether any key of the device is down now, mapped or not: a grab taken then would
     /// keep that key's release from every other reader, leaving it stuck for them.
     package var anyKeyDown: Bool {
-        guard libevdev_has_event_type(dev, UInt32(EV_KEY)) != 0 else { return false }
-        return (0...UInt32(KEY_MAX)).contains { libevdev_get_event_value(dev, UInt32(EV_KEY), $0) != 0 }
+        keyCodes.contains { libevdev_get_event_value(dev, UInt32(EV_KEY), UInt32($0)) != 0 }
     }
 
     /// Events one read takes at most. The kernel keeps 64 or more per reader; what does
@@ -130,23 +135,21 @@ package final class EvdevDevice {
     /// Brings libevdev's copy of the keys' state up to the kernel's, appending an event with
     /// `resync` set for each key that changed while events were dropped, and a SYN_REPORT.
     func resync(at time: Int64, into events: inout [RawEvent]) {
-        guard libevdev_has_event_type(dev, UInt32(EV_KEY)) != 0 else { return }
-        var bits = [UInt8](repeating: 0, count: (Int(KEY_MAX) + 8) / 8)
-        let count = bits.count
+        guard !keyCodes.isEmpty else { return }
+        let count = keyBits.count
         do {
-            _ = try bits.withUnsafeMutableBufferPointer { (p) throws(SystemError) -> Int32 in
+            _ = try keyBits.withUnsafeMutableBufferPointer { (p) throws(SystemError) -> Int32 in
                 try sys("ioctl EVIOCGKEY", node) { shutterd_evdev_key_state(fd.raw, p.baseAddress, Int32(count)) }
             }
         } catch {
             Log.error("\(nodeName) - \(name): cannot read the keys' state after dropped events: \(error)")
             return
         }
-        for code in 0...UInt32(KEY_MAX) where libevdev_has_event_code(dev, UInt32(EV_KEY), code) != 0 {
-            let now: Int32 = bits[Int(code) / 8] & (1 << (code % 8)) != 0 ? 1 : 0
-            guard libevdev_get_event_value(dev, UInt32(EV_KEY), code) != now else { continue }
-            libevdev_set_event_value(dev, UInt32(EV_KEY), code, now)
-            events.append(
-                RawEvent(type: EventType.key, code: UInt16(code), value: now, time: time, resync: true))
+        for code in keyCodes {
+            let now: Int32 = keyBits[Int(code) / 8] & (1 << (code % 8)) != 0 ? 1 : 0
+            guard libevdev_get_event_value(dev, UInt32(EV_KEY), UInt32(code)) != now else { continue }
+            libevdev_set_event_value(dev, UInt32(EV_KEY), UInt32(code), now)
+            events.append(RawEvent(type: EventType.key, code: code, value: now, time: time, resync: true))
         }
         events.append(RawEvent(type: EventType.syn, code: SynCode.report, value: 0, time: time, resync: true))
     }

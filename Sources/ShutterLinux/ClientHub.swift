@@ -378,12 +378,6 @@ package final class ClientHub {
                 return 0
             }
         }
-        wrote(client, all: sentAll, failure: failure)
-    }
-
-    /// After a write to a client: closes it when the write failed or it was closing and all
-    /// went; otherwise watches for writability exactly while something waits.
-    func wrote(_ client: Client, all sentAll: Bool, failure: SystemError?) {
         if let failure {
             closeClient(
                 client,
@@ -474,19 +468,15 @@ package final class ClientHub {
     /// `o`'s line to a client with nothing waiting, without its buffer (`publish`); false
     /// when the client's line must go through its buffer.
     func sendDirect(_ o: Occurrence, to client: Client) -> Bool {
-        var failure: SystemError?
         let delivery = client.out.deliverDirect(o, text: text, to: &client.session) { head, tail -> Int in
-            do throws(SystemError) {
-                return try UnixSocket.send(client.fd, head, tail)
-            } catch {
-                failure = error
-                return 0
-            }
+            // A failure sends nothing: the flush after the batch meets the error again and
+            // closes the client there, not in the middle of the batch.
+            (try? UnixSocket.send(client.fd, head, tail)) ?? 0
         }
         switch delivery {
         case .notDirect: return false
-        case .skipped: break
-        case .sent, .queued: wrote(client, all: delivery == .sent, failure: failure)
+        case .skipped, .sent: break
+        case .queued: client.queued = true
         }
         return true
     }

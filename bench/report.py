@@ -10,6 +10,7 @@ It measures nothing: the same raw.json always gives the same report.
 """
 import json
 import os
+import statistics
 import sys
 
 
@@ -53,9 +54,51 @@ def kept_sections(path):
 GENERATED_END = "Guest run time: "
 
 
+def round_ratios(raw):
+    """Per round of bench/guest.py's `rounds` step, the ratios taken within it: CPU per
+    press and p50 of shutterd and of the wire relay to the relay's, shutterd's CPU to the
+    wire relay's (1 and 16 clients), and shutterd's burst share of the floor's. None for a
+    ratio whose runs are missing."""
+    out = []
+    for run in raw.get("rounds", {}).get("runs", []):
+        lat = {r["name"]: r for r in run["latency"]}
+        row = {}
+        for n in (1, 16):
+            relay, wire, s = (lat.get("%s-%d" % (k, n), {}) for k in ("relay", "relay-wire", "shutterd"))
+            row["cpu_%d" % n] = ratio(s.get("cpu_us_per_press"), relay.get("cpu_us_per_press"))
+            row["wire_cpu_%d" % n] = ratio(wire.get("cpu_us_per_press"), relay.get("cpu_us_per_press"))
+            row["cpu_over_wire_%d" % n] = ratio(s.get("cpu_us_per_press"), wire.get("cpu_us_per_press"))
+            row["p50_%d" % n] = ratio(s.get("p50_us"), relay.get("p50_us"))
+        burst = {b["name"]: b for b in run["burst"]}
+        floor, one = burst.get("floor"), burst.get("shutterd-1")
+        row["burst_share"] = (ratio(one["steps_per_s_per_client"], floor["steps_per_s_per_client"])
+                              if floor and one else None)
+        out.append(row)
+    return out
+
+
+def median_range(rows, key):
+    """'median (lowest..highest)' of a ratio over the rounds, or None."""
+    values = sorted(r[key] for r in rows if r.get(key) is not None)
+    if not values:
+        return None
+    return "%.2f (%.2f..%.2f)" % (statistics.median(values), values[0], values[-1])
+
+
 def summary(raw, lat, relays):
     """The figures a change to the press path is judged by, in a few lines."""
     L = []
+    rounds = round_ratios(raw)
+    if rounds:
+        m = lambda key: median_range(rounds, key) or "-"
+        L.append("- In turns (%d rounds of %d presses; the median of the rounds' ratios, and their range): "
+                 "shutterd's CPU per press / the relay's: %s with 1 client, %s with 16; its p50 / the relay's: "
+                 "%s and %s. The wire relay's CPU / the relay's: %s and %s; shutterd's / the wire relay's: "
+                 "%s and %s. Unpaced dial burst, shutterd's steps/s / the floor's: %s." % (
+                     len(rounds), raw["rounds"]["presses"], m("cpu_1"), m("cpu_16"), m("p50_1"), m("p50_16"),
+                     m("wire_cpu_1"), m("wire_cpu_16"), m("cpu_over_wire_1"), m("cpu_over_wire_16"),
+                     m("burst_share")))
+        L.append("- The single runs below, one after another over several minutes:")
     for n in (1, 16):
         s, relay = lat.get("shutterd-%d" % n), relays.get(n, {})
         if not s:
@@ -176,6 +219,22 @@ def report(raw_path, facts_path, outdir):
             fmt(r["max_us"]), fmt(r["p50_ratio"], "x"), fmt(r["p99_ratio"], "x"), fmt(r.get("p50_relay_ratio"), "x"),
             fmt(r.get("cpu_us_per_press")), fmt(r.get("cpu_relay_ratio"), "x")))
     L.append("")
+    rounds = round_ratios(raw)
+    if rounds:
+        L.append("## In turns: the relay, the wire relay and shutterd, then the bursts")
+        L.append("")
+        L.append("Each round runs the relay, the wire relay and shutterd (each started for its run alone) "
+                 "with 16 and then 1 client, %d presses each, then the floor's and shutterd's unpaced "
+                 "dial bursts. Ratios are taken within a round, whose runs are seconds apart." % raw["rounds"]["presses"])
+        L.append("")
+        L.append("| round | CPU / relay, 1 | CPU / relay, 16 | wire relay CPU / relay, 1 | wire relay CPU / relay, 16 "
+                 "| CPU / wire relay, 1 | CPU / wire relay, 16 | p50 / relay, 1 | p50 / relay, 16 | burst / floor |")
+        L.append("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for i, r in enumerate(rounds):
+            L.append("| %d | %s |" % (i + 1, " | ".join("-" if r[k] is None else "%.2fx" % r[k] for k in (
+                "cpu_1", "cpu_16", "wire_cpu_1", "wire_cpu_16", "cpu_over_wire_1", "cpu_over_wire_16", "p50_1",
+                "p50_16", "burst_share"))))
+        L.append("")
     mqtt = [r for r in raw["latency"] if r.get("via")]
     if mqtt:
         sock = next((r for r in raw["latency"] if r["name"] == "shutterd-1"), {})
@@ -229,17 +288,21 @@ def report(raw_path, facts_path, outdir):
         L.append("")
         L.append("shutterd run again under bench/alloccount.c (LD_PRELOAD; it counts every call to malloc, "
                  "calloc, realloc, posix_memalign, aligned_alloc, memalign and free). With the clients "
-                 "connected and %d warm-up presses made, the counters are read before and after %d "
-                 "presses (each a key-down and its release); the difference divided by the presses. "
-                 "Until READY=1 it made %s allocations." % (
-                     a["warmup"], a["presses"], a["until_ready"]["allocations"]))
+                 "connected and %d warm-up presses made, the counters are read, then after %d "
+                 "presses (each a key-down and its release, the first window), then after %d more (the "
+                 "second); per press is the second window's difference divided by its presses, while the "
+                 "clients are still connected. A client's output buffer is allocated and grows the first "
+                 "times the client falls behind, which can fall in the first window. Until READY=1 it "
+                 "made %s allocations." % (
+                     a["warmup"], a["presses"], a["presses"], a["until_ready"]["allocations"]))
         L.append("")
-        L.append("| clients | allocations per press | reallocs per press | frees per press | bytes asked per press |")
-        L.append("| ---: | ---: | ---: | ---: | ---: |")
+        L.append("| clients | allocations per press | reallocs per press | frees per press | bytes asked per press "
+                 "| allocations in the first window |")
+        L.append("| ---: | ---: | ---: | ---: | ---: | ---: |")
         for r in a["runs"]:
-            L.append("| %d | %.2f | %.2f | %.2f | %s |" % (
+            L.append("| %d | %.2f | %.2f | %.2f | %s | %s |" % (
                 r["clients"], r["allocations_per_press"], r["reallocs_per_press"],
-                r["frees_per_press"], fmt(r["bytes_per_press"])))
+                r["frees_per_press"], fmt(r["bytes_per_press"]), fmt(r.get("first_window_allocations"))))
         L.append("")
     L.append("## Idle cost: devices present, 16 clients connected, no input")
     L.append("")

@@ -27,8 +27,14 @@ package final class Engine {
         @exclusivity(unchecked) var held: [UInt16: Held] = [:]
         /// The scancode of the current frame's last MSC_SCAN, for the key that follows it.
         @exclusivity(unchecked) var scan: Int32?
-        /// Summed slider movement of the current frame, by axis, in arrival order.
-        @exclusivity(unchecked) var frameRel: [(UInt16, Int64, Int64)] = []
+        /// Summed slider movement of the current frame: the first axis it moves (nearly
+        /// always the only one) in fields of its own, any other in `frameMoreRel`, in
+        /// arrival order. A dial step is no array work.
+        @exclusivity(unchecked) var frameMoved = false
+        @exclusivity(unchecked) var frameAxis: UInt16 = 0
+        @exclusivity(unchecked) var frameDelta: Int64 = 0
+        @exclusivity(unchecked) var frameTime: Int64 = 0
+        @exclusivity(unchecked) var frameMoreRel: [(UInt16, Int64, Int64)] = []
         /// Releases of the current frame: how the frame ends says whether they are real.
         @exclusivity(unchecked) var frameReleases: [(event: RawEvent, scan: Int32?)] = []
         /// libevdev's names of the mapped keys and axes, made once: no string per event.
@@ -44,7 +50,7 @@ package final class Engine {
             self.mapping = mapping
             roles = (0..<UInt16(Self.keyCount)).map { mapping.role(ofKey: $0) }
             sliderAxes = mapping.sliderAxes.reduce(0) { $1 < 32 ? $0 | 1 << UInt32($1) : $0 }
-            frameRel.reserveCapacity(4)
+            frameMoreRel.reserveCapacity(4)
             frameReleases.reserveCapacity(4)
         }
 
@@ -173,6 +179,31 @@ package final class Engine {
         for event in events { feed(state, event, now: now, into: &out, mergeFrom: first) }
     }
 
+    /// A frame's movement of a slider axis: added to the last occurrence in `produced` when
+    /// that one, made by this batch (at `mergeFrom` or later), is the same slider of the same
+    /// device; else a new occurrence. No movement, nothing.
+    func slide(
+        _ state: DeviceState, axis: UInt16, _ delta: Int64, time: Int64, now: Int64,
+        into produced: inout [Occurrence], mergeFrom: Int
+    ) {
+        guard delta != 0 else { return }
+        let last = produced.count - 1
+        if last >= mergeFrom, case .slider(let earlier) = produced[last].kind,
+            produced[last].key.code == axis, produced[last].device === state.record,
+            case (let sum, false) = earlier.addingReportingOverflow(delta)
+        {
+            // The merged occurrence keeps the earlier one's number.
+            produced[last].kind = .slider(delta: sum)
+            produced[last].kernelTime = time
+            return
+        }
+        let key = KeyInfo(code: axis, name: state.axisNames[Int(axis)] ?? keyName(state, EventType.rel, axis))
+        produced.append(
+            Occurrence(
+                seq: nextSeq(), kind: .slider(delta: delta), press: 0, device: state.record, key: key,
+                kernelTime: time, receiveTime: now))
+    }
+
     /// Feeds one event. A slider frame adds its movement to the last occurrence in
     /// `produced` when that one, made by this batch (at `mergeFrom` or later), is the same
     /// slider of the same device.
@@ -205,11 +236,19 @@ package final class Engine {
                 break  // Autorepeat (2), or a press of a key already held.
             }
         case EventType.rel where state.isSlider(event.code):
-            if let i = state.frameRel.firstIndex(where: { $0.0 == event.code }) {
-                state.frameRel[i].1 += Int64(event.value)
-                state.frameRel[i].2 = event.time
+            if !state.frameMoved {
+                state.frameMoved = true
+                state.frameAxis = event.code
+                state.frameDelta = Int64(event.value)
+                state.frameTime = event.time
+            } else if state.frameAxis == event.code {
+                state.frameDelta += Int64(event.value)
+                state.frameTime = event.time
+            } else if let i = state.frameMoreRel.firstIndex(where: { $0.0 == event.code }) {
+                state.frameMoreRel[i].1 += Int64(event.value)
+                state.frameMoreRel[i].2 = event.time
             } else {
-                state.frameRel.append((event.code, Int64(event.value), event.time))
+                state.frameMoreRel.append((event.code, Int64(event.value), event.time))
             }
         case EventType.syn where event.code == SynCode.report:
             // SYN_REPORT 1 ends a frame the kernel made up (input_dev_release_keys), not one the device sent.
@@ -218,26 +257,20 @@ package final class Engine {
                 for (pending, scan) in state.frameReleases {
                     release(state, pending, scan: scan, reason: reason, now: now, into: &produced)
                 }
-                state.frameReleases.removeAll(keepingCapacity: true)
+                state.frameReleases.empty()
             }
-            for (axis, delta, time) in state.frameRel where delta != 0 {
-                let last = produced.count - 1
-                if last >= mergeFrom, case .slider(let earlier) = produced[last].kind,
-                    produced[last].key.code == axis, produced[last].device === state.record,
-                    case (let sum, false) = earlier.addingReportingOverflow(delta)
-                {
-                    // The merged occurrence keeps the earlier one's number.
-                    produced[last].kind = .slider(delta: sum)
-                    produced[last].kernelTime = time
-                    continue
+            if state.frameMoved {
+                state.frameMoved = false
+                slide(
+                    state, axis: state.frameAxis, state.frameDelta, time: state.frameTime, now: now,
+                    into: &produced, mergeFrom: mergeFrom)
+                if !state.frameMoreRel.isEmpty {
+                    for (axis, delta, time) in state.frameMoreRel {
+                        slide(state, axis: axis, delta, time: time, now: now, into: &produced, mergeFrom: mergeFrom)
+                    }
+                    state.frameMoreRel.empty()
                 }
-                let key = KeyInfo(code: axis, name: state.axisNames[Int(axis)] ?? keyName(state, EventType.rel, axis))
-                produced.append(
-                    Occurrence(
-                        seq: nextSeq(), kind: .slider(delta: delta), press: 0, device: state.record, key: key,
-                        kernelTime: time, receiveTime: now))
             }
-            if !state.frameRel.isEmpty { state.frameRel.removeAll(keepingCapacity: true) }
             state.scan = nil
         case EventType.syn where event.code == SynCode.dropped:
             // The frame in progress is incomplete; libevdev's resync brings the state. Its
@@ -246,11 +279,21 @@ package final class Engine {
             for (pending, scan) in state.frameReleases {
                 release(state, pending, scan: scan, reason: .dropped, now: now, into: &produced)
             }
-            state.frameReleases.removeAll(keepingCapacity: true)
-            state.frameRel.removeAll(keepingCapacity: true)
+            state.frameReleases.empty()
+            state.frameMoved = false
+            state.frameMoreRel.empty()
             state.scan = nil
         default:
             break
         }
+    }
+}
+
+extension Array {
+    /// Empties a small array and keeps its storage. `removeAll(keepingCapacity: true)` goes
+    /// through the generic `replaceSubrange`, about 85 instructions even for one element,
+    /// once per frame; this is a few per element.
+    fileprivate mutating func empty() {
+        while !isEmpty { removeLast() }
     }
 }

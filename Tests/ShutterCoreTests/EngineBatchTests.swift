@@ -65,4 +65,55 @@ struct EngineBatchTests {
         #expect(batch.map(\.key) == single.map(\.key))
         #expect(batch.map(\.seq) == single.map(\.seq))
     }
+
+    @Test("two axes in one frame give one occurrence each, in arrival order; a frame of the other axis ends a merge")
+    func twoAxes() {
+        let engine = Engine(name: TestNames.name)
+        engine.addDevice(handle: 1, info: dial, mapping: .standard(for: .dial))
+        let events = [
+            ev(EventType.rel, RelCode.wheel, 1, 1), ev(EventType.rel, RelCode.dial, 3, 1),
+            ev(EventType.rel, RelCode.wheel, 1, 1), ev(EventType.syn, SynCode.report, 0, 1),
+            ev(EventType.rel, RelCode.dial, 1, 2), ev(EventType.syn, SynCode.report, 0, 2),
+            ev(EventType.rel, RelCode.wheel, -1, 3), ev(EventType.syn, SynCode.report, 0, 3),
+            ev(EventType.rel, RelCode.dial, 1, 4), ev(EventType.syn, SynCode.report, 0, 4),
+            ev(EventType.rel, RelCode.dial, 1, 5), ev(EventType.syn, SynCode.report, 0, 5),
+        ]
+        var out: [Occurrence] = []
+        engine.handle(1, events, now: 100, into: &out)
+        #expect(out.map(\.key.code) == [RelCode.wheel, RelCode.dial, RelCode.wheel, RelCode.dial])
+        #expect(out.map(\.kind) == [.slider(delta: 2), .slider(delta: 4), .slider(delta: -1), .slider(delta: 2)])
+        #expect(out.map(\.kernelTime) == [1, 2, 3, 5])
+    }
+
+    @Test("a frame whose movement sums to zero gives nothing, and a batch never adds to an earlier batch's slider")
+    func zeroAndBatchBounds() {
+        let engine = Engine(name: TestNames.name)
+        engine.addDevice(handle: 1, info: dial, mapping: .standard(for: .dial))
+        var out: [Occurrence] = []
+        engine.handle(
+            1,
+            [
+                ev(EventType.rel, RelCode.dial, 2, 1), ev(EventType.rel, RelCode.dial, -2, 1),
+                ev(EventType.syn, SynCode.report, 0, 1), ev(EventType.rel, RelCode.dial, 1, 2),
+                ev(EventType.syn, SynCode.report, 0, 2),
+            ], now: 10, into: &out)
+        #expect(out.map(\.kind) == [.slider(delta: 1)])
+        // The next read, appended to the same buffer: its own occurrence.
+        engine.handle(
+            1, [ev(EventType.rel, RelCode.dial, 1, 3), ev(EventType.syn, SynCode.report, 0, 3)], now: 11, into: &out)
+        #expect(out.map(\.kind) == [.slider(delta: 1), .slider(delta: 1)])
+        // The buffer emptied and reused, as the daemon does: a press now sits where the last
+        // slider was, and a slider after it is not added to the press.
+        out.removeAll(keepingCapacity: true)
+        engine.handle(
+            1,
+            [
+                ev(EventType.key, KeyCode.btn0, 1, 4), ev(EventType.syn, SynCode.report, 0, 4),
+                ev(EventType.rel, RelCode.dial, 1, 5), ev(EventType.syn, SynCode.report, 0, 5),
+            ], now: 12, into: &out)
+        engine.handle(
+            1, [ev(EventType.rel, RelCode.dial, 7, 6), ev(EventType.syn, SynCode.report, 0, 6)], now: 13, into: &out)
+        #expect(out.map(\.kind) == [.capture(.primary, .began), .slider(delta: 1), .slider(delta: 7)])
+        #expect(out.map(\.seq) == [3, 4, 5])
+    }
 }

@@ -243,10 +243,11 @@ package final class Daemon {
         // reports them at once, as it is level-triggered.
     }
 
-    /// A read of at least this many events (eight frames of a dial step) reads again.
+    /// A first read of at least this many events (eight frames of a dial step) means a
+    /// burst: the node is read again, for as long as each read brings something.
     static let burstEvents = 16
     /// Reads of one device before its events are published, at most.
-    static let burstReads = 16
+    static let burstReads = 32
 
     /// A device is readable: read it, let the engine make occurrences of its events, and
     /// publish them to the clients. Nothing here calls back up.
@@ -256,17 +257,22 @@ package final class Daemon {
         var gone: SystemError?
         do {
             // A read that brings many events means the device is faster than the clients'
-            // wake-ups (a dial spun hard): read again before publishing, so that what the
-            // clients are sent, and the wake-ups that costs, is paid once for several reads
-            // and the kernel's buffer for this reader does not overflow meanwhile.
-            var reads = 0
-            var got = 0
-            repeat {
-                let before = events.count
-                try device.evdev.read(into: &events)
-                got = events.count - before
-                reads += 1
-            } while got >= Self.burstEvents && reads < Self.burstReads
+            // wake-ups (a dial spun hard): read again before publishing, for as long as a
+            // read brings anything, so that what the clients are sent, and the wake-ups
+            // that costs, is paid once for several reads, and the kernel's buffer for this
+            // reader (64 events for a dial) is not left to overflow meanwhile. A press
+            // (a frame of a few events) is one read.
+            try device.evdev.read(into: &events)
+            if events.count >= Self.burstEvents {
+                var reads = 1
+                var got = 0
+                repeat {
+                    let before = events.count
+                    try device.evdev.read(into: &events)
+                    got = events.count - before
+                    reads += 1
+                } while got > 0 && reads < Self.burstReads
+            }
         } catch {
             gone = error
         }

@@ -118,14 +118,14 @@ package final class EvdevDevice {
                     dropping = false
                     resync(at: event.time, into: &events)
                 } else if event.type == EventType.syn && event.code == SynCode.dropped {
-                    logDrop()
+                    logDrop(at: event.time)
                 }
                 continue
             }
             if event.type == EventType.key && event.value != 2 {
                 libevdev_set_event_value(dev, UInt32(event.type), UInt32(event.code), event.value)
             } else if event.type == EventType.syn && event.code == SynCode.dropped {
-                logDrop()
+                logDrop(at: event.time)
                 dropping = true
             }
             events.append(event)
@@ -160,13 +160,15 @@ package final class EvdevDevice {
     var lastDropLog: Int64?
 
     /// Logs a SYN_DROPPED, at most once every ten seconds per device (a burst can cause
-    /// hundreds, as libinput also limits), with the running total.
-    func logDrop() {
+    /// hundreds, as libinput also limits), with the running total. The ten seconds are
+    /// the events' own kernel times (`time`), not a clock read per drop: in a burst that
+    /// was a system call for nearly every read. A time earlier than the last log's (the
+    /// wall clock set back) logs at once rather than holding the log back.
+    func logDrop(at time: Int64) {
         drops += 1
-        let now = monotonicMicros()
-        if let last = lastDropLog, now - last < 10_000_000 { return }
+        if let last = lastDropLog, time >= last, time - last < 10_000_000 { return }
         Log.info("\(nodeName) - \(name): events dropped (SYN_DROPPED), resynchronising total=\(drops)")
-        lastDropLog = now
+        lastDropLog = time
         dropsLogged = drops
     }
 

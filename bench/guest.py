@@ -530,9 +530,10 @@ class Bench:
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         self.c_daemon("relay-wire", p, sock, " down ", tag="")
 
-    def rounds(self, count=3, presses=600):
+    def rounds(self, count=6, presses=600):
         """The comparisons the targets are judged by, again in turns: the relay, the wire
-        relay and shutterd with 16 and then 1 client, then the floor's and shutterd's
+        relay and shutterd with 16 and 1 client (in an order that turns from round to
+        round), then the floor's and shutterd's
         unpaced dial bursts, `count` times over. Under TCG the guest's speed drifts with the
         host's load over minutes, by more than the differences measured; runs seconds
         apart share the drift, so the report takes each ratio within a round and gives the
@@ -542,10 +543,13 @@ class Bench:
         saved = self.presses, self.raw["latency"], self.raw["burst"]
         out = self.raw["rounds"] = {"count": count, "presses": presses, "runs": []}
         try:
+            names = ("relay", "relay-wire", "shutterd")
             for i in range(count):
                 self.presses, self.raw["latency"], self.raw["burst"] = presses, [], []
-                for n in (16, 1):
-                    for name in ("relay", "relay-wire", "shutterd"):
+                # The order turns from round to round: a run's place in a round (the first
+                # after a burst, say) must not weigh on one contender only.
+                for n in ((16, 1) if i % 2 == 0 else (1, 16)):
+                    for name in names[i % 3:] + names[:i % 3]:
                         self.round_run(name, n, i)
                 self.floor_burst()
                 self.round_burst(i)

@@ -224,8 +224,9 @@ def report(raw_path, facts_path, outdir):
         L.append("## In turns: the relay, the wire relay and shutterd, then the bursts")
         L.append("")
         L.append("Each round runs the relay, the wire relay and shutterd (each started for its run alone) "
-                 "with 16 and then 1 client, %d presses each, then the floor's and shutterd's unpaced "
-                 "dial bursts. Ratios are taken within a round, whose runs are seconds apart." % raw["rounds"]["presses"])
+                 "with 16 and 1 client, %d presses each, in an order that turns from round to round, then "
+                 "the floor's and shutterd's unpaced dial bursts. Ratios are taken within a round, whose "
+                 "runs are seconds apart." % raw["rounds"]["presses"])
         L.append("")
         L.append("| round | CPU / relay, 1 | CPU / relay, 16 | wire relay CPU / relay, 1 | wire relay CPU / relay, 16 "
                  "| CPU / wire relay, 1 | CPU / wire relay, 16 | p50 / relay, 1 | p50 / relay, 16 | burst / floor |")

@@ -172,10 +172,14 @@ package final class Engine {
     /// Feeds a batch of a device's events, read at `now`, appending what they produced to
     /// `out` (a buffer the caller reuses). A slider's movement in consecutive frames of the
     /// batch, with nothing else in between, is summed into one occurrence: a client reads
-    /// one message for what one read of the device brought, not one per frame.
-    package func handle(_ handle: Int, _ events: [RawEvent], now: Int64, into out: inout [Occurrence]) {
+    /// one message for what one read of the device brought, not one per frame. A batch
+    /// fed in parts (the reads of a burst, as they come) gives where it began in `out` as
+    /// `batchStart`; by default it begins with these events.
+    package func handle(
+        _ handle: Int, _ events: [RawEvent], now: Int64, into out: inout [Occurrence], batchStart: Int? = nil
+    ) {
         guard let state = devices[handle] else { return }
-        let first = out.count
+        let first = batchStart ?? out.count
         for event in events { feed(state, event, now: now, into: &out, mergeFrom: first) }
     }
 

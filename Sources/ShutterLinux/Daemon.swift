@@ -252,7 +252,6 @@ package final class Daemon {
     /// A device is readable: read it, let the engine make occurrences of its events, and
     /// publish them to the clients. Nothing here calls back up.
     func deviceReady(_ device: OpenDevice) {
-        events.removeAll(keepingCapacity: true)
         occurrences.removeAll(keepingCapacity: true)
         var gone: SystemError?
         do {
@@ -262,28 +261,39 @@ package final class Daemon {
             // that costs, is paid once for several reads, and the kernel's buffer for this
             // reader (64 events for a dial) is not left to overflow meanwhile. A press
             // (a frame of a few events) is one read.
-            try device.evdev.read(into: &events)
-            if events.count >= Self.burstEvents {
+            var got = try readAndFeed(device)
+            if got >= Self.burstEvents {
                 var reads = 1
-                var got = 0
                 repeat {
-                    let before = events.count
-                    try device.evdev.read(into: &events)
-                    got = events.count - before
+                    got = try readAndFeed(device)
                     reads += 1
                 } while got > 0 && reads < Self.burstReads
             }
         } catch {
             gone = error
         }
-        if device.info.connected == false, !events.isEmpty { eventsWhileDisconnected(device) }
-        engine.handle(device.handle, events, now: monotonicMicros(), into: &occurrences)
+        // Received when the last read returned: one clock read for the whole batch.
+        let now = monotonicMicros()
+        for i in occurrences.indices { occurrences[i].receiveTime = now }
         hub.publish(occurrences)
         if let gone {
             removeDevice(device.handle, why: gone.errno == ENODEV ? "unplugged" : gone.description)
         } else if device.grabPending {
             updateGrab(device)
         }
+    }
+
+    /// One read of the device, its events handed to the engine at once: in a burst the
+    /// engine's work falls between reads, not in the time the kernel's buffer fills
+    /// before the next. What they make joins the batch of `occurrences` (merged sliders
+    /// included) and gets its receive time when the batch's last read is done. Returns
+    /// how many events the read brought.
+    func readAndFeed(_ device: OpenDevice) throws(SystemError) -> Int {
+        events.removeAll(keepingCapacity: true)
+        try device.evdev.read(into: &events)
+        if device.info.connected == false, !events.isEmpty { eventsWhileDisconnected(device) }
+        engine.handle(device.handle, events, now: 0, into: &occurrences, batchStart: 0)
+        return events.count
     }
 
     func removeDevice(_ handle: Int, why: String) {

@@ -116,4 +116,19 @@ struct EngineBatchTests {
         #expect(out.map(\.kind) == [.capture(.primary, .began), .slider(delta: 1), .slider(delta: 7)])
         #expect(out.map(\.seq) == [3, 4, 5])
     }
+
+    @Test("a batch fed in parts (a burst's reads) sums a slider across the parts, from where the batch began")
+    func batchInParts() {
+        let engine = Engine(name: TestNames.name)
+        engine.addDevice(handle: 1, info: dial, mapping: .standard(for: .dial))
+        let step = { (t: Int64) in [ev(EventType.rel, RelCode.dial, 1, t), ev(EventType.syn, SynCode.report, 0, t)] }
+        var out: [Occurrence] = []
+        engine.handle(1, step(1) + step(2), now: 0, into: &out, batchStart: 0)
+        engine.handle(1, step(3), now: 0, into: &out, batchStart: 0)
+        #expect(out.map(\.kind) == [.slider(delta: 3)])
+        #expect(out.first?.kernelTime == 3)
+        // Without batchStart each part is a batch of its own.
+        engine.handle(1, step(4), now: 0, into: &out)
+        #expect(out.map(\.kind) == [.slider(delta: 3), .slider(delta: 1)])
+    }
 }

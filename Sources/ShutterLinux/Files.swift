@@ -22,25 +22,36 @@ package func readTextFile(_ path: String, limit: Int = 1 << 20) throws(FileReadE
     func failure(_ errno: Int32, _ reason: String) -> FileReadError {
         FileReadError(path: path, errno: errno, reason: reason)
     }
-    func failed(_ call: String) -> FileReadError {
-        let e = Glibc.errno
+    func failed(_ error: SystemError) -> FileReadError {
+        let e = error.errno
         let why = String(cString: strerror(e))
         if e == EACCES || e == EPERM { return failure(e, "\(why) (reading as uid \(geteuid()))") }
-        return failure(e, call == "open" ? why : "\(call): \(why)")
+        return failure(e, error.call == "open" ? why : "\(error.call): \(why)")
     }
-    let raw = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
-    guard raw >= 0 else {
+    /// A call through the door to C (`sys`: EINTR retried), its failure in this file's words.
+    func call<T: BinaryInteger>(_ name: String, _ body: () -> T) throws(FileReadError) -> T {
+        do {
+            return try sys(name, path, body)
+        } catch {
+            throw failed(error)
+        }
+    }
+    let fd: FileDescriptor
+    do {
+        fd = FileDescriptor(try sys("open", path) { open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY) })
+    } catch {
+        // A dangling link says where it points (readlink fails for anything but a link).
         var target = [UInt8](repeating: 0, count: Int(PATH_MAX))
-        let n = Glibc.errno == ENOENT ? readlink(path, &target, target.count) : -1
-        if n > 0 {
+        if error.errno == ENOENT, let n = try? sys("readlink", path, { readlink(path, &target, target.count) }),
+            n > 0
+        {
             let to = String(decoding: target[..<n], as: UTF8.self)
             throw failure(ENOENT, "is a symbolic link to \(to), which does not exist")
         }
-        throw failed("open")
+        throw failed(error)
     }
-    let fd = FileDescriptor(raw)
     var st = stat()
-    guard fstat(raw, &st) == 0 else { throw failed("fstat") }
+    try call("fstat") { fstat(fd.raw, &st) }
     let tooLarge = "over the limit of \(sizeInWords(limit))"
     switch st.st_mode & S_IFMT {
     case S_IFDIR: throw failure(EISDIR, "is a directory, not a file")
@@ -50,11 +61,7 @@ package func readTextFile(_ path: String, limit: Int = 1 << 20) throws(FileReadE
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 16384)
     while true {
-        let n = chunk.withUnsafeMutableBytes { read(fd.raw, $0.baseAddress, $0.count) }
-        if n < 0 {
-            if Glibc.errno == EINTR { continue }
-            throw failed("read")
-        }
+        let n = try call("read") { chunk.withUnsafeMutableBytes { read(fd.raw, $0.baseAddress, $0.count) } }
         if n == 0 { break }
         bytes.append(contentsOf: chunk[0..<n])
         // A file that grows while read, or one whose size stat does not tell (a pipe).

@@ -27,13 +27,18 @@ package final class UnixListener {
         let lockPath = path + ".lock"
         lock = try UnixListener.takeLock(lockPath, socket: path)
         var st = stat()
-        if lstat(path, &st) == 0 {
+        if try UnixListener.exists(path, &st) {
             guard st.st_mode & S_IFMT == S_IFSOCK else {
                 throw .refused(
                     "\(path) exists and is \(UnixListener.kind(st.st_mode)), not a socket; shutterd removes only a stale socket of its own: remove it or choose another --socket"
                 )
             }
-            unlink(path)  // A stale socket of a daemon that died: we hold the lock, so it is no one's.
+            // A stale socket of a daemon that died: we hold the lock, so it is no one's.
+            do {
+                try sys("unlink", path) { unlink(path) }
+            } catch {
+                throw .system(error)
+            }
         }
         do {
             let raw = try sys("socket") {
@@ -61,16 +66,20 @@ package final class UnixListener {
     static func takeLock(_ lockPath: String, socket path: String) throws(ListenerError) -> FileDescriptor {
         while true {
             // O_NONBLOCK: opening a FIFO or a device put there must not wait or act.
-            let raw = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK, 0o600)
-            guard raw >= 0 else {
-                if errno == ELOOP {
-                    throw .refused("\(lockPath) is a symbolic link; shutterd does not follow links for its lock file")
-                }
-                throw .system(SystemError("open", errno: errno, subject: lockPath))
-            }
-            let lock = FileDescriptor(raw)
+            let lock: FileDescriptor
             var st = stat()
-            guard fstat(raw, &st) == 0 else { throw .system(SystemError("fstat", errno: errno, subject: lockPath)) }
+            do {
+                lock = FileDescriptor(
+                    try sys("open", lockPath) {
+                        open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK, 0o600)
+                    })
+                try sys("fstat", lockPath) { fstat(lock.raw, &st) }
+            } catch  where error.errno == ELOOP {
+                throw .refused("\(lockPath) is a symbolic link; shutterd does not follow links for its lock file")
+            } catch {
+                throw .system(error)
+            }
+            let raw = lock.raw
             guard st.st_mode & S_IFMT == S_IFREG else {
                 throw .refused(
                     "\(lockPath) is \(kind(st.st_mode)), not a regular file; remove it or choose another --socket")
@@ -88,7 +97,20 @@ package final class UnixListener {
             // An older shutterd removed its lock file at exit: the file locked here may be gone
             // from the directory, and another daemon may lock a new one. Lock the file that is there.
             var now = stat()
-            if lstat(lockPath, &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino { return lock }
+            if try exists(lockPath, &now), now.st_dev == st.st_dev, now.st_ino == st.st_ino { return lock }
+        }
+    }
+
+    /// lstat(2): whether something is at `path` (its status in `st`); false for ENOENT,
+    /// any other failure thrown.
+    static func exists(_ path: String, _ st: inout stat) throws(ListenerError) -> Bool {
+        do {
+            try sys("lstat", path) { lstat(path, &st) }
+            return true
+        } catch  where error.errno == ENOENT {
+            return false
+        } catch {
+            throw .system(error)
         }
     }
 
@@ -138,9 +160,17 @@ package final class UnixListener {
     /// Closes the socket and removes it when it is still the one this process bound (not one
     /// put in its place since); then releases the lock, whose file stays.
     package func shutdown() {
-        var st = stat()
-        if let bound, lstat(path, &st) == 0, UInt(st.st_dev) == bound.dev, UInt(st.st_ino) == bound.ino {
-            unlink(path)
+        // At shutdown a failure can only be logged: the socket stays, and the next start
+        // removes it as stale (it holds the lock then).
+        if let bound {
+            var st = stat()
+            do {
+                if try UnixListener.exists(path, &st), UInt(st.st_dev) == bound.dev, UInt(st.st_ino) == bound.ino {
+                    try sys("unlink", path) { unlink(path) }
+                }
+            } catch {
+                Log.error("\(path): not removed: \(error)")
+            }
         }
         fd.close()
         lock?.close()

@@ -11,7 +11,7 @@
 # Installs what it needs (Tests/rig/setup.sh for qemu, the kernel and virtme-ng; apt: acpid,
 # lirc, gcc), builds shutterd (release) and the C helpers (into .build/bench/), boots the
 # guest once and writes bench/results.md and bench/results.json. Needs root. Not a test:
-# `make test` does not run it. Takes about 7 minutes on 2 cores; run nothing else meanwhile,
+# `make test` does not run it. Takes about 12 minutes on 2 cores; run nothing else meanwhile,
 # and only one boot of the rig at a time.
 set -eu
 

@@ -65,3 +65,14 @@ func sysLogged<T: BinaryInteger>(_ call: String, _ subject: String? = nil, _ bod
         Log.error("\(error)")
     }
 }
+
+/// Writes all of `bytes` to a blocking descriptor, a short write continued, each write
+/// through `sys`.
+package func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(SystemError) {
+    var rest = bytes[...]
+    while !rest.isEmpty {
+        let n = try sys("write") { rest.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
+        guard n > 0 else { return }
+        rest = rest.dropFirst(n)
+    }
+}

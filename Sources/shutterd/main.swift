@@ -45,13 +45,8 @@ func fail(_ message: String, code: Int32) -> Never {
 func usageError(_ message: String) -> Never {
     Log.error("shutterd: \(message)")
     Log.finish()
-    var text = Array(("\n" + usage + "\n").utf8)[...]
-    while !text.isEmpty {
-        let n = text.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
-        if n < 0 && errno == EINTR { continue }
-        guard n > 0 else { break }
-        text = text.dropFirst(n)
-    }
+    // A failure to write stderr cannot be told anywhere: the exit status still says it.
+    try? writeAll(2, Array(("\n" + usage + "\n").utf8))
     exit(64)
 }
 

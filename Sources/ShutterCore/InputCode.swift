@@ -83,7 +83,6 @@ package struct RawEvent: Equatable, Sendable {
     /// True for the events libevdev synthesises to bring the state up to date after a drop.
     package var resync: Bool
 
-    @inlinable
     package init(type: UInt16, code: UInt16, value: Int32, time: Int64, resync: Bool = false) {
         self.type = type
         self.code = code

@@ -161,12 +161,12 @@ package final class EvdevDevice {
 
     /// Logs a SYN_DROPPED, at most once every ten seconds per device (a burst can cause
     /// hundreds, as libinput also limits), with the running total. The ten seconds are
-    /// the events' own kernel times (`time`), not a clock read per drop: in a burst that
-    /// was a system call for nearly every read. A time earlier than the last log's (the
-    /// wall clock set back) logs at once rather than holding the log back.
+    /// measured in the events' own kernel times (`time`, CLOCK_MONOTONIC as the node is
+    /// opened), not by a clock read per drop: in a burst that was a system call for nearly
+    /// every read.
     func logDrop(at time: Int64) {
         drops += 1
-        if let last = lastDropLog, time >= last, time - last < 10_000_000 { return }
+        if let last = lastDropLog, time - last < 10_000_000 { return }
         Log.info("\(nodeName) - \(name): events dropped (SYN_DROPPED), resynchronising total=\(drops)")
         lastDropLog = time
         dropsLogged = drops

@@ -66,18 +66,25 @@ struct EngineBatchTests {
         #expect(batch.map(\.seq) == single.map(\.seq))
     }
 
-    @Test("two axes in one frame give one occurrence each, in arrival order; a frame of the other axis ends a merge")
-    func twoAxes() {
+    /// An engine with the dial as device 1.
+    func dialEngine() -> Engine {
         let engine = Engine(name: TestNames.name)
         engine.addDevice(handle: 1, info: dial, mapping: .standard(for: .dial))
-        let events = [
-            ev(EventType.rel, RelCode.wheel, 1, 1), ev(EventType.rel, RelCode.dial, 3, 1),
-            ev(EventType.rel, RelCode.wheel, 1, 1), ev(EventType.syn, SynCode.report, 0, 1),
-            ev(EventType.rel, RelCode.dial, 1, 2), ev(EventType.syn, SynCode.report, 0, 2),
-            ev(EventType.rel, RelCode.wheel, -1, 3), ev(EventType.syn, SynCode.report, 0, 3),
-            ev(EventType.rel, RelCode.dial, 1, 4), ev(EventType.syn, SynCode.report, 0, 4),
-            ev(EventType.rel, RelCode.dial, 1, 5), ev(EventType.syn, SynCode.report, 0, 5),
-        ]
+        return engine
+    }
+
+    /// A frame of one slider axis at time `t`: its movement, then SYN_REPORT.
+    func frame(_ axis: UInt16, _ value: Int32, _ t: Int64) -> [RawEvent] {
+        [ev(EventType.rel, axis, value, t), ev(EventType.syn, SynCode.report, 0, t)]
+    }
+
+    @Test("two axes in one frame give one occurrence each, in arrival order; a frame of the other axis ends a merge")
+    func twoAxes() {
+        let engine = dialEngine()
+        let events =
+            [ev(EventType.rel, RelCode.wheel, 1, 1), ev(EventType.rel, RelCode.dial, 3, 1)]
+            + frame(RelCode.wheel, 1, 1) + frame(RelCode.dial, 1, 2) + frame(RelCode.wheel, -1, 3)
+            + frame(RelCode.dial, 1, 4) + frame(RelCode.dial, 1, 5)
         var out: [Occurrence] = []
         engine.handle(1, events, now: 100, into: &out)
         #expect(out.map(\.key.code) == [RelCode.wheel, RelCode.dial, RelCode.wheel, RelCode.dial])
@@ -87,48 +94,34 @@ struct EngineBatchTests {
 
     @Test("a frame whose movement sums to zero gives nothing, and a batch never adds to an earlier batch's slider")
     func zeroAndBatchBounds() {
-        let engine = Engine(name: TestNames.name)
-        engine.addDevice(handle: 1, info: dial, mapping: .standard(for: .dial))
+        let engine = dialEngine()
         var out: [Occurrence] = []
-        engine.handle(
-            1,
-            [
-                ev(EventType.rel, RelCode.dial, 2, 1), ev(EventType.rel, RelCode.dial, -2, 1),
-                ev(EventType.syn, SynCode.report, 0, 1), ev(EventType.rel, RelCode.dial, 1, 2),
-                ev(EventType.syn, SynCode.report, 0, 2),
-            ], now: 10, into: &out)
+        let zero = [ev(EventType.rel, RelCode.dial, 2, 1)] + frame(RelCode.dial, -2, 1)
+        engine.handle(1, zero + frame(RelCode.dial, 1, 2), now: 10, into: &out)
         #expect(out.map(\.kind) == [.slider(delta: 1)])
         // The next read, appended to the same buffer: its own occurrence.
-        engine.handle(
-            1, [ev(EventType.rel, RelCode.dial, 1, 3), ev(EventType.syn, SynCode.report, 0, 3)], now: 11, into: &out)
+        engine.handle(1, frame(RelCode.dial, 1, 3), now: 11, into: &out)
         #expect(out.map(\.kind) == [.slider(delta: 1), .slider(delta: 1)])
         // The buffer emptied and reused, as the daemon does: a press now sits where the last
         // slider was, and a slider after it is not added to the press.
         out.removeAll(keepingCapacity: true)
-        engine.handle(
-            1,
-            [
-                ev(EventType.key, KeyCode.btn0, 1, 4), ev(EventType.syn, SynCode.report, 0, 4),
-                ev(EventType.rel, RelCode.dial, 1, 5), ev(EventType.syn, SynCode.report, 0, 5),
-            ], now: 12, into: &out)
-        engine.handle(
-            1, [ev(EventType.rel, RelCode.dial, 7, 6), ev(EventType.syn, SynCode.report, 0, 6)], now: 13, into: &out)
+        let press = [ev(EventType.key, KeyCode.btn0, 1, 4), ev(EventType.syn, SynCode.report, 0, 4)]
+        engine.handle(1, press + frame(RelCode.dial, 1, 5), now: 12, into: &out)
+        engine.handle(1, frame(RelCode.dial, 7, 6), now: 13, into: &out)
         #expect(out.map(\.kind) == [.capture(.primary, .began), .slider(delta: 1), .slider(delta: 7)])
         #expect(out.map(\.seq) == [3, 4, 5])
     }
 
     @Test("a batch fed in parts (a burst's reads) sums a slider across the parts, from where the batch began")
     func batchInParts() {
-        let engine = Engine(name: TestNames.name)
-        engine.addDevice(handle: 1, info: dial, mapping: .standard(for: .dial))
-        let step = { (t: Int64) in [ev(EventType.rel, RelCode.dial, 1, t), ev(EventType.syn, SynCode.report, 0, t)] }
+        let engine = dialEngine()
         var out: [Occurrence] = []
-        engine.handle(1, step(1) + step(2), now: 0, into: &out, batchStart: 0)
-        engine.handle(1, step(3), now: 0, into: &out, batchStart: 0)
+        engine.handle(1, frame(RelCode.dial, 1, 1) + frame(RelCode.dial, 1, 2), now: 0, into: &out, batchStart: 0)
+        engine.handle(1, frame(RelCode.dial, 1, 3), now: 0, into: &out, batchStart: 0)
         #expect(out.map(\.kind) == [.slider(delta: 3)])
         #expect(out.first?.kernelTime == 3)
         // Without batchStart each part is a batch of its own.
-        engine.handle(1, step(4), now: 0, into: &out)
+        engine.handle(1, frame(RelCode.dial, 1, 4), now: 0, into: &out)
         #expect(out.map(\.kind) == [.slider(delta: 3), .slider(delta: 1)])
     }
 }

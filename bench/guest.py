@@ -533,11 +533,10 @@ class Bench:
     def rounds(self, count=6, presses=600):
         """The comparisons the targets are judged by, again in turns: the relay, the wire
         relay and shutterd with 16 and 1 client (in an order that turns from round to
-        round), then the floor's and shutterd's
-        unpaced dial bursts, `count` times over. Under TCG the guest's speed drifts with the
-        host's load over minutes, by more than the differences measured; runs seconds
-        apart share the drift, so the report takes each ratio within a round and gives the
-        median of the rounds'."""
+        round), then the floor's and shutterd's unpaced dial bursts, `count` times over.
+        Under TCG the guest's speed drifts with the host's load over minutes, by more than
+        the differences measured; runs seconds apart share the drift, so the report takes
+        each ratio within a round and gives the median of the rounds'."""
         if "wire_bytes" not in self.raw:
             raise RuntimeError("no length of shutterd's event lines (its run failed)")
         saved = self.presses, self.raw["latency"], self.raw["burst"]

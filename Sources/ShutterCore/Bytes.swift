@@ -57,24 +57,52 @@ package struct ShortText {
     @inlinable
     package mutating func write<T: BinaryInteger>(decimal value: T) {
         precondition(count + 21 <= buffer.count, "ShortText: capacity exceeded")
-        let base = buffer.baseAddress! + count
-        var magnitude = UInt64(value.magnitude)
-        var length = 0
-        var probe = magnitude
-        repeat {
-            length += 1
-            probe /= 10
-        } while probe > 0
         if value < 0 {
-            base[0] = UInt8(ascii: "-")
+            buffer[count] = UInt8(ascii: "-")
             count += 1
         }
+        write(magnitude: UInt64(value.magnitude))
+    }
+
+    /// `n`'s digits, two at a time from the right (one division by 100 for each pair, the
+    /// pair's two characters from `Self.pairs`), after its length is found by comparisons
+    /// with powers of ten, not by dividing it a first time digit by digit.
+    @inlinable
+    mutating func write(magnitude n: UInt64) {
+        let length = Self.digitCount(n)
         let digits = buffer.baseAddress! + count
-        for i in stride(from: length - 1, through: 0, by: -1) {
-            let (q, r) = magnitude.quotientAndRemainder(dividingBy: 10)
-            digits[i] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: r)
-            magnitude = q
+        var rest = n
+        var end = length
+        Self.pairs.withUTF8Buffer { pairs in
+            while end >= 2 {
+                let (q, r) = rest.quotientAndRemainder(dividingBy: 100)
+                digits[end - 2] = pairs[Int(r) &* 2]
+                digits[end - 1] = pairs[Int(r) &* 2 &+ 1]
+                rest = q
+                end -= 2
+            }
         }
+        if end == 1 { digits[0] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest) }
         count += length
+    }
+
+    /// "00" to "99", one after another.
+    @usableFromInline
+    static let pairs: StaticString = """
+        00010203040506070809101112131415161718192021222324252627282930313233343536373839\
+        40414243444546474849505152535455565758596061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899
+        """
+
+    /// How many decimal digits `n` has (1 for 0).
+    @inlinable
+    static func digitCount(_ n: UInt64) -> Int {
+        var length = 1
+        var bound: UInt64 = 10
+        while length < 20 && n >= bound {
+            length += 1
+            bound &*= 10
+        }
+        return length
     }
 }

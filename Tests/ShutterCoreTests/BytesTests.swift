@@ -12,6 +12,26 @@ struct BytesTests {
         #expect(String(decoding: out, as: UTF8.self) == "x=\(n)")
     }
 
+    @Test("every length of number: each power of ten, one less and one more, as description writes them")
+    func lengths() {
+        var values: [UInt64] = [0, 1, UInt64.max, UInt64.max - 1, 1 << 63, (1 << 63) - 1]
+        var p: UInt64 = 1
+        for _ in 0..<19 {
+            p *= 10
+            values += [p - 1, p, p + 1]
+        }
+        for v in values {
+            var out: [UInt8] = []
+            out.append(decimal: v)
+            #expect(String(decoding: out, as: UTF8.self) == "\(v)")
+            if v <= UInt64(Int64.max) {
+                out.removeAll()
+                out.append(decimal: -Int64(v))
+                #expect(String(decoding: out, as: UTF8.self) == "\(-Int64(v))")
+            }
+        }
+    }
+
     @Test("unsigned and narrow integers, and literals")
     func others() {
         var out: [UInt8] = []

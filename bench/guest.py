@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """The benchmark's guest runner.
 
-  guest.py BIN_DIR OUT_DIR [--quick] [--profile]
+  guest.py BIN_DIR OUT_DIR [--quick] [--profile] [--counted]
       inside the rig's guest (bench/guest.sh starts it): runs every contender against the
       same uinput devices with the C helpers in BIN_DIR (inject, reader, notifywait, relay,
-      alloccount.so) and shutterd, and writes OUT_DIR/raw.json
+      alloccount.so) and shutterd, and writes OUT_DIR/raw.json; with --counted, only the
+      comparisons of the counted boot (qemu's -icount: run time counts instructions)
 
 bench/report.py turns raw.json into the tables, on the host. Timing is done by the C helpers
 (CLOCK_MONOTONIC just before each write in inject, on each read's return in reader); this
@@ -212,8 +213,9 @@ class Reader:
 
 
 class Bench:
-    def __init__(self, bindir, out, quick, profiling=False):
+    def __init__(self, bindir, out, quick, profiling=False, counting=False):
         self.profiling = profiling
+        self.counting = counting
         self.bin = bindir
         self.out = out
         self.quick = quick
@@ -251,12 +253,16 @@ class Bench:
             time.sleep(settle)
         else:
             rec_file = reader.out
-        cpu_before = cpu_ns(pid) if pid else None
+        before = status_fields(pid) if pid else None
         took = self.inj.command("keys %d %d %s" % (total, gap_us, inj_file), timeout=timeout)
         summary = reader.wait(timeout)
         if pid:
             time.sleep(gap_us / 1e6)  # the last release
-            cpu_per_press_us = round((cpu_ns(pid) - cpu_before) / total / 1000.0, 1)
+            after = status_fields(pid)
+            cpu_per_press_us = round((after["run_ns"] - before["run_ns"]) / total / 1000.0, 1)
+            # Context switches per press: voluntary (it waited for the next press) and
+            # involuntary (a client it woke ran first: the scheduler's wake-up preemption).
+            switches = {k: round((after[k] - before[k]) / total, 2) for k in ("voluntary", "involuntary")}
         injected = array.array("Q")
         injected.frombytes(open(inj_file, "rb").read())
         all_lat, missing, per_client_p50 = [], 0, []
@@ -276,6 +282,7 @@ class Bench:
         }
         if pid:
             row["cpu_us_per_press"] = cpu_per_press_us
+            row["switches_per_press"] = switches
         if clients > 1:
             firsts = sorted(x for x in per_client_p50 if x is not None)
             row["client_p50_spread_us"] = [us(firsts[0]), us(firsts[-1])] if firsts else None
@@ -401,11 +408,7 @@ class Bench:
         time.sleep(1)
         self.raw["idle"]["shutterd"] = idle_cost(pid, self.idle_s)
         self.raw["memory"]["shutterd_idle_16_clients"] = memory(pid)
-        row = self.latency_run("shutterd-16", None, 16, reader=r16, pid=pid)
-        # What the wire relay writes per message: the mean length of shutterd's event lines.
-        m = re.search(r"event_lines=(\d+) event_bytes=(\d+)", row["reader"])
-        if m and int(m.group(1)) > 0:
-            self.raw["wire_bytes"] = round(int(m.group(2)) / int(m.group(1)))
+        self.note_wire_bytes(self.latency_run("shutterd-16", None, 16, reader=r16, pid=pid))
         self.latency_run("shutterd-1", args + ["--clients", "1"], 1, settle=0.3, pid=pid)
         # 128 clients cost shutterd more than 4 ms per press under TCG: at 4 ms (and still at
         # 20 ms) the presses queue and the kernel's buffer for shutterd overflows.
@@ -509,6 +512,35 @@ class Bench:
             broker.terminate()
             broker.wait(10)
 
+    def note_wire_bytes(self, row):
+        """What the wire relay writes per message: the mean length of shutterd's event
+        lines in its first run with 16 clients."""
+        m = re.search(r"event_lines=(\d+) event_bytes=(\d+)", row["reader"])
+        if "wire_bytes" not in self.raw and row["clients"] == 16 and m and int(m.group(1)) > 0:
+            self.raw["wire_bytes"] = round(int(m.group(2)) / int(m.group(1)))
+
+    def counted(self, count=2, presses=600):
+        """The counted boot's only step (bench/run.sh boots the guest a second time for it,
+        with qemu's -icount and one vCPU): shutterd, the relay and the wire relay, each
+        started for its run alone, with 16 and 1 client, `count` times. Under -icount the
+        guest's clock advances with the instructions the vCPU executes, so a task's run time
+        counts the instructions run on its behalf, in the kernel too, however busy the host
+        is: the same binaries give the same figures from one boot to the next, which the
+        timed rounds cannot. shutterd runs first in each round: the wire relay writes lines
+        as long as its."""
+        out = self.raw["counted"] = {"count": count, "presses": presses, "runs": []}
+        saved = self.presses, self.raw["latency"]
+        try:
+            for i in range(count):
+                self.presses, self.raw["latency"] = presses, []
+                for n in (16, 1):
+                    for name in ("shutterd", "relay", "relay-wire"):
+                        self.round_run(name, n, i)
+                out["runs"].append({"latency": self.raw["latency"]})
+                self.write()
+        finally:
+            self.presses, self.raw["latency"] = saved
+
     def relay(self, again=False):
         """The reference: bench/relay.c, the least a relay of presses to socket clients
         does. It runs early and again late (latency alone), as the floor does: the report
@@ -563,8 +595,9 @@ class Bench:
         if name == "shutterd":
             pid, _ = self.start_shutterd(sock, WORK + "/shutterd-rounds.log")
             try:
-                self.latency_run("shutterd-%d" % n, ["--unix", sock, "--hello", "--match", '"phase":"began"',
-                                                     "--clients", str(n)], n, settle=0.5, pid=pid)
+                row = self.latency_run("shutterd-%d" % n, ["--unix", sock, "--hello", "--match", '"phase":"began"',
+                                                           "--clients", str(n)], n, settle=0.5, pid=pid)
+                self.note_wire_bytes(row)
             finally:
                 self.stop_pid(pid)
             return
@@ -749,6 +782,8 @@ class Bench:
                  ("floor again", lambda: self.floor("-again")), ("start-up", self.startup_32)]
         if self.profiling:
             steps.append(("profile", self.profile))
+        if self.counting:
+            steps = [("counted", lambda: self.counted(count=1 if self.quick else 2))]
         for name, step in steps:
             t = time.monotonic()
             try:
@@ -771,10 +806,11 @@ class Bench:
 
 
 def main():
-    if len(sys.argv) < 3 or any(a not in ("--quick", "--profile") for a in sys.argv[3:]):
+    flags = sys.argv[3:]
+    if len(sys.argv) < 3 or any(a not in ("--quick", "--profile", "--counted") for a in flags):
         print(__doc__, file=sys.stderr)
         sys.exit(64)
-    Bench(sys.argv[1], sys.argv[2], "--quick" in sys.argv[3:], "--profile" in sys.argv[3:]).run()
+    Bench(sys.argv[1], sys.argv[2], "--quick" in flags, "--profile" in flags, "--counted" in flags).run()
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """The benchmark's report.
 
-  report.py RAW_JSON FACTS_JSON OUT_DIR
+  report.py RAW_JSON FACTS_JSON OUT_DIR [COUNTED_RAW_JSON]
       on the host (bench/run.sh runs it after the guest): adds the host's facts (date,
       versions) to what bench/guest.py measured, writes OUT_DIR/results.json and
-      OUT_DIR/results.md, and prints the tables
+      OUT_DIR/results.md, and prints the tables; COUNTED_RAW_JSON is the counted boot's
+      raw.json (bench/guest.py --counted), when there is one
 
 It measures nothing: the same raw.json always gives the same report.
 """
@@ -85,6 +86,71 @@ def median_range(rows, key):
     return "%.2f (%.2f..%.2f)" % (statistics.median(values), values[0], values[-1])
 
 
+def counted_rows(raw):
+    """The counted boot's runs, per round: name -> row, with the CPU ratios to the relay's
+    and to the wire relay's with as many clients."""
+    out = []
+    for run in (raw.get("counted") or {}).get("runs", []):
+        lat = {r["name"]: r for r in run["latency"]}
+        for r in run["latency"]:
+            n = r["clients"]
+            r["cpu_relay_ratio"] = ratio(r.get("cpu_us_per_press"), lat.get("relay-%d" % n, {}).get("cpu_us_per_press"))
+            r["cpu_wire_ratio"] = ratio(r.get("cpu_us_per_press"),
+                                        lat.get("relay-wire-%d" % n, {}).get("cpu_us_per_press"))
+        out.append(lat)
+    return out
+
+
+def counted_summary(raw):
+    rounds = counted_rows(raw)
+    if not rounds:
+        return []
+    L = []
+    for n in (1, 16):
+        s = [r.get("shutterd-%d" % n, {}) for r in rounds]
+        w = [r.get("relay-wire-%d" % n, {}) for r in rounds]
+        L.append("- Counted (qemu -icount: thousands of guest instructions per press, the kernel's included; "
+                 "%d round%s in one boot), %d client%s: shutterd %s, the relay %s, the wire relay %s; shutterd's "
+                 "CPU is %s the relay's and %s the wire relay's, the wire relay's %s the relay's." % (
+                     len(rounds), "" if len(rounds) == 1 else "s", n, "" if n == 1 else "s",
+                     " and ".join(fmt(x.get("cpu_us_per_press")) for x in s),
+                     " and ".join(fmt(r.get("relay-%d" % n, {}).get("cpu_us_per_press")) for r in rounds),
+                     " and ".join(fmt(x.get("cpu_us_per_press")) for x in w),
+                     " and ".join(fmt(x.get("cpu_relay_ratio"), "x") for x in s),
+                     " and ".join(fmt(x.get("cpu_wire_ratio"), "x") for x in s),
+                     " and ".join(fmt(x.get("cpu_relay_ratio"), "x") for x in w)))
+    return L
+
+
+def counted_section(raw):
+    rounds = counted_rows(raw)
+    if not rounds:
+        return []
+    L = ["## Counted: guest instructions per press (qemu -icount, 1 vCPU)", ""]
+    L.append("A second boot of the same guest with qemu's `-icount shift=0`: the guest's clock advances "
+             "1 ns for each instruction its vCPU executes, so a daemon's run time (/proc/PID/schedstat) "
+             "is the instructions executed on its behalf, in the kernel as well as its own, and does not "
+             "move with the host's load (the timed runs above do, by more than the differences they "
+             "measure). One vCPU: with two the kernel does not get past bringing up the second under "
+             "-icount. Each contender is started for its run alone, %d presses with 16 and 1 client. "
+             "Switches are the daemon's context switches per press: voluntary (it waits for the next "
+             "frame) and involuntary (wake-up preemption: a client it woke ran before its next send)."
+             % raw["counted"]["presses"])
+    L.append("")
+    L.append("| round | contender | clients | k instructions per press | / relay | / wire relay "
+             "| voluntary switches | involuntary switches |")
+    L.append("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for i, lat in enumerate(rounds):
+        for r in lat.values():
+            sw = r.get("switches_per_press") or {}
+            L.append("| %d | %s | %d | %s | %s | %s | %s | %s |" % (
+                i + 1, r["name"].rsplit("-", 1)[0], r["clients"], fmt(r.get("cpu_us_per_press")),
+                fmt(r.get("cpu_relay_ratio"), "x"), fmt(r.get("cpu_wire_ratio"), "x"),
+                fmt(sw.get("voluntary")), fmt(sw.get("involuntary"))))
+    L.append("")
+    return L
+
+
 def summary(raw, lat, relays):
     """The figures a change to the press path is judged by, in a few lines."""
     L = []
@@ -139,8 +205,10 @@ def summary(raw, lat, relays):
     return L
 
 
-def report(raw_path, facts_path, outdir):
+def report(raw_path, facts_path, outdir, counted_path=None):
     raw = json.load(open(raw_path))
+    if counted_path and os.path.exists(counted_path):
+        raw["counted"] = json.load(open(counted_path)).get("counted")
     facts = json.load(open(facts_path))
     lat = {r["name"]: r for r in raw["latency"]}
     floors = [lat[n] for n in ("floor", "floor-again") if n in lat and lat[n]["p50_us"]]
@@ -191,7 +259,7 @@ def report(raw_path, facts_path, outdir):
              "KEY_VOLUMEDOWN, KEY_PLAYPAUSE) and \"shutterd-bench dial\" (REL_DIAL, BTN_0), the "
              "same nodes for every contender; each contender runs alone.")
     L.append("")
-    lines = summary(raw, lat, relays)
+    lines = counted_summary(raw) + summary(raw, lat, relays)
     if lines:
         L.append("## Summary")
         L.append("")
@@ -236,6 +304,7 @@ def report(raw_path, facts_path, outdir):
                 "cpu_1", "cpu_16", "wire_cpu_1", "wire_cpu_16", "cpu_over_wire_1", "cpu_over_wire_16", "p50_1",
                 "p50_16", "burst_share"))))
         L.append("")
+    L.extend(counted_section(raw))
     mqtt = [r for r in raw["latency"] if r.get("via")]
     if mqtt:
         sock = next((r for r in raw["latency"] if r["name"] == "shutterd-1"), {})
@@ -352,10 +421,10 @@ def report(raw_path, facts_path, outdir):
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 5):
         print(__doc__, file=sys.stderr)
         sys.exit(64)
-    report(sys.argv[1], sys.argv[2], sys.argv[3])
+    report(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) == 5 else None)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@
 #   rig_boot NAME TIMEOUT RWDIR COMMAND
 #                     boots KERNEL (2 vCPUs, 1 GiB) as qemu guest NAME, RWDIR writable,
 #                     runs COMMAND in it and copies the guest's console to stdout; killed
-#                     after TIMEOUT seconds. TCG unless ACCEL is set (to empty for KVM).
+#                     after TIMEOUT seconds. TCG unless ACCEL is set (to empty for KVM);
+#                     RIG_CPUS sets the vCPUs, RIG_QEMU_OPTS adds vng options (the
+#                     benchmark's counted boot: one vCPU and qemu's -icount).
 
 . "$RIG/kernel.sh"
 
@@ -47,8 +49,8 @@ rig_kernel() {
 rig_boot() {
     # shellcheck disable=SC2086
     PATH=$VENV/bin:$PATH timeout --kill-after=10 "$2" \
-        vng --run "$KERNEL" ${ACCEL---disable-kvm} --cpus 2 --memory 1G --name "$1" \
-        --rwdir "$3" \
+        vng --run "$KERNEL" ${ACCEL---disable-kvm} --cpus "${RIG_CPUS:-2}" --memory 1G --name "$1" \
+        --rwdir "$3" ${RIG_QEMU_OPTS-} \
         --append "mitigations=off module_blacklist=$RIG_BLACKLIST" \
         --exec "$4" 2>&1 </dev/null | cat
 }

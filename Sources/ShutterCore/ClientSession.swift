@@ -66,13 +66,13 @@ package struct ClientSession {
         switch o.kind {
         case .capture(let role, .began):
             guard interaction.enabled, let h = interaction.handler(for: role),
-                interaction.filter.matches(o.device.info, key: o.key.name)
+                interaction.filter.matches(o.device, key: o.key.name)
             else { return .nothing }
             let longDue = interaction.gestures.longPressAfter.map { o.kernelTime + $0 * 1000 }
             opened(OpenPress(press: o.press, began: o, handler: h, longDue: longDue))
             handler = h
         case .focus(.began):
-            guard interaction.enabled, interaction.filter.matches(o.device.info, key: o.key.name) else {
+            guard interaction.enabled, interaction.filter.matches(o.device, key: o.key.name) else {
                 return .nothing
             }
             opened(OpenPress(press: o.press, began: o, handler: nil))
@@ -96,7 +96,7 @@ package struct ClientSession {
         case .gesture:
             return .nothing  // Made by `gestures(before:)` and the like, for this client alone.
         case .slider(let delta):
-            guard interaction.enabled, interaction.filter.matches(o.device.info, key: o.key.name) else {
+            guard interaction.enabled, interaction.filter.matches(o.device, key: o.key.name) else {
                 return .nothing
             }
             let s = interaction.slider
@@ -165,7 +165,7 @@ package struct ClientSession {
             let reason: CancelReason
             if !new.enabled {
                 reason = .disabled
-            } else if !new.filter.matches(began.device.info, key: began.key.name) {
+            } else if !new.filter.matches(began.device, key: began.key.name) {
                 reason = .filtered
             } else if case .capture(let role, _) = began.kind, new.handler(for: role) != handler {
                 reason = .filtered

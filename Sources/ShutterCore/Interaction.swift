@@ -23,6 +23,17 @@ package struct Filter: Equatable, Sendable {
     package func matches(_ device: DeviceInfo, key: String) -> Bool {
         matches(device) && (keys.isEmpty || keys.contains(key))
     }
+
+    /// Whether it lets everything through (no criterion): a client's usual filter.
+    package var isEmpty: Bool {
+        devices.isEmpty && names.isEmpty && buses.isEmpty && kinds.isEmpty && keys.isEmpty
+    }
+
+    /// `matches(_:key:)` for an admitted device, which an empty filter passes without the
+    /// device's facts being read (a copy of them, with their strings, for every client).
+    package func matches(_ device: DeviceRecord, key: String) -> Bool {
+        isEmpty || matches(device.info, key: key)
+    }
 }
 
 /// A client's slider: its range and current value.

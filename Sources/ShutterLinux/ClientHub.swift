@@ -444,8 +444,11 @@ package final class ClientHub {
         let alone = batch.count == 1
         for o in batch {
             text.render(o)
+            // Read once for every client: passing the stored property to each client's step
+            // would retain and release its bytes every time.
+            let text = self.text
             for client in order where !client.closing {
-                if alone && sendDirect(o, to: client) { continue }
+                if alone && sendDirect(o, text: text, to: client) { continue }
                 switch client.out.deliver(o, text: text, to: &client.session) {
                 case .skipped: break
                 case .queued: client.queued = true
@@ -467,7 +470,7 @@ package final class ClientHub {
 
     /// `o`'s line to a client with nothing waiting, without its buffer (`publish`); false
     /// when the client's line must go through its buffer.
-    func sendDirect(_ o: Occurrence, to client: Client) -> Bool {
+    func sendDirect(_ o: Occurrence, text: Wire.SharedPart, to client: Client) -> Bool {
         let delivery = client.out.deliverDirect(o, text: text, to: &client.session) { head, tail -> Int in
             // A failure sends nothing: the flush after the batch meets the error again and
             // closes the client there, not in the middle of the batch.

@@ -274,8 +274,8 @@ run:
 	$(SWIFT_BIN)/shutterd --verbose $(RUNFLAGS)
 
 # shutterd against a minimal C relay, acpid, lircd and a direct evdev reader in the kernel
-# rig (root; about 12 minutes; not a test; bench/README.md). Writes bench/results.md and
-# bench/results.json.
+# rig, booted twice, timed and counted (root; about 15 minutes; not a test; bench/README.md).
+# Writes bench/results.md and bench/results.json.
 bench:
 	sh bench/run.sh
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The benchmark: shutterd against a minimal C relay (relay.c), acpid, lircd (devinput) and a
 # direct evdev reader, inside the kernel rig's guest (Debian's kernel under qemu/virtme-ng,
-# TCG, booted once through Tests/rig/boot.sh). bench/README.md says what it measures.
+# TCG, booted through Tests/rig/boot.sh: once timed, once counted with qemu's -icount).
+# bench/README.md says what it measures.
 #
 # Usage: bench/run.sh [--quick] [--profile]
 #   --quick    small counts, for trying the benchmark out (results are not written to bench/)
@@ -10,8 +11,8 @@
 #
 # Installs what it needs (Tests/rig/setup.sh for qemu, the kernel and virtme-ng; apt: acpid,
 # lirc, gcc), builds shutterd (release) and the C helpers (into .build/bench/), boots the
-# guest once and writes bench/results.md and bench/results.json. Needs root. Not a test:
-# `make test` does not run it. Takes about 12 minutes on 2 cores; run nothing else meanwhile,
+# guest twice and writes bench/results.md and bench/results.json. Needs root. Not a test:
+# `make test` does not run it. Takes about 15 minutes on 2 cores; run nothing else meanwhile,
 # and only one boot of the rig at a time.
 set -eu
 

@@ -24,7 +24,8 @@ package struct Filter: Equatable, Sendable {
         matches(device) && (keys.isEmpty || keys.contains(key))
     }
 
-    /// Whether it lets everything through (no criterion): a client's usual filter.
+    /// Whether it lets everything through (no criterion): a client's usual filter. Every
+    /// stored property is a criterion, and a test counts them.
     package var isEmpty: Bool {
         devices.isEmpty && names.isEmpty && buses.isEmpty && kinds.isEmpty && keys.isEmpty
     }

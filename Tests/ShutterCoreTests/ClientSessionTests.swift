@@ -163,6 +163,29 @@ struct ClientSessionTests {
         #expect((s.deliver(rig.key(2, KeyCode.volumeUp, 1)) != nil) == fromKeyboard, "keyboard")
     }
 
+    @Test("a filter with any criterion is not empty, and matching a device's record is matching its facts")
+    func filterEmptiness() {
+        #expect(Filter().isEmpty)
+        // Five criteria, each set once below: a sixth must be added to isEmpty and here.
+        #expect(Mirror(reflecting: Filter()).children.count == 5)
+        var criteria: [Filter] = []
+        for set in [
+            { (f: inout Filter) in f.devices = ["x"] }, { $0.names = ["AB*"] }, { $0.buses = ["usb"] },
+            { $0.kinds = [.keyboard] }, { $0.keys = ["KEY_ENTER"] },
+        ] as [(inout Filter) -> Void] {
+            var f = Filter()
+            set(&f)
+            #expect(!f.isEmpty)
+            criteria.append(f)
+        }
+        let record = DeviceRecord(handle: 1, info: remote)
+        for f in criteria + [Filter()] {
+            for key in ["KEY_ENTER", "KEY_VOLUMEUP"] {
+                #expect(f.matches(record, key: key) == f.matches(remote, key: key))
+            }
+        }
+    }
+
     @Test("a key filter lets other keys of the same device through or not")
     func keyFilter() throws {
         var rig = Rig()

@@ -101,8 +101,7 @@ def counted_rows(raw):
     return out
 
 
-def counted_summary(raw):
-    rounds = counted_rows(raw)
+def counted_summary(rounds):
     if not rounds:
         return []
     L = []
@@ -122,8 +121,7 @@ def counted_summary(raw):
     return L
 
 
-def counted_section(raw):
-    rounds = counted_rows(raw)
+def counted_section(raw, rounds):
     if not rounds:
         return []
     L = ["## Counted: guest instructions per press (qemu -icount, 1 vCPU)", ""]
@@ -259,7 +257,8 @@ def report(raw_path, facts_path, outdir, counted_path=None):
              "KEY_VOLUMEDOWN, KEY_PLAYPAUSE) and \"shutterd-bench dial\" (REL_DIAL, BTN_0), the "
              "same nodes for every contender; each contender runs alone.")
     L.append("")
-    lines = counted_summary(raw) + summary(raw, lat, relays)
+    counted = counted_rows(raw)
+    lines = counted_summary(counted) + summary(raw, lat, relays)
     if lines:
         L.append("## Summary")
         L.append("")
@@ -304,7 +303,7 @@ def report(raw_path, facts_path, outdir, counted_path=None):
                 "cpu_1", "cpu_16", "wire_cpu_1", "wire_cpu_16", "cpu_over_wire_1", "cpu_over_wire_16", "p50_1",
                 "p50_16", "burst_share"))))
         L.append("")
-    L.extend(counted_section(raw))
+    L.extend(counted_section(raw, counted))
     mqtt = [r for r in raw["latency"] if r.get("via")]
     if mqtt:
         sock = next((r for r in raw["latency"] if r["name"] == "shutterd-1"), {})

@@ -1,6 +1,8 @@
 # shutterd: build, install, check.
 #
-#   make                      build both binaries (release) and the unit file
+#   make                      build the three programs (release, standing alone) and the units
+#   make deb                  the Debian packages shutterd and shutterd-mqtt, in .build/deb
+#                             (docs/PACKAGING.md); make check-deb runs lintian on them
 #   make install              install under PREFIX (default /usr/local)
 #   make install PREFIX=/usr DESTDIR=/tmp/pkg   staged install for packaging
 #   make post-install         create the user, reload systemd and udev (root,
@@ -32,6 +34,8 @@
 PREFIX       ?= /usr/local
 DESTDIR      ?=
 BINDIR       ?= $(PREFIX)/bin
+# The two daemons (shutterd, shutterd-mqtt); the Debian package puts them in /usr/sbin.
+SBINDIR      ?= $(BINDIR)
 LIBDIR       ?= $(PREFIX)/lib
 UNITDIR      ?= $(LIBDIR)/systemd/system
 SYSUSERSDIR  ?= $(LIBDIR)/sysusers.d
@@ -42,6 +46,16 @@ DOCDIR       ?= $(PREFIX)/share/doc/shutterd
 # swift on PATH, else the toolchain at /opt/swift (as README's two commands allow).
 SWIFT        ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
 SWIFTFLAGS   ?=
+# Release binaries that stand alone (docs/DESIGN.md, "Binaries and memory"): the Swift
+# runtime linked in (--static-swift-stdlib) and no RUNPATH (--disable-local-rpath); the
+# toolchain's lld links, with DT_RELR relocations (-z pack-relative-relocs, glibc 2.36);
+# _StringProcessing (Regex), which nothing here uses, is not imported; libstdc++, which the
+# Swift runtime needs, is linked in from its static archive (through a linker script named
+# libstdc++.so in $(GENDIR)/staticcxx, found before the system's).
+STATIC_FLAGS  = --static-swift-stdlib --disable-local-rpath --toolset $(CURDIR)/$(GENDIR)/toolset.json \
+	-Xswiftc -Xfrontend -Xswiftc -disable-implicit-string-processing-module-import \
+	-Xlinker -L$(CURDIR)/$(GENDIR)/staticcxx
+CXX          ?= g++
 # Where `swift build -c release` leaves the binaries.
 SWIFT_BIN    ?= .build/release
 # Generated files (inside .build/, which is not tracked).
@@ -54,26 +68,38 @@ DOCS = $(wildcard README.md docs/*.md)
 
 .PHONY: all build units install post-install uninstall check check-units check-format \
 	check-rules check-man check-install check-systemd test run clean bench load \
-	bench-hostile fuzz
+	bench-hostile fuzz deb check-deb
 
 all: build units
 
-build:
-	$(SWIFT) build -c release $(SWIFTFLAGS) --product shutterd
-	$(SWIFT) build -c release $(SWIFTFLAGS) --product shutterctl
-	$(SWIFT) build -c release $(SWIFTFLAGS) --product shutterd-mqtt
+build: $(GENDIR)/toolset.json $(GENDIR)/staticcxx/libstdc++.so
+	$(SWIFT) build -c release $(STATIC_FLAGS) $(SWIFTFLAGS) --product shutterd
+	$(SWIFT) build -c release $(STATIC_FLAGS) $(SWIFTFLAGS) --product shutterctl
+	$(SWIFT) build -c release $(STATIC_FLAGS) $(SWIFTFLAGS) --product shutterd-mqtt
+
+$(GENDIR)/toolset.json: Makefile
+	@mkdir -p $(GENDIR)
+	printf '%s\n' '{"schemaVersion": "1.0",' \
+		' "swiftCompiler": {"extraCLIOptions": ["-use-ld=lld"]},' \
+		' "linker": {"extraCLIOptions": ["-z", "pack-relative-relocs"]}}' > $@
+
+$(GENDIR)/staticcxx/libstdc++.so: Makefile
+	@mkdir -p $(GENDIR)/staticcxx
+	@a=$$($(CXX) -print-file-name=libstdc++.a); [ -f "$$a" ] || \
+		{ echo "libstdc++.a not found ($(CXX) -print-file-name): apt-get install libstdc++-12-dev" >&2; exit 1; }; \
+		echo "INPUT($$a)" > $@
 
 units: $(GENDIR)/shutterd.service $(GENDIR)/shutterd-mqtt.service
 
-# BINDIR is substituted without DESTDIR: the unit names the final location.
-# The file is remade whenever BINDIR changes (through the .bindir stamp).
-$(GENDIR)/%.service: systemd/%.service.in $(GENDIR)/.bindir
-	$(SED) 's|@BINDIR@|$(BINDIR)|g' $< > $@.tmp
+# SBINDIR is substituted without DESTDIR: the unit names the final location.
+# The file is remade whenever SBINDIR changes (through the .sbindir stamp).
+$(GENDIR)/%.service: systemd/%.service.in $(GENDIR)/.sbindir
+	$(SED) 's|@SBINDIR@|$(SBINDIR)|g' $< > $@.tmp
 	mv $@.tmp $@
 
-$(GENDIR)/.bindir: FORCE
+$(GENDIR)/.sbindir: FORCE
 	@mkdir -p $(GENDIR)
-	@echo '$(BINDIR)' | cmp -s - $@ || echo '$(BINDIR)' > $@
+	@echo '$(SBINDIR)' | cmp -s - $@ || echo '$(SBINDIR)' > $@
 
 .PHONY: FORCE
 FORCE:
@@ -81,7 +107,7 @@ FORCE:
 # Every directory install puts something in. Those that do not exist yet are
 # created, and listed (without DESTDIR) in $(DOCDIR)/installed-directories, added
 # to what an earlier install listed, so that uninstall removes exactly those.
-INSTALL_DIRS = $(BINDIR) $(UNITDIR) $(SYSUSERSDIR) $(UDEVRULESDIR) $(MANDIR)/man8 \
+INSTALL_DIRS = $(BINDIR) $(SBINDIR) $(UNITDIR) $(SYSUSERSDIR) $(UDEVRULESDIR) $(MANDIR)/man8 \
 	$(MANDIR)/man1 $(DOCDIR)
 DIRLIST = $(DOCDIR)/installed-directories
 
@@ -103,7 +129,8 @@ install: units
 		| sort -u > "$(DESTDIR)$(DIRLIST).tmp"; \
 	mv "$(DESTDIR)$(DIRLIST).tmp" "$(DESTDIR)$(DIRLIST)"; \
 	chmod 0644 "$(DESTDIR)$(DIRLIST)"
-	$(INSTALL) -m 0755 $(SWIFT_BIN)/shutterd $(SWIFT_BIN)/shutterctl $(SWIFT_BIN)/shutterd-mqtt $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 0755 $(SWIFT_BIN)/shutterd $(SWIFT_BIN)/shutterd-mqtt $(DESTDIR)$(SBINDIR)/
+	$(INSTALL) -m 0755 $(SWIFT_BIN)/shutterctl $(DESTDIR)$(BINDIR)/
 	$(INSTALL) -m 0644 $(GENDIR)/shutterd.service $(GENDIR)/shutterd-mqtt.service systemd/shutterd.socket \
 		$(DESTDIR)$(UNITDIR)/
 	$(INSTALL) -m 0644 systemd/shutterd.sysusers $(DESTDIR)$(SYSUSERSDIR)/shutterd.conf
@@ -148,7 +175,7 @@ uninstall:
 			echo "uninstall: no systemctl; remove any enable links of shutterd.socket and shutterd.service yourself" >&2; \
 		fi; \
 	fi
-	rm -f $(DESTDIR)$(BINDIR)/shutterd $(DESTDIR)$(BINDIR)/shutterctl $(DESTDIR)$(BINDIR)/shutterd-mqtt
+	rm -f $(DESTDIR)$(SBINDIR)/shutterd $(DESTDIR)$(BINDIR)/shutterctl $(DESTDIR)$(SBINDIR)/shutterd-mqtt
 	rm -f $(DESTDIR)$(UNITDIR)/shutterd.service $(DESTDIR)$(UNITDIR)/shutterd.socket \
 		$(DESTDIR)$(UNITDIR)/shutterd-mqtt.service
 	rm -f $(DESTDIR)$(SYSUSERSDIR)/shutterd.conf
@@ -178,6 +205,23 @@ uninstall:
 
 check: check-units check-rules check-man check-install check-format
 
+# The Debian packages (debian/build.sh; docs/PACKAGING.md): shutterd and shutterd-mqtt in
+# .build/deb, built from the tree as it is (uncommitted changes are built, and said).
+deb:
+	sh debian/build.sh
+
+# lintian on the packages make deb built: no error, and no warning that is not fixed or
+# overridden with its reason (debian/*.lintian-overrides).
+check-deb:
+	@set -e; debs=$$(ls .build/deb/shutterd_*.deb .build/deb/shutterd-mqtt_*.deb 2>/dev/null) || \
+		{ echo "check-deb: no packages in .build/deb: run make deb"; exit 1; }; \
+	command -v lintian >/dev/null || { echo "check-deb: lintian not found (apt-get install lintian)"; exit 1; }; \
+	st=0; out=$$(lintian --fail-on error,warning --display-level '>=warning' $$debs 2>&1) || st=$$?; \
+	out=$$(printf '%s\n' "$$out" | grep -v '^running with root privileges' || true); \
+	[ -z "$$out" ] || echo "$$out"; \
+	[ "$$st" = 0 ] || { echo "check-deb: lintian reports the above (exit $$st)"; exit 1; }; \
+	echo "check-deb: lintian: no error or warning in" $$(basename -a $$debs)
+
 # The Swift sources as swift-format (the toolchain's own) writes them: .swift-format's
 # rules, no warning. `swift format format -i -r` fixes most of what it reports.
 FORMAT_PATHS = Package.swift Sources Tests/ShutterCoreTests Tests/ShutterLinuxTests \
@@ -201,14 +245,14 @@ check-install: units
 	ln -s /lib/systemd/system/other.service $$d/etc/systemd/system/multi-user.target.wants/; \
 	before=$$(cd "$$d" && find . | sort); \
 	$(MAKE) -s install DESTDIR=$$d SWIFT_BIN=$(SWIFT_BIN) >/dev/null; \
-	for f in $(BINDIR)/shutterd $(BINDIR)/shutterctl $(BINDIR)/shutterd-mqtt $(UNITDIR)/shutterd.service \
+	for f in $(SBINDIR)/shutterd $(BINDIR)/shutterctl $(SBINDIR)/shutterd-mqtt $(UNITDIR)/shutterd.service \
 		$(UNITDIR)/shutterd.socket $(UNITDIR)/shutterd-mqtt.service $(SYSUSERSDIR)/shutterd.conf \
 		$(UDEVRULESDIR)/60-shutterd.rules $(MANDIR)/man8/shutterd.8 $(MANDIR)/man8/shutterd-mqtt.8 \
 		$(MANDIR)/man1/shutterctl.1 $(DOCDIR)/README.md $(DIRLIST); do \
 		[ -f "$$d$$f" ] || { echo "check-install: $$f was not installed"; exit 1; }; \
 	done; \
-	grep -q '^ExecStart=$(BINDIR)/shutterd' "$$d$(UNITDIR)/shutterd.service" || \
-		{ echo "check-install: ExecStart does not name $(BINDIR)/shutterd"; exit 1; }; \
+	grep -q '^ExecStart=$(SBINDIR)/shutterd' "$$d$(UNITDIR)/shutterd.service" || \
+		{ echo "check-install: ExecStart does not name $(SBINDIR)/shutterd"; exit 1; }; \
 	for p in $(CHECK_PREEXISTING); do \
 		! grep -qx "$$p" "$$d$(DIRLIST)" || { echo "check-install: $(DIRLIST) claims $$p, which existed before"; exit 1; }; \
 	done; \
@@ -269,8 +313,7 @@ fuzz:
 # release build, and shutterd in the foreground with its log on the terminal.
 run:
 	sh Tests/setup.sh
-	$(SWIFT) build -c release $(SWIFTFLAGS) --product shutterd
-	$(SWIFT) build -c release $(SWIFTFLAGS) --product shutterctl
+	$(MAKE) build
 	$(SWIFT_BIN)/shutterd --verbose $(RUNFLAGS)
 
 # shutterd against a minimal C relay, acpid, lircd and a direct evdev reader in the kernel

@@ -5,6 +5,8 @@
 #      descriptors, the socket server over a real Unix socket, and the built programs
 #   3. the systemd units, the udev rules, the man pages, a staged install and the
 #      sources' format (make check)
+#   3b. the Debian packages: make deb (release binaries that stand alone: no RUNPATH, no
+#      library outside Debian's directories) and lintian on them (make check-deb)
 #   4. hostile clients against the built shutterd: floods, hoarders, slow and many
 #      clients, the descriptor limit (Tests/load/hostile.py)
 #   5. fuzzing: libFuzzer over the request, JSON and config parsers (Tests/fuzz/run.sh,
@@ -86,6 +88,42 @@ for target in check-units check-rules check-man check-install check-format; do
         failed=$((failed + 1))
     fi
 done
+
+echo "== Debian packages (make deb, make check-deb)"
+# One check for the package build with binaries that stand alone, one for lintian.
+if make -s deb >"$log" 2>&1; then
+    tail -n 3 "$log"
+    bad=
+    for b in .build/release/shutterd .build/release/shutterctl .build/release/shutterd-mqtt; do
+        readelf -d "$b" | grep -qE '\((RUNPATH|RPATH)\)' && bad="$bad $b: RUNPATH or RPATH;"
+        for lib in $(ldd "$b" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p'); do
+            # With merged /usr a package may name the file under /lib or under /usr/lib.
+            case $lib in /lib/* | /usr/lib/*)
+                dpkg -S "$lib" >/dev/null 2>&1 || dpkg -S "/usr$lib" >/dev/null 2>&1 ||
+                    dpkg -S "${lib#/usr}" >/dev/null 2>&1 || bad="$bad $b: $lib is in no Debian package;" ;;
+            *) bad="$bad $b: links $lib;" ;; esac
+        done
+    done
+    if [ -z "$bad" ]; then
+        echo "deb: the three binaries carry no RUNPATH and link only libraries from Debian packages"
+        passed=$((passed + 1))
+    else
+        echo "tests: the release binaries do not stand alone:$bad"
+        failed=$((failed + 1))
+    fi
+else
+    tail -n 30 "$log"
+    echo "tests: make deb failed"
+    failed=$((failed + 1))
+fi
+if make -s check-deb >"$log" 2>&1; then
+    tail -n 3 "$log"
+    passed=$((passed + 1))
+else
+    cat "$log"
+    echo "tests: make check-deb failed"
+    failed=$((failed + 1))
+fi
 
 # Adds the 'N passed, N failed' line that ends $log to the totals; without one the tier did
 # not run, which under CI=true is a failure.

@@ -3,7 +3,8 @@
 # testing shutterd needs on Debian 12: what the Swift toolchain itself runs and links with
 # (a minbase root lacks libcurl4, libncurses6, libxml2, libsqlite3-0, the C and C++ -dev
 # packages and binutils), the C libraries' -dev packages, the tools the unit, rule, man
-# page and install checks use, and git (make test compares the tree with main). The kernel
+# page and install checks use, debhelper and lintian (make deb, make check-deb), and git
+# (make test compares the tree with main). The kernel
 # rig (Tests/rig/setup.sh), the systemd boot tier (Tests/systemd/run.sh), the MQTT tier
 # (Tests/mqtt/run.sh: mosquitto and mosquitto-clients) and the benchmark (bench/run.sh) call
 # it with their own lists. Idempotent; needs root only when something
@@ -11,7 +12,7 @@
 set -eu
 
 SWIFT_PACKAGES="libcurl4 libncurses6 libxml2 libsqlite3-0 libc6-dev libgcc-12-dev libstdc++-12-dev binutils"
-PACKAGES=${*:-$SWIFT_PACKAGES pkg-config libevdev-dev libudev-dev libsystemd-dev libmosquitto-dev make systemd udev util-linux groff-base man-db git python3 dbus-daemon python3-dbusmock}
+PACKAGES=${*:-$SWIFT_PACKAGES pkg-config libevdev-dev libudev-dev libsystemd-dev libmosquitto-dev make systemd udev util-linux groff-base man-db git python3 dbus-daemon python3-dbusmock debhelper lintian}
 
 missing=""
 for p in $PACKAGES; do

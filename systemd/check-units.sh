@@ -15,7 +15,7 @@
 #      and the socket unit must say SocketUser=root.
 #
 # verify insists that ExecStart= names an executable file. The unit is made
-# with @BINDIR@ pointing at the built binary (.build/release/shutterd, or
+# with @SBINDIR@ pointing at the built binary (.build/release/shutterd, or
 # $SHUTTERD_BIN), or at a stand-in script when nothing is built yet.
 #
 # Needs systemd-analyze and systemd-sysusers (Debian: systemd >= 252); man-db
@@ -63,12 +63,12 @@ else
 fi
 
 mkdir -p "$tmp/units"
-sed "s|@BINDIR@|$bindir|g" "$here/shutterd.service.in" > "$tmp/units/shutterd.service"
+sed "s|@SBINDIR@|$bindir|g" "$here/shutterd.service.in" > "$tmp/units/shutterd.service"
 # shutterd-mqtt.service's ExecStart= names a stand-in beside the unit, built or not.
 mkdir -p "$tmp/mqttbin"
 printf '#!/bin/sh\nexit 0\n' > "$tmp/mqttbin/shutterd-mqtt"
 chmod +x "$tmp/mqttbin/shutterd-mqtt"
-sed "s|@BINDIR@|$tmp/mqttbin|g" "$here/shutterd-mqtt.service.in" > "$tmp/units/shutterd-mqtt.service"
+sed "s|@SBINDIR@|$tmp/mqttbin|g" "$here/shutterd-mqtt.service.in" > "$tmp/units/shutterd-mqtt.service"
 cp "$here/shutterd.socket" "$tmp/units/shutterd.socket"
 if grep -n '@[A-Z_]*@' "$tmp/units/shutterd.service"; then
     echo "check-units: FAIL: unsubstituted placeholder in shutterd.service" >&2

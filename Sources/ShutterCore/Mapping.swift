@@ -82,7 +82,7 @@ extension DeviceKind {
         // BlueZ names the uinput node it makes for an AVRCP target "<device> (AVRCP)".
         if name.hasSuffix("(AVRCP)") { return .headset }
         for word in ["headset", "headphone", "earbud", "earphone", "airpods", "hands-free", "handsfree"]
-        where lower.contains(word) {
+        where lower.utf8.containsRun(word.utf8) {
             return .headset
         }
         if capabilities.isPointer { return .mouse }
@@ -162,4 +162,19 @@ package struct DevicePlan: Equatable, Sendable {
 package func hasAudioInterface(_ usbInterfaces: String?) -> Bool {
     guard let usbInterfaces else { return false }
     return usbInterfaces.split(separator: ":").contains { $0.count == 6 && $0.hasPrefix("01") }
+}
+
+extension String.UTF8View {
+    /// Whether `run` occurs in these bytes. The standard library's `String.contains(_:)` for a
+    /// substring lives in _StringProcessing, which shutterd is built without (docs/DESIGN.md,
+    /// "Binaries and memory").
+    func containsRun(_ run: String.UTF8View) -> Bool {
+        guard let first = run.first else { return true }
+        var start = startIndex
+        while let i = self[start...].firstIndex(of: first) {
+            if self[i...].starts(with: run) { return true }
+            start = index(after: i)
+        }
+        return false
+    }
 }

@@ -17,6 +17,8 @@
 #   make test                 set up and run every test tier (Tests/run-tests.sh; root)
 #   make load                 the hostile-client tier at ten times its size
 #   make bench-hostile        what hostile clients cost the release daemon (figures)
+#   make hot-order            lay out the functions that run at start and per press together
+#                             again (bench/hot.order; bench/hotorder.sh)
 #   make fuzz                 fuzz the parsers and the protocol for longer (docs/TESTING.md)
 #
 # Where things go. systemd, systemd-sysusers and udev all search
@@ -51,10 +53,14 @@ SWIFTFLAGS   ?=
 # toolchain's lld links, with DT_RELR relocations (-z pack-relative-relocs, glibc 2.36);
 # _StringProcessing (Regex), which nothing here uses, is not imported; libstdc++, which the
 # Swift runtime needs, is linked in from its static archive (through a linker script named
-# libstdc++.so in $(GENDIR)/staticcxx, found before the system's).
+# libstdc++.so in $(GENDIR)/staticcxx, found before the system's). The functions that run
+# at start and on the press path are laid out together, in bench/hot.order's order
+# (bench/hotorder.sh, make hot-order), so that the text they share pages with is small.
 STATIC_FLAGS  = --static-swift-stdlib --disable-local-rpath --toolset $(CURDIR)/$(GENDIR)/toolset.json \
 	-Xswiftc -Xfrontend -Xswiftc -disable-implicit-string-processing-module-import \
-	-Xlinker -L$(CURDIR)/$(GENDIR)/staticcxx
+	-Xswiftc -Xfrontend -Xswiftc -function-sections \
+	-Xlinker -L$(CURDIR)/$(GENDIR)/staticcxx \
+	-Xlinker --symbol-ordering-file=$(CURDIR)/bench/hot.order -Xlinker --no-warn-symbol-ordering
 CXX          ?= g++
 # Where `swift build -c release` leaves the binaries.
 SWIFT_BIN    ?= .build/release
@@ -68,7 +74,7 @@ DOCS = $(wildcard README.md docs/*.md)
 
 .PHONY: all build units install post-install uninstall check check-units check-format \
 	check-rules check-man check-install check-systemd test run clean bench load \
-	bench-hostile fuzz deb check-deb
+	bench-hostile fuzz deb check-deb hot-order
 
 all: build units
 
@@ -321,6 +327,12 @@ run:
 # Writes bench/results.md and bench/results.json.
 bench:
 	sh bench/run.sh
+
+# bench/hot.order made again from the binaries make build made (bench/hotorder.sh, valgrind);
+# the binaries are removed so that the next make build links them in the new order.
+hot-order: build
+	sh bench/hotorder.sh
+	rm -f $(SWIFT_BIN)/shutterd $(SWIFT_BIN)/shutterctl $(SWIFT_BIN)/shutterd-mqtt
 
 # The hostile-client tier, ten times larger than in `make test`.
 load:

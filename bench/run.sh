@@ -45,8 +45,11 @@ sh "$RIG/../setup.sh" $PKGS || die "installing$PKGS failed"
 
 SWIFT=${SWIFT:-swift}
 command -v "$SWIFT" >/dev/null || [ ! -x /opt/swift/usr/bin/swift ] || SWIFT=/opt/swift/usr/bin/swift
-(cd "$REPO" && "$SWIFT" build -c release --product shutterd && "$SWIFT" build -c release --product shutterd-mqtt) ||
-    die "swift build failed"
+# The packaged binaries are measured (make deb: release, the Swift runtime linked in, laid
+# out by bench/hot.order, stripped), as a rig installs them.
+(cd "$REPO" && make -s deb >"$REPO/.build/bench-deb.log" 2>&1) || { tail -n 20 "$REPO/.build/bench-deb.log"; die "make deb failed"; }
+DEB=$(ls "$REPO"/.build/deb/shutterd_*.deb | tail -n 1)
+DEBMQTT=$(ls "$REPO"/.build/deb/shutterd-mqtt_*.deb | tail -n 1)
 
 # The guest runs copies: a rebuild on the host during the run must not change them.
 mkdir -p "$BUILD"
@@ -65,7 +68,9 @@ cp "$BUILD/mqttsub" "$RESULTS/bin/"
 gcc -O2 -Wall -Wextra -shared -fPIC -o "$BUILD/alloccount.so" "$BENCH/alloccount.c" -ldl ||
     die "gcc alloccount.c failed"
 cp "$BUILD/alloccount.so" "$RESULTS/bin/"
-cp "$REPO/.build/release/shutterd" "$REPO/.build/release/shutterd-mqtt" "$RESULTS/bin/"
+dpkg-deb --fsys-tarfile "$DEB" | tar -xO ./usr/sbin/shutterd >"$RESULTS/bin/shutterd"
+dpkg-deb --fsys-tarfile "$DEBMQTT" | tar -xO ./usr/sbin/shutterd-mqtt >"$RESULTS/bin/shutterd-mqtt"
+chmod 755 "$RESULTS/bin/shutterd" "$RESULTS/bin/shutterd-mqtt"
 
 # Booted as Tests/rig/run.sh boots it (Tests/rig/boot.sh): the newest kernel with its
 # modules, extracted once into the cache, TCG, and the same module blacklist.
@@ -146,4 +151,21 @@ if [ -n "$QUICK" ]; then
     echo "bench: --quick: results in $BUILD/quick, bench/ left alone"
 else
     /usr/bin/python3 "$BENCH/report.py" "$RESULTS/raw.json" "$RESULTS/facts.json" "$BENCH" "$RESULTS/counted/raw.json"
+fi
+
+# The packaged binary on this machine's own kernel (not the guest's): idle, and with 32
+# devices and 128 clients; VmRSS, RssAnon, RssFile and the binary's size.
+echo "bench: the packaged shutterd's memory on this machine (bench/memory.sh):"
+sh "$BENCH/memory.sh" "$DEB" | tee "$RESULTS/memory.txt" || die "bench/memory.sh failed"
+if [ -z "$QUICK" ]; then
+    {
+        echo
+        echo "## The packaged binary's memory on the build machine"
+        echo
+        echo "bench/memory.sh, run by make bench after its boots, on the host's own kernel:"
+        echo
+        echo '```'
+        cat "$RESULTS/memory.txt"
+        echo '```'
+    } >>"$BENCH/results.md"
 fi

@@ -6,6 +6,11 @@
                                     grab of it, and check that the grab holds (a second
                                     EVIOCGRAB gets EBUSY), that a press reaches the client,
                                     and that the grab ends when the client disconnects
+  client.py reconnect SOCKET        connect and read the hello, then wait (up to 300 s) for
+                                    shutterd to close the connection (a restart), connect
+                                    again (retrying for 60 s) and read the new hello
+  client.py presses SECONDS         make the uinput device and press KEY_VOLUMEUP twice a
+                                    second for SECONDS (for shutterctl verify, run beside it)
 
 Prints one line saying what was seen; exit 1 with the reason on failure.
 """
@@ -182,11 +187,59 @@ def grab(path):
         os.close(ufd)
 
 
+def reconnect(path):
+    c = Client(path)
+    first = c.read()
+    if first.get("type") != "hello":
+        fail("the first message is %r, not a hello" % first.get("type"))
+    print("connected", flush=True)
+    c.sock.settimeout(300)
+    try:
+        while c.sock.recv(65536):
+            pass
+    except OSError:
+        pass
+    c.close()
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            c = Client(path)
+            msg = c.read()
+            break
+        except (OSError, TimeoutError, ConnectionError) as e:
+            if time.monotonic() > deadline:
+                fail("no new connection within 60 s after shutterd closed the first: %s" % e)
+            time.sleep(0.5)
+    c.close()
+    if msg.get("type") != "hello":
+        fail("the first message after reconnecting is %r, not a hello" % msg.get("type"))
+    print("shutterd closed the connection; reconnected, hello from %s %s" % (msg["daemon"]["name"], msg["daemon"]["version"]))
+
+
+def presses(seconds):
+    ufd = make_uinput()
+    try:
+        find_node()
+        end = time.monotonic() + float(seconds)
+        n = 0
+        while time.monotonic() < end:
+            emit(ufd, KEY_VOLUMEUP, 1)
+            time.sleep(0.05)
+            emit(ufd, KEY_VOLUMEUP, 0)
+            n += 1
+            time.sleep(0.45)
+        print("%d presses of KEY_VOLUMEUP from %r" % (n, DEVICE_NAME))
+    finally:
+        fcntl.ioctl(ufd, UI_DEV_DESTROY)
+        os.close(ufd)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("hello", "grab"):
+    commands = {"hello": hello, "grab": grab, "reconnect": reconnect, "presses": presses}
+    if len(sys.argv) != 3 or sys.argv[1] not in commands:
         print(__doc__)
         sys.exit(64)
     try:
-        {"hello": hello, "grab": grab}[sys.argv[1]](sys.argv[2])
+        commands[sys.argv[1]](sys.argv[2])
     except (OSError, ValueError, KeyError, TimeoutError) as e:
         fail("%s: %s" % (type(e).__name__, e))

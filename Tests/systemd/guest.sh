@@ -1,11 +1,13 @@
 #!/bin/sh
 # Runs inside the systemd boot tier's guest (Tests/systemd/run.sh), as root, with systemd
-# as PID 1. SHARE holds src/ (the tree), bin/ (shutterd, shutterctl), libs/ (libraries to
-# put at the same paths); results.txt and journal.txt are written back to it.
+# as PID 1. SHARE holds src/ (the tree), bin/ (shutterd, shutterctl, shutterd-mqtt: make
+# build's, which need no Swift runtime), debs/old and debs/new (the packages at a lower
+# version and at the tree's); results.txt and journal.txt are written back to it.
 #
-# Follows the README's install (`make install post-install`, `systemctl enable --now
+# Follows the developers' install (`make install post-install`, `systemctl enable --now
 # shutterd.socket shutterd.service`) and checks the units as systemd runs them, then
-# `make uninstall`. One PASS/FAIL line per check, DONE at the end.
+# `make uninstall`. Then the packages, on this machine that never had a Swift toolchain:
+# install, upgrade, remove, purge. One PASS/FAIL line per check, DONE at the end.
 set -u
 
 SHARE=$1
@@ -57,7 +59,6 @@ check boot "systemd is PID 1, multi-user.target reached, no unit failed" \
 # ---- the README's install ----------------------------------------------------------------
 rm -rf "$SRC"
 cp -r "$SHARE/src" "$SRC"
-cp -r "$SHARE/libs/." /
 mkdir -p "$SRC/.build/release"
 cp "$SHARE/bin/shutterd" "$SHARE/bin/shutterctl" "$SHARE/bin/shutterd-mqtt" "$SRC/.build/release/"
 # What is there before, to compare with after `make uninstall`.
@@ -140,8 +141,6 @@ fi
 check sandbox-user "the daemon runs as shutterd with group input" \
     sh -c 'p=$(systemctl show -p MainPID --value shutterd.service); u=$(ps -o user= -p $p); g=$(id -nG shutterd); echo "$u; groups $g"; [ "$u" = shutterd ] && case " $g " in *" input "*) true ;; *) false ;; esac'
 
-journalctl -u shutterd.service -u shutterd.socket -o short-monotonic --no-pager >"$SHARE/journal.txt" 2>&1
-
 # ---- make uninstall ---------------------------------------------------------------------------
 dirs=$(cat /usr/local/share/doc/shutterd/installed-directories 2>/dev/null)
 if (cd "$SRC" && make uninstall) >/tmp/uninstall.log 2>&1; then
@@ -158,6 +157,9 @@ check no-dirs "the directories install created are gone: $(echo $dirs)" \
 snapshot >/tmp/after.txt
 check nothing-left "/usr/local, /etc/systemd, /etc/udev and /run/shutterd as before the install" \
     sh -c 'diff /tmp/before.txt /tmp/after.txt | sed -n "s/^[<>] //p" | tr "\n" " "; cmp -s /tmp/before.txt /tmp/after.txt'
+
+journalctl -u shutterd.service -u shutterd.socket -o short-monotonic --no-pager >"$SHARE/journal.txt" 2>&1
+. "$SRC/Tests/systemd/packages.sh"
 
 journalctl -b -o short-monotonic --no-pager >"$SHARE/journal-boot.txt" 2>&1
 echo DONE | tee -a "$OUT"

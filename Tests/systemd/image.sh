@@ -58,6 +58,9 @@ build_image() {
     mkdir -p "$root/lib/modules"
     cp -a "/lib/modules/$KVER" "$root/lib/modules/"
     echo shutterd-systemd >"$root/etc/hostname"
+    # What Debian's installer writes and debootstrap does not: without it "localhost" does
+    # not resolve (shutterd-mqtt's default broker, mosquitto_sub -h localhost).
+    printf '127.0.0.1\tlocalhost\n127.0.1.1\tshutterd-systemd\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
     printf '/dev/vda / ext4 rw,relatime 0 1\n' >"$root/etc/fstab"
     : >"$root/etc/machine-id"
     # Nothing the checks do not need: each unit costs boot time under TCG.

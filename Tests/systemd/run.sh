@@ -3,12 +3,20 @@
 # inside it, follows the README's install steps with the built binaries, then checks the
 # units for real: socket activation, READY, the socket's owner, the watchdog, a restart
 # after a crash, a grab of a uinput device through the sandbox, and `make uninstall`
-# leaving nothing behind (Tests/systemd/guest.sh).
+# leaving nothing behind; then, on the same machine, which has never had a Swift toolchain
+# or Swift runtime library, the Debian packages that `make deb` builds here: install,
+# socket activation, READY, a press, `shutterctl verify`, an upgrade from a lower version
+# of the same source (the edited conffile kept, the service restarted, a client
+# reconnecting), remove and purge, and the same for shutterd-mqtt against a mosquitto in the
+# guest (Tests/systemd/guest.sh).
 #
 # Usage: Tests/systemd/run.sh [SHUTTERD [SHUTTERCTL]]
-#   SHUTTERD, SHUTTERCTL  default to .build/debug/shutterd and .build/debug/shutterctl
+#   SHUTTERD, SHUTTERCTL  default to .build/release/shutterd and .build/release/shutterctl,
+#                         which make deb builds: binaries that stand alone (a binary that
+#                         needs a library from outside Debian's directories is refused)
 #
-# The image (debootstrap --variant=minbase bookworm with systemd, udev, dbus, python3, make)
+# The image (debootstrap --variant=minbase bookworm with systemd, udev, dbus, python3, make,
+# mosquitto and the libraries the packages depend on)
 # is built once and cached in $SHUTTERD_SYSTEMD_CACHE (default /var/cache/shutterd-systemd),
 # keyed by the kernel version and this script; each run boots it with qemu's snapshot mode,
 # so the cached image never changes. The kernel is the host's /boot/vmlinuz-* (Debian's
@@ -30,9 +38,11 @@ TIMEOUT=${SHUTTERD_SYSTEMD_TIMEOUT:-900}
 MIRROR=${SHUTTERD_SYSTEMD_MIRROR:-http://deb.debian.org/debian}
 # What the image holds besides minbase: systemd as init, udev, dbus (systemctl and logind
 # expect it), kmod for modprobe, make for the README's install, python3 for the socket
-# client and the uinput device, the libraries shutterd links.
-IMAGE_PACKAGES=systemd,systemd-sysv,udev,dbus,kmod,procps,make,python3,libevdev2,libudev1,libsystemd0
-HOST_PACKAGES="debootstrap qemu-system-x86 linux-image-amd64 busybox-static e2fsprogs kmod"
+# client and the uinput device, the libraries the packages depend on (the guest has no
+# network: `apt install ./*.deb` finds every dependency installed), mosquitto and its
+# clients for shutterd-mqtt. No Swift toolchain, no Swift runtime library.
+IMAGE_PACKAGES=systemd,systemd-sysv,udev,dbus,kmod,procps,make,python3,libevdev2,libudev1,libsystemd0,libmosquitto1,mosquitto,mosquitto-clients
+HOST_PACKAGES="debootstrap qemu-system-x86 linux-image-amd64 busybox-static e2fsprogs kmod debhelper"
 
 skip() {
     echo "systemd: skipped: $*"
@@ -44,17 +54,44 @@ skip() {
     exit 77
 }
 
-SHUTTERD=${1:-$REPO/.build/debug/shutterd}
+SHUTTERD=${1:-$REPO/.build/release/shutterd}
 SHUTTERCTL=${2:-$(dirname "$SHUTTERD")/shutterctl}
 
 [ "$(uname -s)" = Linux ] || skip "needs Linux, this is $(uname -s)"
 [ "$(uname -m)" = x86_64 ] || skip "needs an x86_64 host, this is $(uname -m)"
 [ "$(id -u)" = 0 ] || skip "needs root (debootstrap, reads /boot/vmlinuz-*, installs packages)"
-[ -x "$SHUTTERD" ] || skip "shutterd binary not found at $SHUTTERD (build it with 'swift build', or pass its path)"
-[ -x "$SHUTTERCTL" ] || skip "shutterctl binary not found at $SHUTTERCTL (build it, or pass its path)"
-
 # shellcheck disable=SC2086
 sh "$REPO/Tests/setup.sh" $HOST_PACKAGES || skip "installing$HOST_PACKAGES failed (see above)"
+
+# ---- the packages, from this tree -------------------------------------------------------------
+# Built twice: at a version below this tree's (the package an upgrade starts from) and at
+# this tree's own (make deb's version). Both builds are make build's release binaries.
+DEBS=$(mktemp -d /tmp/shutterd-debs.XXXXXX)
+trap 'rm -rf "$DEBS"' EXIT
+base=$(sed -n 's/^package let shutterdVersion = "\(.*\)"$/\1/p' "$REPO/Sources/ShutterLinux/Daemon.swift")
+if ! (cd "$REPO" && DEB_DESTDIR="$DEBS/old" DEB_VERSION="$base~systemd.tier" make -s deb && DEB_DESTDIR="$DEBS/new" make -s deb) \
+    >"$DEBS/build.log" 2>&1; then
+    tail -n 30 "$DEBS/build.log"
+    echo "systemd: make deb failed (above)"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+ls "$DEBS"/old/*.deb "$DEBS"/new/*.deb | sed 's|.*/|systemd: package |'
+
+[ -x "$SHUTTERD" ] || skip "shutterd binary not found at $SHUTTERD (make build, or pass its path)"
+[ -x "$SHUTTERCTL" ] || skip "shutterctl binary not found at $SHUTTERCTL (make build, or pass its path)"
+# The guest never has a Swift runtime: binaries that need one (a debug build, or a release
+# build without make build's flags) cannot run there, and are refused here.
+for lib in $(ldd "$SHUTTERD" "$SHUTTERCTL" "$(dirname "$SHUTTERD")/shutterd-mqtt" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | sort -u); do
+    case $lib in
+    /lib/* | /usr/lib/*) ;;
+    *)
+        echo "systemd: $SHUTTERD or its siblings need $lib, which the guest does not have: use make build's binaries"
+        echo "0 passed, 1 failed"
+        exit 1
+        ;;
+    esac
+done
 
 # The newest Debian kernel that has its modules installed.
 . "$REPO/Tests/rig/kernel.sh"
@@ -87,23 +124,19 @@ fi
 
 RESULTS=$(mktemp -d /tmp/shutterd-systemd.XXXXXX)
 chmod 755 "$RESULTS"
-cleanup() { [ "${SHUTTERD_SYSTEMD_KEEP:-0}" = 1 ] || rm -rf "$RESULTS"; }
+cleanup() {
+    rm -rf "$DEBS"
+    [ "${SHUTTERD_SYSTEMD_KEEP:-0}" = 1 ] || rm -rf "$RESULTS"
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-mkdir -p "$RESULTS/src" "$RESULTS/bin" "$RESULTS/libs"
+mkdir -p "$RESULTS/src" "$RESULTS/bin" "$RESULTS/debs"
 (cd "$REPO" && tar cf - Makefile README.md docs man systemd udev-rules Tests/systemd) | (cd "$RESULTS/src" && tar xf -)
 # shutterd-mqtt (beside shutterd) is installed and uninstalled with the rest, not run.
 cp "$SHUTTERD" "$RESULTS/bin/shutterd" && cp "$SHUTTERCTL" "$RESULTS/bin/shutterctl" &&
     cp "$(dirname "$SHUTTERD")/shutterd-mqtt" "$RESULTS/bin/shutterd-mqtt" || skip "cannot copy the binaries"
-# Libraries outside the system's directories (the Swift runtime, unless linked statically)
-# go to the same paths in the guest.
-for lib in $(ldd "$SHUTTERD" "$SHUTTERCTL" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | sort -u); do
-    case $lib in
-    /lib/* | /usr/lib/* | /lib64/*) ;;
-    *) mkdir -p "$RESULTS/libs$(dirname "$lib")" && cp "$lib" "$RESULTS/libs$lib" ;;
-    esac
-done
+cp -r "$DEBS/old" "$DEBS/new" "$RESULTS/debs/" || skip "cannot copy the packages"
 
 echo "systemd: kernel $KERNEL, image $IMAGE, results in $RESULTS"
 START=$(date +%s)

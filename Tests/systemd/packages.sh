@@ -1,0 +1,135 @@
+# The Debian packages in the systemd boot tier's guest: sourced by Tests/systemd/guest.sh
+# after `make uninstall`, with its helpers (check, pass, fail, wait_for, prop, ready, hello,
+# socket_owner_is_root, ...). This machine has never had a Swift toolchain or a Swift
+# runtime library, and it has no network: `apt install ./*.deb` finds every dependency
+# installed already, as on a rig whose packages are up to date.
+#
+# From a lower version of the same source to this tree's: install both packages, the units
+# at work (socket activation, READY, a press through the sandbox, shutterctl verify, the
+# bridge publishing to mosquitto), an edited conffile kept across the upgrade, the services
+# restarted and a client reconnecting, remove (everything stopped, the conffile kept),
+# purge (the file tree as before the install, no user or group left).
+
+DEBS=/root/debs
+rm -rf "$DEBS"
+cp -r "$SHARE/debs" "$DEBS"
+export DEBIAN_FRONTEND=noninteractive
+CONF=/etc/shutterd/shutterd.conf
+KEYDEV="shutterd systemd-check key"
+
+# apt_do LOG ARGS...: apt with ARGS, its output in /tmp/LOG.log; the last lines on failure.
+apt_do() {
+    log=/tmp/$1.log
+    shift
+    apt "$@" </dev/null >"$log" 2>&1 || { tail -n 8 "$log"; return 1; }
+}
+installed() { dpkg-query -W -f '${db:Status-Abbrev}${Version}' "$1" 2>/dev/null; }
+# The file tree that a package could touch: everything on the root file system but the
+# package manager's own records and caches, logs and scratch space, and the tier's files;
+# and the socket's directory in /run.
+tree() {
+    find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /tmp -o -path /var/tmp \
+        -o -path /var/log -o -path /var/cache -o -path /var/lib/apt -o -path /var/lib/dpkg \
+        -o -path "$DEBS" -o -path "$SRC" \) -prune -o -print | sort
+    ls -d /run/shutterd 2>/dev/null
+}
+is_active() { [ "$(systemctl is-active "$1")" = active ]; }
+mqtt_status() {
+    s=$(timeout 20 mosquitto_sub -h localhost -t 'shutterd/+/status' -C 1 -W 15 2>&1)
+    echo "status: $s"
+    [ "$s" = online ]
+}
+
+# What make uninstall leaves for the administrator to remove (README): the user and group.
+userdel shutterd 2>/dev/null
+groupdel shutterd 2>/dev/null
+check pkg-no-swift "no Swift toolchain or Swift runtime library on this machine" \
+    sh -c 'l=$(find / -xdev \( -name "libswift*" -o -name "swift" -o -name "swiftc" -o -name "lib_StringProcessing*" -o -name "lib_Concurrency*" -o -name "libdispatch.so*" -o -name "libBlocksRuntime*" \) -print 2>/dev/null | head -n 5); [ -z "$l" ] || { echo "found: $l"; false; }'
+tree >/tmp/pkg-before.txt
+
+# ---- install: the lower version ------------------------------------------------------------
+old=$(ls "$DEBS"/old/shutterd_*.deb)
+oldmqtt=$(ls "$DEBS"/old/shutterd-mqtt_*.deb)
+check pkg-install "apt install ./$(basename "$old") ./$(basename "$oldmqtt")" \
+    apt_do install install -y "$old" "$oldmqtt"
+check pkg-installed "dpkg: both installed" \
+    sh -c 'a=$(dpkg-query -W -f "\${db:Status-Abbrev}" shutterd shutterd-mqtt); echo "$a"; [ "$a" = "ii ii " ]'
+check pkg-user "the package made the user shutterd, in group input" \
+    sh -c 'g=$(id -nG shutterd) && echo "$g" && case " $g " in *" input "*) true ;; *) false ;; esac'
+check pkg-ready "shutterd.service started by the package: READY, with its STATUS=" wait_for 30 ready
+check pkg-socket "shutterd.socket enabled and active" \
+    sh -c '[ "$(systemctl is-enabled shutterd.socket)/$(systemctl is-active shutterd.socket)" = enabled/active ]'
+check pkg-owner "socket root-owned" socket_owner_is_root
+check pkg-hello "a client gets hello" hello
+systemctl stop shutterd.service
+check pkg-activation "stopped, then started by a connection: hello" hello
+check pkg-activation-ready "the activated service is READY" wait_for 30 ready
+check pkg-press "a uinput press reaches a client through the sandbox (grab, began, ended)" \
+    "$PY" "$CLIENT" grab "$SOCK"
+verify_press() {
+    "$PY" "$CLIENT" presses 20 >/tmp/presses.log 2>&1 &
+    presser=$!
+    shutterctl verify --key KEY_VOLUMEUP --device "$KEYDEV" --timeout 30
+    st=$?
+    wait "$presser"
+    return "$st"
+}
+check pkg-verify "shutterctl verify --key KEY_VOLUMEUP passes on a uinput press" verify_press
+check pkg-mqtt-ready "shutterd-mqtt.service started by its package" wait_for 30 is_active shutterd-mqtt.service
+check pkg-mqtt-online "shutterd-mqtt publishes online to mosquitto" wait_for 30 mqtt_status
+mqtt_press() {
+    timeout 40 mosquitto_sub -h localhost -t 'shutterd/+/events/#' -C 1 -W 30 >/tmp/mqtt-event.txt 2>&1 &
+    sub=$!
+    sleep 2
+    "$PY" "$CLIENT" presses 5 >/dev/null 2>&1
+    wait "$sub"
+    cut -c1-160 /tmp/mqtt-event.txt
+    grep -q '"KEY_VOLUMEUP"' /tmp/mqtt-event.txt
+}
+check pkg-mqtt-press "a uinput press reaches a mosquitto subscriber through shutterd-mqtt" mqtt_press
+
+# ---- upgrade: this tree's version -----------------------------------------------------------
+sed -i 's/^# max-clients = 1024.*/max-clients = 512   # edited on this rig/' "$CONF"
+systemctl restart shutterd.service
+edited_ready() { grep -q '^max-clients = 512' "$CONF" && wait_for 30 ready && ready; }
+check pkg-edited "the conffile edited (max-clients = 512), the daemon restarts READY with it" edited_ready
+"$PY" "$CLIENT" reconnect "$SOCK" >/tmp/reconnect.log 2>&1 &
+reconnector=$!
+wait_for 20 grep -q connected /tmp/reconnect.log
+pid=$(main_pid)
+mqttpid=$(prop shutterd-mqtt.service MainPID)
+new=$(ls "$DEBS"/new/shutterd_*.deb)
+newmqtt=$(ls "$DEBS"/new/shutterd-mqtt_*.deb)
+check pkg-upgrade "apt install ./$(basename "$new") ./$(basename "$newmqtt") over the lower version" \
+    apt_do upgrade install -y "$new" "$newmqtt"
+check pkg-upgraded "dpkg: both at the new version" \
+    sh -c 'v=$(dpkg-query -W -f "\${Version} " shutterd shutterd-mqtt); echo "$v"; case "$v" in *"~systemd.tier"*) false ;; esac'
+check pkg-conffile-kept "the edited conffile kept, no .dpkg-new or .dpkg-dist beside it" \
+    sh -c 'grep "^max-clients = 512" '"$CONF"' && l=$(ls /etc/shutterd) && echo "$l" && [ "$l" = shutterd.conf ]'
+check pkg-restarted "shutterd.service restarted by the upgrade, READY" \
+    wait_for 30 sh -c 'p=$(systemctl show -p MainPID --value shutterd.service); [ "$p" != 0 ] && [ "$p" != '"$pid"' ] && [ "$(systemctl show -p SubState --value shutterd.service)" = running ]'
+wait_for 90 sh -c '! kill -0 '"$reconnector"' 2>/dev/null'
+if wait "$reconnector"; then
+    pass "pkg-reconnect: a client connected before the upgrade reconnected after it ($(tail -n 1 /tmp/reconnect.log))"
+else
+    fail "pkg-reconnect: $(tail -n 2 /tmp/reconnect.log | tr '\n' ' ')"
+fi
+check pkg-mqtt-restarted "shutterd-mqtt.service restarted by the upgrade, online again" \
+    sh -c 'p=$(systemctl show -p MainPID --value shutterd-mqtt.service); echo "pid '"$mqttpid"' -> $p"; [ "$p" != 0 ] && [ "$p" != '"$mqttpid"' ] && for i in 1 2 3 4 5 6; do s=$(timeout 20 mosquitto_sub -h localhost -t "shutterd/+/status" -C 1 -W 15); [ "$s" = online ] && exit 0; sleep 2; done; echo "status $s"; false'
+check pkg-verify-upgraded "shutterctl verify passes after the upgrade" verify_press
+
+# ---- remove, then purge ---------------------------------------------------------------------------
+check pkg-remove "apt remove shutterd shutterd-mqtt" apt_do remove remove -y shutterd shutterd-mqtt
+check pkg-removed-stopped "no unit active, no shutterd or shutterd-mqtt process" \
+    sh -c 'a=$(systemctl is-active shutterd.socket shutterd.service shutterd-mqtt.service | tr "\n" " "); p=$(pgrep -a -x shutterd; pgrep -a -x shutterd-mqtt); echo "$a"; [ -z "$p" ] && ! echo "$a" | grep -qw active'
+check pkg-removed-conffile "the conffile is left, as edited; dpkg keeps the config files only" \
+    sh -c 'grep -q "^max-clients = 512" '"$CONF"' && a=$(dpkg-query -W -f "\${db:Status-Abbrev}" shutterd shutterd-mqtt) && echo "$a" && [ "$a" = "rc rc " ]'
+check pkg-purge "apt purge shutterd shutterd-mqtt" apt_do purge purge -y shutterd shutterd-mqtt
+check pkg-purged-user "no user or group shutterd left" \
+    sh -c '! getent passwd shutterd && ! getent group shutterd && ! grep -q "^shutterd:" /etc/shadow /etc/gshadow'
+tree >/tmp/pkg-after.txt
+check pkg-purged-tree "the file tree as before the install" \
+    sh -c 'diff /tmp/pkg-before.txt /tmp/pkg-after.txt | sed -n "s/^\([<>]\) /\1/p" | tr "\n" " "; cmp -s /tmp/pkg-before.txt /tmp/pkg-after.txt'
+
+journalctl -u shutterd.service -u shutterd.socket -u shutterd-mqtt.service -o short-monotonic --no-pager \
+    >"$SHARE/journal.txt" 2>&1

@@ -1,0 +1,141 @@
+#!/bin/sh
+# Writes bench/hot.order: the functions that shutterd, shutterctl and shutterd-mqtt run when
+# they start, serve clients and publish presses, one symbol a line, which make build hands
+# to the linker (lld's --symbol-ordering-file) so that they lie together at the start of
+# the text instead of scattered through the 5 MB of the Swift runtime linked in.
+#
+# Why: the kernel maps a file's pages 64 KiB around each page fault (fault-around), so a
+# program that runs 150 kB of code spread over its text has most of the text resident.
+# Laid out together, the same code is resident in a few dozen pages (docs/DESIGN.md,
+# "Binaries and memory"; bench/memory.sh measures it).
+#
+# The functions are those callgrind sees run, on this machine, in:
+#   1. shutterd started with the shipped configuration, and with none; a client connects,
+#      reads the hello, sets an interaction with gestures and a filter, and goes; SIGTERM
+#   2. shutterd replaying every shipped recording at full speed (the engine, the fan-out,
+#      the wire text) to a client; shutterctl devices and watch against it; SIGTERM
+#   3. shutterd-mqtt started with no shutterd and no broker (its start and its retries)
+# in the order first seen. A function added since the file was made is placed after these,
+# where the linker puts it anyway: a stale file costs memory, never correctness. Run it
+# again (make hot-order) after changes to the start or the press path.
+#
+# Usage: bench/hotorder.sh   (after make build; needs valgrind and python3)
+set -eu
+cd "$(dirname "$0")/.."
+BIN=.build/release
+OUT=bench/hot.order
+for b in shutterd shutterctl shutterd-mqtt; do
+    [ -x "$BIN/$b" ] || { echo "hotorder: $BIN/$b is missing: run make build first" >&2; exit 1; }
+done
+command -v valgrind >/dev/null || { echo "hotorder: valgrind not found (apt-get install valgrind)" >&2; exit 1; }
+
+tmp=$(mktemp -d)
+trap 'kill $(cat "$tmp"/*.pid 2>/dev/null) 2>/dev/null; rm -rf "$tmp"' EXIT
+cg() { # cg NAME PROGRAM ARGS...: PROGRAM under callgrind, in the background, its pid in NAME.pid
+    name=$1
+    shift
+    valgrind --tool=callgrind --demangle=no --dump-instr=no --callgrind-out-file="$tmp/$name.cg" \
+        "$@" >"$tmp/$name.log" 2>&1 &
+    echo $! >"$tmp/$name.pid"
+}
+stop() { # stop NAME: SIGTERM, and wait until callgrind has written its file
+    kill -TERM "$(cat "$tmp/$1.pid")" 2>/dev/null || true
+    i=0
+    while kill -0 "$(cat "$tmp/$1.pid")" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
+    rm -f "$tmp/$1.pid"
+}
+client() { # client SOCKET MODE: a protocol client (python3, standard library)
+    python3 - "$@" <<'EOF'
+import json, socket, sys, time
+path, mode = sys.argv[1], sys.argv[2]
+deadline = time.monotonic() + 120
+while True:
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            sys.exit("hotorder: no shutterd at %s" % path)
+        time.sleep(0.2)
+s.settimeout(120)
+f = s.makefile("rb")
+hello = json.loads(f.readline())
+s.sendall(json.dumps({"type": "setInteraction", "interaction": {
+    "secondary": True, "gestures": {"longPress": {"after": 500}, "doublePress": {"within": 300}},
+    "filter": {"buses": ["usb", "bluetooth", "virtual"]}}}).encode() + b"\n")
+if mode == "replay":
+    live = {d["id"] for d in hello.get("devices", [])}
+    seen = False
+    for line in f:
+        m = json.loads(line)
+        if m.get("type") == "deviceAdded":
+            live.add(m["device"]["id"]); seen = True
+        elif m.get("type") == "deviceRemoved":
+            live.discard(m.get("id") or m.get("device", {}).get("id"))
+            if seen and not live:
+                break
+else:
+    json.loads(f.readline())
+s.close()
+EOF
+}
+
+# 1. start, a client, stop
+cg start "$BIN/shutterd" --socket "$tmp/s1.sock" --config examples/shutterd.conf
+client "$tmp/s1.sock" hello
+stop start
+cg start-none "$BIN/shutterd" --socket "$tmp/s0.sock" --config /dev/null
+client "$tmp/s0.sock" hello
+stop start-none
+
+# 2. replay to a client, shutterctl beside it
+cg replay "$BIN/shutterd" --replay examples/recordings/*.evemu --replay-speed 0 --socket "$tmp/s2.sock" \
+    --config examples/shutterd.conf
+client "$tmp/s2.sock" replay
+SHUTTERD_SOCKET=$tmp/s2.sock cg ctl-devices "$BIN/shutterctl" devices
+wait "$(cat "$tmp/ctl-devices.pid")" || true
+rm -f "$tmp/ctl-devices.pid"
+stop replay
+
+# 3. the bridge with nothing to talk to
+cg mqtt "$BIN/shutterd-mqtt" --socket "$tmp/none.sock" --host 127.0.0.1 --port 1
+sleep 5
+stop mqtt
+
+# The binaries' functions (fn= lines of the object that is one of them), in the order the
+# runs first name them; callgrind names each function once in full, then by number.
+python3 - "$tmp" "$OUT" <<'EOF'
+import glob, os, re, sys
+tmp, out = sys.argv[1], sys.argv[2]
+order, seen = [], set()
+for name in ["start", "start-none", "replay", "ctl-devices", "mqtt"]:
+    path = os.path.join(tmp, name + ".cg")
+    if not os.path.exists(path):
+        sys.exit("hotorder: no callgrind output for %s (see %s.log)" % (name, name))
+    # A function is named once, in an fn= line (a function that ran) or a cfn= line (one
+    # that was called), in the object (ob=, or cob= for the callee) current at that line.
+    obs, ob, cob = {}, "", ""
+    for line in open(path, errors="replace"):
+        m = re.match(r"^(c?ob)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
+        if m:
+            if m.group(3):
+                obs[m.group(2)] = m.group(3)
+            if m.group(1) == "ob":
+                ob = cob = obs.get(m.group(2), "")
+            else:
+                cob = obs.get(m.group(2), "")
+            continue
+        m = re.match(r"^(c?fn)=\((\d+)\) (.*)$", line.rstrip("\n"))
+        if m and re.search(r"/(shutterd|shutterctl|shutterd-mqtt)$", ob if m.group(1) == "fn" else cob):
+            sym = m.group(3)
+            # Not valgrind's own names ("(below main)", "0x..." for code without a symbol).
+            if sym not in seen and not sym.startswith(("0x", "(")) and "'" not in sym:
+                seen.add(sym)
+                order.append(sym)
+        if m and m.group(1) == "fn":
+            cob = ob
+with open(out, "w") as f:
+    f.write("\n".join(order) + "\n")
+print("hotorder: %d functions in %s" % (len(order), out))
+EOF

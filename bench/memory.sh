@@ -1,0 +1,92 @@
+#!/bin/sh
+# The packaged shutterd's memory on this machine's own kernel, and the binary's size: the
+# figures the README's "Figures" section gives. make bench runs it after its boots; it also
+# runs alone, in a few seconds, as any user.
+#
+#   idle       shutterd from the package, no device (a configuration that ignores every
+#              node, so the figure is the same on a machine with input devices), no client
+#   32 + 128   the same binary replaying 32 recordings of a remote in a loop (32 devices
+#              through the same admission and engine as real ones), 128 clients connected
+#              and each sent an interaction
+#
+# Prints VmRSS, RssAnon and RssFile (KiB, /proc/PID/status) for each, after the daemon said
+# ready (and the clients got their replies) and one second more.
+#
+# Usage: bench/memory.sh [DEB]   DEB defaults to .build/deb/shutterd_*.deb (make deb)
+set -eu
+cd "$(dirname "$0")/.."
+deb=${1:-$(ls .build/deb/shutterd_*.deb 2>/dev/null | tail -n 1)}
+[ -f "$deb" ] || { echo "memory: no package: run make deb (or name one)" >&2; exit 1; }
+
+tmp=$(mktemp -d)
+pid=
+trap '[ -z "$pid" ] || kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+dpkg-deb -x "$deb" "$tmp/root"
+bin=$tmp/root/usr/sbin/shutterd
+printf '[device]\nmatch-name = *\nignore = yes\n' >"$tmp/none.conf"
+
+status() { # status PID: "VmRSS RssAnon RssFile" in KiB
+    awk '/^(VmRSS|RssAnon|RssFile):/ { v[$1] = $2 } END { print v["VmRSS:"], v["RssAnon:"], v["RssFile:"] }' "/proc/$1/status"
+}
+wait_log() { # wait_log FILE TEXT: until FILE has TEXT (10 s)
+    i=0
+    until grep -q "$2" "$1" 2>/dev/null; do
+        i=$((i + 1))
+        [ $i -lt 100 ] || { echo "memory: no '$2' from shutterd:" >&2; cat "$1" >&2; exit 1; }
+        sleep 0.1
+    done
+}
+show() { # show WHAT "VmRSS RssAnon RssFile"
+    set -- "$1" $2
+    printf '%-40s VmRSS %6s KiB (%.1f MiB)  RssAnon %6s KiB  RssFile %6s KiB\n' "$1" "$2" "$(echo "$2" | awk '{ print $1 / 1024 }')" "$3" "$4"
+}
+
+echo "memory: $(basename "$deb") on $(uname -r)"
+printf 'memory: /usr/sbin/shutterd is %s bytes (%.1f MiB); its libraries: %s\n' "$(stat -c %s "$bin")" \
+    "$(stat -c %s "$bin" | awk '{ print $1 / 1048576 }')" \
+    "$(ldd "$bin" | sed -n 's/^[[:space:]]*\([^ ]*\) => .*/\1/p' | tr '\n' ' ')"
+
+"$bin" --socket "$tmp/idle.sock" --config "$tmp/none.conf" >"$tmp/idle.log" 2>&1 &
+pid=$!
+wait_log "$tmp/idle.log" '^ready'
+sleep 1
+show "idle, no device, no client" "$(status "$pid")"
+kill "$pid"
+wait "$pid" || true
+
+mkdir "$tmp/rec"
+for i in $(seq 1 32); do cp examples/recordings/ab-shutter3-volumeup.evemu "$tmp/rec/remote$i.evemu"; done
+"$bin" --replay "$tmp"/rec/*.evemu --replay-loop --socket "$tmp/busy.sock" --config /dev/null >"$tmp/busy.log" 2>&1 &
+pid=$!
+wait_log "$tmp/busy.log" '^ready'
+python3 - "$tmp/busy.sock" <<'EOF' &
+import socket, sys, time
+clients = []
+for i in range(128):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sys.argv[1])
+    s.sendall(b'{"type":"setInteraction","interaction":{"secondary":true}}\n')
+    s.setblocking(False)
+    clients.append(s)
+# Each client reads what comes (the devices, the presses), so that none falls behind.
+end = time.monotonic() + 60
+while time.monotonic() < end:
+    for s in clients:
+        try:
+            while s.recv(1 << 16):
+                pass
+        except BlockingIOError:
+            pass
+    time.sleep(0.1)
+EOF
+clients=$!
+i=0
+until [ "$(ls "/proc/$pid/fd" | wc -l)" -ge 130 ] && grep -q "added" "$tmp/busy.log"; do
+    i=$((i + 1))
+    [ $i -lt 100 ] || { echo "memory: the 128 clients did not connect" >&2; exit 1; }
+    sleep 0.1
+done
+sleep 2
+devices=$(grep -c ': added id=' "$tmp/busy.log")
+show "$devices devices, 128 clients" "$(status "$pid")"
+kill "$clients" 2>/dev/null || true

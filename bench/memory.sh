@@ -5,9 +5,10 @@
 #
 #   idle       shutterd from the package, no device (a configuration that ignores every
 #              node, so the figure is the same on a machine with input devices), no client
-#   32 + 128   the same binary replaying 32 recordings of a remote in a loop (32 devices
-#              through the same admission and engine as real ones), 128 clients connected
-#              and each sent an interaction
+#   32 + 128   the same binary replaying 32 recordings of a remote (32 devices through the
+#              same admission and engine as real ones; each presses twice when the first
+#              client connects, then stays, idle, for two minutes), 128 clients connected,
+#              each sent an interaction and reading what comes as it comes
 #
 # Prints VmRSS, RssAnon and RssFile (KiB, /proc/PID/status) for each, after the daemon said
 # ready (and the clients got their replies) and one second more.
@@ -55,29 +56,30 @@ kill "$pid"
 wait "$pid" || true
 
 mkdir "$tmp/rec"
-for i in $(seq 1 32); do cp examples/recordings/ab-shutter3-volumeup.evemu "$tmp/rec/remote$i.evemu"; done
-"$bin" --replay "$tmp"/rec/*.evemu --replay-loop --socket "$tmp/busy.sock" --config /dev/null >"$tmp/busy.log" 2>&1 &
+# The remote's two presses, then nothing for two minutes: the device stays until then.
+for i in $(seq 1 32); do
+    { cat examples/recordings/ab-shutter3-volumeup.evemu; printf 'E: 120.000000 0000 0000 0000\n'; } >"$tmp/rec/remote$i.evemu"
+done
+"$bin" --replay "$tmp"/rec/*.evemu --socket "$tmp/busy.sock" --config /dev/null >"$tmp/busy.log" 2>&1 &
 pid=$!
 wait_log "$tmp/busy.log" '^ready'
 python3 - "$tmp/busy.sock" <<'EOF' &
-import socket, sys, time
-clients = []
+import selectors, socket, sys, time
+sel = selectors.DefaultSelector()
 for i in range(128):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(sys.argv[1])
     s.sendall(b'{"type":"setInteraction","interaction":{"secondary":true}}\n')
     s.setblocking(False)
-    clients.append(s)
-# Each client reads what comes (the devices, the presses), so that none falls behind.
+    sel.register(s, selectors.EVENT_READ)
+# Each client reads what comes (the devices, the presses) as it comes, as a rig's clients do.
 end = time.monotonic() + 60
 while time.monotonic() < end:
-    for s in clients:
+    for key, _ in sel.select(timeout=1):
         try:
-            while s.recv(1 << 16):
-                pass
+            key.fileobj.recv(1 << 16)
         except BlockingIOError:
             pass
-    time.sleep(0.1)
 EOF
 clients=$!
 i=0

@@ -46,6 +46,9 @@ DEB_DESTDIR=$(mkdir -p "${DEB_DESTDIR:-.build/deb}" && cd "${DEB_DESTDIR:-.build
 export DEB_DESTDIR
 rm -f "$DEB_DESTDIR"/shutterd_*.deb "$DEB_DESTDIR"/shutterd-mqtt_*.deb "$DEB_DESTDIR"/shutterd*-dbgsym_*.*deb
 export DEB_RULES_REQUIRES_ROOT=no
+# What an earlier run left (debian/tmp, the packages' trees, and the build stamp, which would
+# make dh skip make build and package stale binaries) goes first.
+dh_clean
 debian/rules binary
 echo "deb: version $version:"
 ls "$DEB_DESTDIR"/*_"$version"_*.deb

@@ -24,3 +24,9 @@ int shutterd_peercred(int fd, int *pid, unsigned *uid, unsigned *gid) {
 int shutterd_evdev_key_state(int fd, unsigned char *bits, int len) {
     return ioctl(fd, EVIOCGKEY(len), bits);
 }
+
+#include <malloc.h>
+
+void shutterd_trim_heap(void) {
+    (void)malloc_trim(0);
+}

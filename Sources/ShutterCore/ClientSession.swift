@@ -1,3 +1,5 @@
+import Synchronization
+
 /// One client's view of the event stream: its interaction, the presses it has seen begin,
 /// its slider and its message count. Decides, for every daemon-wide occurrence, what this
 /// client receives, and keeps the promise that every `began` it received is followed by
@@ -22,6 +24,13 @@ package struct ClientSession {
     /// The open presses, in the order of their numbers (which is the order they began):
     /// a handful at most on a real rig, so a search from the newest beats hashing.
     var open: [OpenPress] = []
+    /// The room for open presses that a session keeps when the last one ends.
+    package static let openKept = 8
+    /// The room for open presses it holds now.
+    package var openRoom: Int { open.capacity }
+    /// How many times a session gave back its room for open presses, in this process: the
+    /// socket owner trims the heap when it moves (ClientHub.publish).
+    package static let roomReleases = Atomic<Int>(0)
     /// The last release of each key of each device (by device handle and key code) that a
     /// second press may still make a double press of: its press and kernel time (µs).
     /// Entries older than the double-press time are dropped as new ones come.
@@ -82,6 +91,12 @@ package struct ClientSession {
             // they were told then, whatever their interaction says now.
             guard let i = openIndex(o.press) else { return .nothing }
             let entry = i == open.count - 1 ? open.removeLast() : open.remove(at: i)
+            if open.isEmpty && open.capacity > Self.openKept {
+                // Many presses at once (every device of a rig) left room for all of them, in
+                // every client; what one or two hands press at a time stays allocated.
+                open = []
+                Self.roomReleases.add(1, ordering: .relaxed)
+            }
             handler = entry.handler
             if !entry.second, case .capture(_, .ended) = o.kind,
                 let within = interaction.gestures.doublePressWithin

@@ -164,11 +164,18 @@ package struct OutBuffer {
         }
     }
 
-    /// Drops what was sent: all of it when everything went (keeping the capacity, up to a
-    /// bound), or the sent prefix when it is at least half the buffer (amortised linear).
+    /// The capacity an emptied buffer keeps: room for what a client usually has waiting (a
+    /// press's messages, a few hundred bytes each), so that the press path allocates
+    /// nothing; more (a `hello` with many devices, a backlog) is given back once sent, so
+    /// that 128 clients of 32 devices do not each hold their hello's size for good.
+    package static let keptCapacity = 8192
+
+    /// Drops what was sent: all of it when everything went (keeping the capacity, up to
+    /// `keptCapacity`), or the sent prefix when it is at least half the buffer (amortised
+    /// linear).
     mutating func compact() {
         if isEmpty {
-            bytes.removeAll(keepingCapacity: bytes.capacity <= 65536)
+            bytes.removeAll(keepingCapacity: bytes.capacity <= Self.keptCapacity)
             ends.removeAll(keepingCapacity: true)
             start = 0
             endsHead = 0

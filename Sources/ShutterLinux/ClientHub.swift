@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 import ShutterCore
 
@@ -61,6 +62,8 @@ package final class ClientHub {
     let closeTimer: Timer
     package weak var delegate: ClientHubDelegate?
     var clients: [Int32: Client] = [:]
+    /// `ClientSession.roomReleases` when the heap was last trimmed for it.
+    var roomReleasesSeen = 0
     // Walked and written for every event, on the loop's one thread, never across a call that
     // changes them: no runtime exclusivity check (as a client's own state).
     /// The clients in the order they came: publishing walks this, not the dictionary.
@@ -370,6 +373,7 @@ package final class ClientHub {
     /// Writes what the socket takes now; waits for writability for the rest.
     func flush(_ client: Client) {
         var failure: SystemError?
+        let heldMuch = client.out.bytes.capacity > OutBuffer.keptCapacity
         let sentAll = client.out.drain { bytes -> Int in
             do throws(SystemError) {
                 return try UnixSocket.send(client.fd, bytes)
@@ -385,6 +389,13 @@ package final class ClientHub {
             return
         }
         if sentAll {
+            if heldMuch {
+                // The buffer gave back what a large message (a hello with many devices, a
+                // backlog) made it hold; glibc keeps freed blocks between live ones, so 128
+                // clients' hellos, sent at once, would stay resident for good. Not on the
+                // press path: a press's messages fit in what a buffer keeps.
+                shutterd_trim_heap()
+            }
             if client.closing {
                 closeClient(client, why: nil)
                 return
@@ -466,6 +477,13 @@ package final class ClientHub {
         }
         // Only a press's began or end can move the earliest long press.
         if longPressClients > 0, batch.contains(where: \.changesLongPresses) { updateGestureTimer() }
+        let roomReleases = ClientSession.roomReleases.load(ordering: .relaxed)
+        if roomReleases != roomReleasesSeen {
+            // Sessions gave back the room that many presses at once made them hold: the
+            // heap's free pages go back to the kernel (see flush).
+            roomReleasesSeen = roomReleases
+            shutterd_trim_heap()
+        }
     }
 
     /// `o`'s line to a client with nothing waiting, without its buffer (`publish`); false

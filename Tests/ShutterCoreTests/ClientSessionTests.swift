@@ -326,4 +326,46 @@ struct ClientSessionTests {
         #expect(cancels.isEmpty)
         #expect(try decode(s.deliver(rig.key(1, KeyCode.volumeDown, 0)))?["handler"] == .string("primary"))
     }
+
+    @Test("a session gives back the room that many presses at once made it hold, and keeps a few presses' room")
+    func openRoom() throws {
+        let engine = Engine(name: TestNames.name)
+        for h in 1...12 {
+            let info = DeviceInfo(
+                name: "AB Shutter3 Keyboard", bus: 0x05, vendor: 0x2717, product: 0x0040, version: 1,
+                uniq: "c2:1a:55:0e:b3:\(h)", phys: nil, syspath: "/sys/devices/test/input\(h)/event\(h)",
+                node: "/dev/input/event\(h)", kind: .remote)
+            _ = engine.addDevice(handle: h, info: info, mapping: .standard(for: .remote))
+        }
+        var time: Int64 = 1_000_000
+        func key(_ h: Int, _ value: Int32) -> Occurrence {
+            time += 1000
+            let press = RawEvent(type: EventType.key, code: KeyCode.volumeUp, value: value, time: time)
+            let report = RawEvent(type: EventType.syn, code: SynCode.report, value: 0, time: time)
+            let out = engine.handle(h, press, now: time) + engine.handle(h, report, now: time)
+            precondition(out.count == 1, "a mapped key makes one occurrence")
+            return out[0]
+        }
+        var s = ClientSession()
+        let before = ClientSession.roomReleases.load(ordering: .relaxed)
+        // Every remote pressed at once, then released: room for 12 open presses was made.
+        for h in 1...12 {
+            let line = s.deliver(key(h, 1))
+            #expect(line != nil)
+        }
+        #expect(s.openPresses == 12)
+        for h in 1...12 {
+            let line = s.deliver(key(h, 0))
+            #expect(line != nil)
+        }
+        #expect(s.openPresses == 0)
+        #expect(ClientSession.roomReleases.load(ordering: .relaxed) > before)
+        // Two at a time from then on: the session allocates room once and keeps it.
+        for _ in 0..<3 {
+            for h in 1...2 { _ = s.deliver(key(h, 1)) }
+            for h in 1...2 { _ = s.deliver(key(h, 0)) }
+        }
+        #expect(s.openPresses == 0)
+        #expect(s.openRoom > 0 && s.openRoom <= ClientSession.openKept)
+    }
 }

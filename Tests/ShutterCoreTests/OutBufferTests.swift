@@ -284,4 +284,22 @@ struct OutBufferDirectTests {
         #expect(plain.clientSeq == 0 && plain.openPresses == 0 && gestures.openPresses == 0)
         #expect(waiting.count == 1 && none.isEmpty)
     }
+
+    @Test("once sent, a large message's room is given back; a small one's is kept for the next")
+    func keptCapacity() {
+        var q = OutBuffer(limit: 10)
+        // A hello with many devices: larger than what an emptied buffer keeps.
+        let large = q.push([UInt8](repeating: 0x61, count: 3 * OutBuffer.keptCapacity))
+        #expect(large)
+        #expect(q.bytes.capacity > OutBuffer.keptCapacity)
+        #expect(drainAll(&q).count == 3 * OutBuffer.keptCapacity)
+        #expect(q.bytes.capacity == 0)
+        // A press's line: the buffer grows for it and keeps that room once it is sent.
+        let small = q.push([UInt8](repeating: 0x62, count: 600))
+        #expect(small)
+        let room = q.bytes.capacity
+        #expect(room >= 600 && room <= OutBuffer.keptCapacity)
+        #expect(drainAll(&q).count == 600)
+        #expect(q.bytes.capacity == room)
+    }
 }

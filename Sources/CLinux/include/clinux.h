@@ -20,4 +20,7 @@ int shutterd_peercred(int fd, int *pid, unsigned *uid, unsigned *gid);
 /* EVIOCGKEY: the state of every key of an evdev node, one bit per code, into bits[len];
    the ioctl's result (the bytes written, or -1 with errno). */
 int shutterd_evdev_key_state(int fd, unsigned char *bits, int len);
+/* malloc_trim(0) (glibc's malloc.h, which Swift's Glibc module does not carry): the heap's
+   free pages go back to the kernel, those between live blocks too; cannot fail. */
+void shutterd_trim_heap(void);
 #endif

@@ -30,7 +30,7 @@ done
 command -v valgrind >/dev/null || { echo "hotorder: valgrind not found (apt-get install valgrind)" >&2; exit 1; }
 
 tmp=$(mktemp -d)
-trap 'kill $(cat "$tmp"/*.pid 2>/dev/null) 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $(cat "$tmp"/*.pid 2>/dev/null) 2>/dev/null || :; rm -rf "$tmp"' EXIT
 cg() { # cg NAME PROGRAM ARGS...: PROGRAM under callgrind, in the background, its pid in NAME.pid
     name=$1
     shift

@@ -61,7 +61,8 @@ STATIC_FLAGS  = --static-swift-stdlib --disable-local-rpath --toolset $(CURDIR)/
 	-Xswiftc -Xfrontend -Xswiftc -function-sections \
 	-Xlinker -L$(CURDIR)/$(GENDIR)/staticcxx \
 	-Xlinker --symbol-ordering-file=$(CURDIR)/bench/hot.order -Xlinker --no-warn-symbol-ordering
-CXX          ?= g++
+# The toolchain's clang finds the C++ library as the link does (a minimal Debian has no g++).
+CLANG         = $(dir $(realpath $(SWIFT)))clang
 # Where `swift build -c release` leaves the binaries.
 SWIFT_BIN    ?= .build/release
 # Generated files (inside .build/, which is not tracked).
@@ -91,8 +92,8 @@ $(GENDIR)/toolset.json: Makefile
 
 $(GENDIR)/staticcxx/libstdc++.so: Makefile
 	@mkdir -p $(GENDIR)/staticcxx
-	@a=$$($(CXX) -print-file-name=libstdc++.a); [ -f "$$a" ] || \
-		{ echo "libstdc++.a not found ($(CXX) -print-file-name): apt-get install libstdc++-12-dev" >&2; exit 1; }; \
+	@a=$$($(CLANG) -print-file-name=libstdc++.a); [ -f "$$a" ] || \
+		{ echo "libstdc++.a not found ($(CLANG) -print-file-name): apt-get install libstdc++-12-dev" >&2; exit 1; }; \
 		echo "INPUT($$a)" > $@
 
 units: $(GENDIR)/shutterd.service $(GENDIR)/shutterd-mqtt.service

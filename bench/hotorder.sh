@@ -105,8 +105,10 @@ stop mqtt
 
 # The binaries' functions (fn= lines of the object that is one of them), in the order the
 # runs first name them; callgrind names each function once in full, then by number.
-python3 - "$tmp" "$OUT" <<'EOF'
-import glob, os, re, sys
+SWIFT=$(command -v swift || echo /opt/swift/usr/bin/swift)
+STATIC=$(dirname "$(dirname "$(readlink -f "$SWIFT")")")/lib/swift_static/linux
+python3 - "$tmp" "$OUT" .build/release/*.build/*.o "$STATIC"/*.a <<'EOF'
+import glob, os, re, subprocess, sys
 tmp, out = sys.argv[1], sys.argv[2]
 order, seen = [], set()
 for name in ["start", "start-none", "replay", "ctl-devices", "mqtt"]:
@@ -135,7 +137,29 @@ for name in ["start", "start-none", "replay", "ctl-devices", "mqtt"]:
                 order.append(sym)
         if m and m.group(1) == "fn":
             cob = ob
+# A function that shares its input section with others (in Swift.o, the standard
+# library's internal functions are all in one .text of 1.5 MB; a module's own internal
+# functions likewise) moves that whole section, so those go last: the functions with a
+# section of their own come first, together, then the shared sections they need.
+shared = set()
+for path in sys.argv[3:]:
+    out_ = subprocess.run(["readelf", "-SsW", path], capture_output=True).stdout.decode(errors="replace")
+    sections = {}
+    for line in out_.splitlines():
+        if line.startswith("File: ") or line.startswith("Section Headers:"):
+            if line.startswith("File: "):
+                sections = {}
+            continue
+        m = re.match(r"^\s*\[\s*(\d+)\]\s+(\S+)", line)
+        if m:
+            sections[m.group(1)] = m.group(2)
+            continue
+        m = re.match(r"^\s*\d+:\s+[0-9a-f]+\s+\d+\s+FUNC\s+\S+\s+\S+\s+(\d+)\s+(\S+)", line)
+        if m and sections.get(m.group(1)) == ".text":
+            shared.add(m.group(2))
+own = [s for s in order if s not in shared]
+last = [s for s in order if s in shared]
 with open(out, "w") as f:
-    f.write("\n".join(order) + "\n")
-print("hotorder: %d functions in %s" % (len(order), out))
+    f.write("\n".join(own + last) + "\n")
+print("hotorder: %d functions in %s, %d of them in shared sections (last)" % (len(order), out, len(last)))
 EOF

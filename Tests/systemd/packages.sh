@@ -117,6 +117,21 @@ fi
 check pkg-mqtt-restarted "shutterd-mqtt.service restarted by the upgrade, online again" \
     sh -c 'p=$(systemctl show -p MainPID --value shutterd-mqtt.service); echo "pid '"$mqttpid"' -> $p"; [ "$p" != 0 ] && [ "$p" != '"$mqttpid"' ] && for i in 1 2 3 4 5 6; do s=$(timeout 20 mosquitto_sub -h localhost -t "shutterd/+/status" -C 1 -W 15); [ "$s" = online ] && exit 0; sleep 2; done; echo "status $s"; false'
 check pkg-verify-upgraded "shutterctl verify passes after the upgrade" verify_press
+# A conffile the daemon's user cannot read stops it (exit 78, not restarted), with the reason.
+unreadable() {
+    chmod 600 "$CONF"
+    systemctl restart shutterd.service
+    wait_for 20 sh -c '[ "$(systemctl show -p ExecMainStatus --value shutterd.service)" = 78 ]'
+    st=$(systemctl show -p ExecMainStatus --value shutterd.service)
+    line=$(journalctl -u shutterd.service -o cat --no-pager | grep -m1 "shutterd.conf.*[Pp]ermission denied\|cannot read.*shutterd.conf\|shutterd.conf.*reading as uid")
+    chmod 644 "$CONF"
+    echo "exit status $st; $line"
+    [ "$st" = 78 ] && [ -n "$line" ] && [ "$(systemctl show -p NRestarts --value shutterd.service)" = "$n" ]
+}
+n=$(prop shutterd.service NRestarts)
+check pkg-conffile-unreadable "a conffile made unreadable (0600) stops the daemon with exit 78 and says why" unreadable
+systemctl restart shutterd.service
+check pkg-conffile-readable "readable again, the daemon starts READY" wait_for 30 ready
 
 # ---- remove, then purge ---------------------------------------------------------------------------
 check pkg-remove "apt remove shutterd shutterd-mqtt" apt_do remove remove -y shutterd shutterd-mqtt

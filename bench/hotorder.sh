@@ -15,11 +15,13 @@
 #   2. shutterd replaying every shipped recording at full speed (the engine, the fan-out,
 #      the wire text) to a client; shutterctl devices and watch against it; SIGTERM
 #   3. shutterd-mqtt started with no shutterd and no broker (its start and its retries)
-# in the order first seen. A function added since the file was made is placed after these,
+# in the order first seen, except that functions sharing an input section with others (the
+# standard library's internal functions, a module's own) go last: the linker moves whole
+# sections. A function added since the file was made is placed after these,
 # where the linker puts it anyway: a stale file costs memory, never correctness. Run it
 # again (make hot-order) after changes to the start or the press path.
 #
-# Usage: bench/hotorder.sh   (after make build; needs valgrind and python3)
+# Usage: bench/hotorder.sh   (after make build; needs valgrind, readelf and python3)
 set -eu
 cd "$(dirname "$0")/.."
 BIN=.build/release

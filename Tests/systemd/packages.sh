@@ -130,8 +130,11 @@ unreadable() {
 }
 n=$(prop shutterd.service NRestarts)
 check pkg-conffile-unreadable "a conffile made unreadable (0600) stops the daemon with exit 78 and says why" unreadable
-systemctl restart shutterd.service
-check pkg-conffile-readable "readable again, the daemon starts READY" wait_for 30 ready
+# Connections (shutterd-mqtt's) kept starting it until systemd's start limit failed the
+# socket too: what an administrator does after mending the file.
+systemctl reset-failed shutterd.service shutterd.socket
+systemctl restart shutterd.socket shutterd.service
+check pkg-conffile-readable "readable again, after systemctl reset-failed the daemon starts READY" wait_for 30 ready
 
 # ---- remove, then purge ---------------------------------------------------------------------------
 check pkg-remove "apt remove shutterd shutterd-mqtt" apt_do remove remove -y shutterd shutterd-mqtt

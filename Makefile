@@ -58,7 +58,6 @@ SWIFTFLAGS   ?=
 # (bench/hotorder.sh, make hot-order), so that the text they share pages with is small.
 STATIC_FLAGS  = --static-swift-stdlib --disable-local-rpath --toolset $(CURDIR)/$(GENDIR)/toolset.json \
 	-Xswiftc -Xfrontend -Xswiftc -disable-implicit-string-processing-module-import \
-	-Xswiftc -Xfrontend -Xswiftc -function-sections \
 	-Xlinker -L$(CURDIR)/$(GENDIR)/staticcxx \
 	-Xlinker --symbol-ordering-file=$(CURDIR)/bench/hot.order -Xlinker --no-warn-symbol-ordering
 # The toolchain's clang finds the C++ library as the link does (a minimal Debian has no g++).

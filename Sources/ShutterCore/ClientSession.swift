@@ -28,9 +28,9 @@ package struct ClientSession {
     package static let openKept = 8
     /// The room for open presses it holds now.
     package var openRoom: Int { open.capacity }
-    /// How many times a session gave back its room for open presses, in this process: the
-    /// socket owner trims the heap when it moves (ClientHub.publish).
-    package static let roomReleases = Atomic<Int>(0)
+    /// Bytes of room for open presses that sessions gave back, in this process: the socket
+    /// owner counts them towards trimming the heap (ClientHub.released).
+    package static let roomReleased = Atomic<Int>(0)
     /// The last release of each key of each device (by device handle and key code) that a
     /// second press may still make a double press of: its press and kernel time (µs).
     /// Entries older than the double-press time are dropped as new ones come.
@@ -94,8 +94,8 @@ package struct ClientSession {
             if open.isEmpty && open.capacity > Self.openKept {
                 // Many presses at once (every device of a rig) left room for all of them, in
                 // every client; what one or two hands press at a time stays allocated.
+                Self.roomReleased.add(open.capacity * MemoryLayout<OpenPress>.stride, ordering: .relaxed)
                 open = []
-                Self.roomReleases.add(1, ordering: .relaxed)
             }
             handler = entry.handler
             if !entry.second, case .capture(_, .ended) = o.kind,

@@ -62,8 +62,13 @@ package final class ClientHub {
     let closeTimer: Timer
     package weak var delegate: ClientHubDelegate?
     var clients: [Int32: Client] = [:]
-    /// `ClientSession.roomReleases` when the heap was last trimmed for it.
-    var roomReleasesSeen = 0
+    /// Bytes that client buffers and sessions gave back since the heap was last trimmed, and
+    /// `ClientSession.roomReleased` when it was last read (see `released`).
+    var releasedSinceTrim = 0
+    var roomReleasedSeen = 0
+    /// Bytes given back that make a trim worth its walk of the heap (glibc's own
+    /// M_TRIM_THRESHOLD for the heap's top, by default).
+    static let trimAfter = 128 * 1024
     // Walked and written for every event, on the loop's one thread, never across a call that
     // changes them: no runtime exclusivity check (as a client's own state).
     /// The clients in the order they came: publishing walks this, not the dictionary.
@@ -373,7 +378,7 @@ package final class ClientHub {
     /// Writes what the socket takes now; waits for writability for the rest.
     func flush(_ client: Client) {
         var failure: SystemError?
-        let heldMuch = client.out.bytes.capacity > OutBuffer.keptCapacity
+        let held = client.out.bytes.capacity
         let sentAll = client.out.drain { bytes -> Int in
             do throws(SystemError) {
                 return try UnixSocket.send(client.fd, bytes)
@@ -389,13 +394,10 @@ package final class ClientHub {
             return
         }
         if sentAll {
-            if heldMuch {
-                // The buffer gave back what a large message (a hello with many devices, a
-                // backlog) made it hold; glibc keeps freed blocks between live ones, so 128
-                // clients' hellos, sent at once, would stay resident for good. Not on the
-                // press path: a press's messages fit in what a buffer keeps.
-                shutterd_trim_heap()
-            }
+            // A buffer emptied of a large message (a hello with many devices, a backlog)
+            // gave its room back. Not on the press path: a press's messages fit in what a
+            // buffer keeps.
+            if held > OutBuffer.keptCapacity { released(held) }
             if client.closing {
                 closeClient(client, why: nil)
                 return
@@ -477,13 +479,24 @@ package final class ClientHub {
         }
         // Only a press's began or end can move the earliest long press.
         if longPressClients > 0, batch.contains(where: \.changesLongPresses) { updateGestureTimer() }
-        let roomReleases = ClientSession.roomReleases.load(ordering: .relaxed)
-        if roomReleases != roomReleasesSeen {
-            // Sessions gave back the room that many presses at once made them hold: the
-            // heap's free pages go back to the kernel (see flush).
-            roomReleasesSeen = roomReleases
-            shutterd_trim_heap()
+        // Sessions gave back the room that many presses at once made them hold.
+        let room = ClientSession.roomReleased.load(ordering: .relaxed)
+        if room != roomReleasedSeen {
+            released(room &- roomReleasedSeen)
+            roomReleasedSeen = room
         }
+    }
+
+    /// Counts `bytes` given back to the heap, and trims it (`malloc_trim`) once `trimAfter`
+    /// have been: glibc keeps freed blocks between live ones resident, so 128 clients'
+    /// hellos sent at once would stay so for good. Counted in bytes, so that a client that
+    /// makes its buffer fill and empty again costs at most one walk of the heap per 128 KiB
+    /// of messages it was sent.
+    func released(_ bytes: Int) {
+        releasedSinceTrim += bytes
+        guard releasedSinceTrim >= Self.trimAfter else { return }
+        releasedSinceTrim = 0
+        shutterd_trim_heap()
     }
 
     /// `o`'s line to a client with nothing waiting, without its buffer (`publish`); false

@@ -347,7 +347,7 @@ struct ClientSessionTests {
             return out[0]
         }
         var s = ClientSession()
-        let before = ClientSession.roomReleases.load(ordering: .relaxed)
+        let before = ClientSession.roomReleased.load(ordering: .relaxed)
         // Every remote pressed at once, then released: room for 12 open presses was made.
         for h in 1...12 {
             let line = s.deliver(key(h, 1))
@@ -359,7 +359,7 @@ struct ClientSessionTests {
             #expect(line != nil)
         }
         #expect(s.openPresses == 0)
-        #expect(ClientSession.roomReleases.load(ordering: .relaxed) > before)
+        #expect(ClientSession.roomReleased.load(ordering: .relaxed) > before)
         // Two at a time from then on: the session allocates room once and keeps it.
         for _ in 0..<3 {
             for h in 1...2 { _ = s.deliver(key(h, 1)) }

@@ -68,8 +68,8 @@ sh "$REPO/Tests/setup.sh" $HOST_PACKAGES || skip "installing$HOST_PACKAGES faile
 # this tree's own (make deb's version). Both builds are make build's release binaries.
 DEBS=$(mktemp -d /tmp/shutterd-debs.XXXXXX)
 trap 'rm -rf "$DEBS"' EXIT
-base=$(sed -n 's/^package let shutterdVersion = "\(.*\)"$/\1/p' "$REPO/Sources/ShutterLinux/Daemon.swift")
-if ! (cd "$REPO" && DEB_DESTDIR="$DEBS/old" DEB_VERSION="$base~systemd.tier" make -s deb && DEB_DESTDIR="$DEBS/new" make -s deb) \
+# 0~systemd.tier sorts below every version make deb gives (dpkg --compare-versions).
+if ! (cd "$REPO" && DEB_DESTDIR="$DEBS/old" DEB_VERSION="0~systemd.tier" make -s deb && DEB_DESTDIR="$DEBS/new" make -s deb) \
     >"$DEBS/build.log" 2>&1; then
     tail -n 30 "$DEBS/build.log"
     echo "systemd: make deb failed (above)"

@@ -42,7 +42,10 @@ command -v swift >/dev/null 2>&1 || { echo "tests: swift is not on PATH"; exit 1
 passed=0
 failed=0
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+# The failures of every tier, said again before the total: a tier's own output can scroll
+# them out of a CI log's tail.
+fails=$(mktemp)
+trap 'rm -f "$log" "$fails"' EXIT
 
 echo "== setup"
 if ! sh Tests/setup.sh; then
@@ -129,6 +132,7 @@ fi
 # not run, which under CI=true is a failure.
 count_tier() {
     counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+    grep -E '^(FAIL|FAILED|ERROR) ' "$log" | sed "s|^|$1: |" | cut -c1-400 >>"$fails"
     if [ -n "$counts" ]; then
         passed=$((passed + $(echo "$counts" | cut -d' ' -f1)))
         failed=$((failed + $(echo "$counts" | cut -d' ' -f3)))
@@ -211,5 +215,9 @@ if [ "$run_systemd" = 1 ]; then
     count_tier "the systemd boot tier"
 fi
 
+if [ -s "$fails" ]; then
+    echo "tests: what failed, again:"
+    sed 's/^/  /' "$fails"
+fi
 echo "total: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -155,6 +155,8 @@ echo "systemd: guest finished in $((END - START))s"
 if grep -q '^FAIL' "$RESULTS/results.txt" 2>/dev/null && [ -s "$RESULTS/journal.txt" ]; then
     echo "systemd: last lines of the guest's journal for shutterd:"
     tail -n 40 "$RESULTS/journal.txt" | sed 's/^/  | /'
+    echo "systemd: what failed (above, before the journal):"
+    grep '^FAIL' "$RESULTS/results.txt"
 fi
 passed=$(grep -c '^PASS' "$RESULTS/results.txt" 2>/dev/null)
 failed=$(grep -c '^FAIL' "$RESULTS/results.txt" 2>/dev/null)

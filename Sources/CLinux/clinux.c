@@ -30,3 +30,41 @@ int shutterd_evdev_key_state(int fd, unsigned char *bits, int len) {
 void shutterd_trim_heap(void) {
     (void)malloc_trim(0);
 }
+
+#include <link.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct release_state {
+    long released;
+    int failed;
+};
+
+static int release_main_program(struct dl_phdr_info *info, size_t size, void *data) {
+    struct release_state *state = data;
+    long page = sysconf(_SC_PAGESIZE);
+    (void)size;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        /* Only segments nothing writes: their pages are the file's, never private copies. */
+        if (ph->p_type != PT_LOAD || (ph->p_flags & PF_W))
+            continue;
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+        uintptr_t end = start + ph->p_memsz;
+        start = (start + page - 1) & ~(uintptr_t)(page - 1);
+        end &= ~(uintptr_t)(page - 1);
+        if (end <= start)
+            continue;
+        if (madvise((void *)start, end - start, MADV_DONTNEED) == 0)
+            state->released += (long)(end - start);
+        else
+            state->failed = 1;
+    }
+    return 1; /* the first object is the program itself: stop there */
+}
+
+long shutterd_release_code(void) {
+    struct release_state state = {0, 0};
+    dl_iterate_phdr(release_main_program, &state);
+    return state.failed ? -1 : state.released;
+}

@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 import ShutterCore
 
@@ -134,6 +135,21 @@ package final class Daemon {
         Systemd.notify("READY=1\nSTATUS=\(status)")
     }
 
+    /// Most of the daemon's own code runs only to start it (options, config, enumeration,
+    /// the runtime's first use of each type), yet stays mapped, and counted in its resident
+    /// memory, until it exits. The first time the loop is idle after start, the pages of
+    /// its read-only segments are unmapped (`madvise(MADV_DONTNEED)`; the page cache keeps
+    /// them): a press, a client or a hot-plug maps back what it runs, as minor faults.
+    /// docs/DESIGN.md, "Binaries and memory", gives the figures.
+    func releaseStartCode() {
+        let bytes = shutterd_release_code()
+        if bytes < 0 {
+            Log.debug(SystemError("madvise(MADV_DONTNEED)", errno: errno, subject: "of the program's code").description)
+        } else {
+            Log.debug("start-up code unmapped: \(bytes / 1024) KiB advised")
+        }
+    }
+
     var status: String { "\(devices.count + (replayer?.count ?? 0)) devices, \(hub.count) clients" }
 
     /// Raises the soft descriptor limit towards the hard one, as far as max-clients and the
@@ -152,7 +168,7 @@ package final class Daemon {
     /// Runs until SIGTERM or SIGINT; then cancels held presses, tells the clients and exits.
     package func run() throws(DaemonError) {
         do {
-            try loop.run()
+            try loop.run(firstIdle: releaseStartCode)
         } catch {
             throw DaemonError(error.description)
         }

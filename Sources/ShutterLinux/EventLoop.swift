@@ -50,9 +50,17 @@ package final class EventLoop {
 
     package func stop() { running = false }
 
-    /// Runs until `stop()`.
-    package func run() throws(SystemError) {
+    /// Runs until `stop()`. `firstIdle` runs once, the first time nothing is ready and no
+    /// work is left: when what started the program has settled.
+    package func run(firstIdle: (() -> Void)? = nil) throws(SystemError) {
         running = true
+        var idle = firstIdle
+        while running, let hook = idle {
+            if try runOnce(timeout: 0) == 0 {
+                idle = nil
+                hook()
+            }
+        }
         while running { _ = try runOnce(timeout: -1) }
     }
 

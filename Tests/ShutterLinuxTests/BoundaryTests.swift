@@ -138,4 +138,28 @@ struct BoundaryTests {
         #expect(fired == 1)
         #expect(try loop.runOnce(timeout: 20) == 0, "a one-shot timer fires once")
     }
+
+    @Test("run(firstIdle:) runs its hook once, after what was ready when it started has run")
+    func firstIdle() throws {
+        let loop = try EventLoop()
+        let early = try Timer()
+        let late = try Timer()
+        var order: [String] = []
+        try loop.add(early.raw, events: EventLoop.readable) { _ in
+            early.acknowledge()
+            order.append("ready at start")
+        }
+        try loop.add(late.raw, events: EventLoop.readable) { _ in
+            late.acknowledge()
+            order.append("after idle")
+            loop.stop()
+        }
+        early.arm(after: 1)
+        usleep(5000)  // expired: readable before the loop runs
+        try loop.run(firstIdle: {
+            order.append("idle")
+            late.arm(after: 1000)
+        })
+        #expect(order == ["ready at start", "idle", "after idle"])
+    }
 }

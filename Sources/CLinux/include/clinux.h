@@ -23,4 +23,9 @@ int shutterd_evdev_key_state(int fd, unsigned char *bits, int len);
 /* malloc_trim(0) (glibc's malloc.h, which Swift's Glibc module does not carry): the heap's
    free pages go back to the kernel, those between live blocks too; cannot fail. */
 void shutterd_trim_heap(void);
+/* Unmaps the pages of the program's own read-only segments (code, read-only data) with
+   madvise(MADV_DONTNEED): they stay in the page cache, and what runs next faults back in
+   from there. Segments that are written (data, relocations) are left alone. The bytes
+   advised, or -1 with errno when a madvise failed. */
+long shutterd_release_code(void);
 #endif

@@ -13,4 +13,35 @@ package enum KeyNames {
         let r = libevdev_event_code_from_name(UInt32(EV_KEY), name)
         return r < 0 ? nil : UInt16(r)
     }
+
+    /// Every key and button name libevdev knows (KEY_MAX codes; aliases by their first name).
+    package static func allKeyNames() -> [String] {
+        (0...UInt32(KEY_MAX)).compactMap { code in
+            libevdev_event_code_get_name(UInt32(EV_KEY), code).map { String(cString: $0) }
+        }
+    }
+
+    /// Up to `limit` known key names closest to `name` (edit distance, case ignored), for a
+    /// "did you mean" after a name libevdev does not know.
+    package static func closest(to name: String, limit: Int = 3) -> [String] {
+        let wanted = Array(name.uppercased().utf8)
+        return allKeyNames()
+            .map { (name: $0, distance: editDistance(wanted, Array($0.utf8))) }
+            .sorted { $0.distance != $1.distance ? $0.distance < $1.distance : $0.name < $1.name }
+            .prefix(limit).map(\.name)
+    }
+
+    static func editDistance(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        var previous = Array(0...b.count)
+        var current = previous
+        for i in 1...max(a.count, 1) where !a.isEmpty {
+            current[0] = i
+            for j in 1...max(b.count, 1) where !b.isEmpty {
+                let substitution = previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)
+                current[j] = min(substitution, previous[j] + 1, current[j - 1] + 1)
+            }
+            swap(&previous, &current)
+        }
+        return a.isEmpty ? b.count : previous[b.count]
+    }
 }

@@ -146,6 +146,19 @@ struct ProgramTests {
         #expect(usage.wait() == 64)
         #expect(usage.stderr.contains("verify needs --key NAME"))
 
+        let unknown = Child([shutterctl, "--socket", path, "verify", "--key", "KEY_VOLUMUP"], directory: dir)
+        #expect(unknown.wait() == 64, "a name libevdev does not know is a usage error, before any wait")
+        #expect(unknown.stderr.contains("--key KEY_VOLUMUP is not a key libevdev knows (closest: KEY_VOLUMEUP"))
+
+        let lost = Child(
+            [
+                shutterctl, "--socket", path, "verify", "--key", "KEY_VOLUMEUP", "--timeout", "0.2",
+                "--junit", dir + "/no/such/dir/r.xml",
+            ], directory: dir)
+        #expect(lost.wait() == 2, "the failure's own status stays when its report cannot be written")
+        #expect(
+            lost.stderr.contains("cannot write the JUnit report \(dir)/no/such/dir/r.xml: No such file or directory"))
+
         for command in ["devices", "watch", "verify"] {
             let help = Child([shutterctl, command, "--help"], directory: dir)
             #expect(help.wait() == 0)

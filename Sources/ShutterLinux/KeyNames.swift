@@ -24,24 +24,24 @@ package enum KeyNames {
     /// Up to `limit` known key names closest to `name` (edit distance, case ignored), for a
     /// "did you mean" after a name libevdev does not know.
     package static func closest(to name: String, limit: Int = 3) -> [String] {
-        let wanted = Array(name.uppercased().utf8)
+        // Key names are under 32 bytes: a longer argument costs no more than 64 of it.
+        let wanted = Array(name.uppercased().utf8.prefix(64))
         return allKeyNames()
             .map { (name: $0, distance: editDistance(wanted, Array($0.utf8))) }
             .sorted { $0.distance != $1.distance ? $0.distance < $1.distance : $0.name < $1.name }
             .prefix(limit).map(\.name)
     }
 
+    /// Levenshtein distance, one row at a time.
     static func editDistance(_ a: [UInt8], _ b: [UInt8]) -> Int {
         var previous = Array(0...b.count)
-        var current = previous
-        for i in 1...max(a.count, 1) where !a.isEmpty {
-            current[0] = i
-            for j in 1...max(b.count, 1) where !b.isEmpty {
-                let substitution = previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)
-                current[j] = min(substitution, previous[j] + 1, current[j - 1] + 1)
+        for (i, x) in a.enumerated() {
+            var current = [i + 1]
+            for (j, y) in b.enumerated() {
+                current.append(min(previous[j] + (x == y ? 0 : 1), previous[j + 1] + 1, current[j] + 1))
             }
-            swap(&previous, &current)
+            previous = current
         }
-        return a.isEmpty ? b.count : previous[b.count]
+        return previous[b.count]
     }
 }

@@ -162,4 +162,15 @@ struct BoundaryTests {
         })
         #expect(order == ["ready at start", "idle", "after idle"])
     }
+
+    @Test("key-name distance: edits counted, empty sides, the closest known names")
+    func keyNameDistance() {
+        func d(_ a: String, _ b: String) -> Int { KeyNames.editDistance(Array(a.utf8), Array(b.utf8)) }
+        #expect(d("kitten", "sitting") == 3)
+        #expect(d("", "ab") == 2)
+        #expect(d("abc", "") == 3)
+        #expect(d("KEY_VOLUMUP", "KEY_VOLUMEUP") == 1)
+        #expect(KeyNames.closest(to: "key_volumup").first == "KEY_VOLUMEUP")
+        #expect(KeyNames.closest(to: String(repeating: "X", count: 100_000)).count == 3)
+    }
 }

@@ -34,7 +34,7 @@ struct ReleaseCodeTests {
         #expect(advised % Int(sysconf(Int32(_SC_PAGESIZE))) == 0)
         #expect(after < before, "resident code \(before) KiB before, \(after) KiB after")
         // Code that had run before, run again: its pages come back from the page cache.
-        #expect(try Self.residentCodeKiB() >= 0)
+        #expect(after > 0, "what ran after the release (this test) was mapped back")
         #expect(String(describing: [1, 2, 3].map { $0 * 2 }) == "[2, 4, 6]")
     }
 }

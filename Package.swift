@@ -28,29 +28,36 @@ let package = Package(
         // Pure logic: the capture-event model, mapping, client state, wire protocol, config.
         // No C import, no file descriptor.
         .target(name: "ShutterCore"),
+        // Pure: recordings (evemu's text format with shutterd's additions), parsed and written.
+        .target(name: "ShutterRecording", dependencies: ["ShutterCore"]),
+        // Pure: shutterd-mqtt's topics, payloads, spool and retained device messages.
+        .target(name: "ShutterBridge", dependencies: ["ShutterCore"]),
 
         // Everything that touches the kernel: udev, libevdev, epoll, sockets, signals.
         .target(
             name: "ShutterLinux",
-            dependencies: ["ShutterCore", "CEvdev", "CUdev", "CSystemd", "CLinux"]),
+            dependencies: ["ShutterCore", "ShutterRecording", "CEvdev", "CUdev", "CSystemd", "CLinux"]),
 
         // The client library: the protocol over the socket, for shutterctl and other packages.
         // Only the standard library and Glibc; ShutterCore's parser stays out of its API.
         .target(name: "ShutterClient", dependencies: ["ShutterCore"]),
 
-        .executableTarget(name: "shutterd", dependencies: ["ShutterLinux", "ShutterCore"]),
-        .executableTarget(name: "shutterctl", dependencies: ["ShutterClient", "ShutterLinux", "ShutterCore"]),
+        .executableTarget(name: "shutterd", dependencies: ["ShutterLinux", "ShutterRecording", "ShutterCore"]),
         .executableTarget(
-            name: "shutterd-mqtt", dependencies: ["ShutterClient", "ShutterLinux", "ShutterCore", "CMosquitto"]),
+            name: "shutterctl", dependencies: ["ShutterClient", "ShutterLinux", "ShutterRecording", "ShutterCore"]),
+        .executableTarget(
+            name: "shutterd-mqtt",
+            dependencies: ["ShutterClient", "ShutterLinux", "ShutterBridge", "ShutterCore", "CMosquitto"]),
         // The press path in one process, for instruction and allocation counts (bench/).
         .executableTarget(
             name: "presspath", dependencies: ["ShutterLinux", "ShutterCore"], path: "bench/presspath"),
 
         .testTarget(
-            name: "ShutterCoreTests", dependencies: ["ShutterCore"],
+            name: "ShutterCoreTests", dependencies: ["ShutterCore", "ShutterRecording", "ShutterBridge"],
             exclude: ["Streams", "Recordings"]),
         .testTarget(
-            name: "ShutterLinuxTests", dependencies: ["ShutterLinux", "ShutterCore", "ShutterClient"]),
+            name: "ShutterLinuxTests",
+            dependencies: ["ShutterLinux", "ShutterRecording", "ShutterCore", "ShutterClient"]),
         .testTarget(name: "ShutterClientTests", dependencies: ["ShutterClient", "ShutterCore"]),
     ]
 )

@@ -1,6 +1,7 @@
 import CEvdev
 import Glibc
 import ShutterCore
+import ShutterRecording
 
 extension EvdevDevice {
     /// The node's description as a recording without events (`shutterctl record`): what

@@ -1,5 +1,6 @@
 import Glibc
 import ShutterCore
+import ShutterRecording
 
 /// What `shutterd --replay` plays, and how.
 package struct ReplayOptions: Sendable {

@@ -2,6 +2,7 @@ import Glibc
 import ShutterClient
 import ShutterCore
 import ShutterLinux
+import ShutterRecording
 
 let recordUsage = """
     Usage: shutterctl record [--device PATTERN] [--duration SECONDS] FILE

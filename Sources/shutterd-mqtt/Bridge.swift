@@ -1,4 +1,5 @@
 import Glibc
+import ShutterBridge
 import ShutterClient
 import ShutterCore
 import ShutterLinux

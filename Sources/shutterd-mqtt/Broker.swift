@@ -1,5 +1,6 @@
 import CMosquitto
 import Glibc
+import ShutterBridge
 import ShutterCore
 import ShutterLinux
 

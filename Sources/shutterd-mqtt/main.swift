@@ -1,5 +1,6 @@
 import CMosquitto
 import Glibc
+import ShutterBridge
 import ShutterClient
 import ShutterCore
 import ShutterLinux

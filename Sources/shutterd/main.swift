@@ -1,6 +1,7 @@
 import Glibc
 import ShutterCore
 import ShutterLinux
+import ShutterRecording
 
 let usage = """
     Usage: shutterd [--socket PATH] [--config FILE] [--verbose]

@@ -1,3 +1,4 @@
+import ShutterBridge
 import ShutterCore
 import Testing
 

@@ -1,4 +1,5 @@
 import ShutterCore
+import ShutterRecording
 import Testing
 
 /// The recording format (docs/RECORDING.md): evemu's text, shutterd's additions in comments.

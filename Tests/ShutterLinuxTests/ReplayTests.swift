@@ -1,5 +1,6 @@
 import Glibc
 import ShutterCore
+import ShutterRecording
 import Testing
 
 import class ShutterClient.LineClient

@@ -1,3 +1,5 @@
+import ShutterCore
+
 /// A recorded input device: its description and its events, in evemu's text format
 /// (`evemu-record`, `evemu-play`), with shutterd's additions in comment lines evemu skips.
 /// docs/RECORDING.md describes the format. Pure: the text goes in and comes out here; the

@@ -38,7 +38,7 @@ package struct MQTTTopics: Equatable, Sendable {
 
     /// `s` as one topic level: '/' would split it, '+' and '#' are wildcards a topic to
     /// publish must not have, NUL is not allowed: each becomes '_'; empty becomes '_'.
-    package static func level(_ s: String) -> String {
+    static func level(_ s: String) -> String {
         if s.isEmpty { return "_" }
         return String(s.map { $0 == "/" || $0 == "+" || $0 == "#" || $0 == "\0" ? "_" : $0 })
     }
@@ -88,7 +88,7 @@ package enum MQTTPayload {
     }
 
     /// Microseconds since the Unix epoch as `2026-12-01T02:50:29.123456Z`.
-    package static func utcTime(micros: Int64) -> String {
+    static func utcTime(micros: Int64) -> String {
         let (secondsSinceEpoch, micro) = floorDiv(micros, 1_000_000)
         let (days, secondOfDay) = floorDiv(secondsSinceEpoch, 86_400)
         // Days to a civil date (proleptic Gregorian), after H. Hinnant's days_from_civil.
@@ -123,7 +123,7 @@ package struct Spool {
         package var topic: String
         package var payload: String
         /// shutterd's daemon-wide sequence number, when the event has one.
-        package var seq: Int64?
+        var seq: Int64?
 
         package init(topic: String, payload: String, seq: Int64?) {
             self.topic = topic
@@ -135,10 +135,10 @@ package struct Spool {
     /// What was dropped since the last notice.
     package struct Dropped: Equatable, Sendable {
         package var count = 0
-        package var firstSeq: Int64?
-        package var lastSeq: Int64?
+        var firstSeq: Int64?
+        var lastSeq: Int64?
 
-        package init(count: Int = 0, firstSeq: Int64? = nil, lastSeq: Int64? = nil) {
+        init(count: Int = 0, firstSeq: Int64? = nil, lastSeq: Int64? = nil) {
             self.count = count
             self.firstSeq = firstSeq
             self.lastSeq = lastSeq
@@ -148,11 +148,11 @@ package struct Spool {
     package let capacity: Int
     var ring: [Entry?]
     var head = 0
-    package private(set) var count = 0
+    private(set) var count = 0
     /// Dropped since `takeDropped`.
-    package private(set) var dropped = Dropped()
+    private(set) var dropped = Dropped()
     /// Dropped since the start.
-    package private(set) var droppedTotal = 0
+    private(set) var droppedTotal = 0
 
     package init(capacity: Int) {
         precondition(capacity > 0)
@@ -160,7 +160,7 @@ package struct Spool {
         ring = []
     }
 
-    package var isEmpty: Bool { count == 0 }
+    var isEmpty: Bool { count == 0 }
     package var first: Entry? { count == 0 ? nil : ring[head] }
 
     /// Adds `e` at the end; when full, the oldest is dropped first (and counted).
@@ -208,9 +208,9 @@ package struct Spool {
 /// open, and an empty retained message for every one that went, also while the broker was
 /// away. Each call returns what to publish now: an id and its JSON, or nil to clear it.
 package struct RetainedDevices {
-    package private(set) var devices: [(id: String, json: String)] = []
+    private(set) var devices: [(id: String, json: String)] = []
     /// Went while the broker was away: cleared once it is back.
-    package private(set) var toClear: [String] = []
+    private(set) var toClear: [String] = []
 
     package init() {}
 
@@ -264,11 +264,11 @@ package struct RetainedDevices {
 /// one physical device (its `group`) are one device in Home Assistant.
 package enum HomeAssistantDiscovery {
     /// The discovery prefix Home Assistant listens on by default.
-    package static let discoveryPrefix = "homeassistant"
+    static let discoveryPrefix = "homeassistant"
 
     /// What Home Assistant allows in a node or object id: ASCII letters, digits, '_' and
     /// '-'; anything else becomes '_'.
-    package static func idPart(_ s: String) -> String {
+    static func idPart(_ s: String) -> String {
         String(
             s.unicodeScalars.map { c -> Character in
                 c.isASCII && (c.properties.isAlphabetic || ("0"..."9").contains(c) || c == "_" || c == "-")

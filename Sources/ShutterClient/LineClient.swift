@@ -72,7 +72,7 @@ package final class LineClient {
     }
 
     /// What `receive` read.
-    package enum Line {
+    enum Line {
         /// A JSON value, with the line's text.
         case message(JSON, String)
         /// A line that is not JSON.
@@ -82,7 +82,7 @@ package final class LineClient {
     }
 
     /// The next line, waiting until `deadline` (nil: for ever); nil when the deadline passed.
-    package func receive(until deadline: ContinuousClock.Instant?) throws(ClientError) -> Line? {
+    func receive(until deadline: ContinuousClock.Instant?) throws(ClientError) -> Line? {
         while true {
             switch reader.next() {
             case .line(let bytes):

@@ -4,10 +4,10 @@
 package enum Admission {
     /// What udev says of a node, before it is opened.
     package struct UdevFacts: Sendable {
-        package var sysname: String
+        var sysname: String
         package var isEventNode: Bool
-        package var initialized: Bool
-        package var properties: [String: String]
+        var initialized: Bool
+        var properties: [String: String]
 
         package init(sysname: String, isEventNode: Bool, initialized: Bool, properties: [String: String]) {
             self.sysname = sysname
@@ -19,14 +19,14 @@ package enum Admission {
 
     /// What the evdev node says of itself, once opened.
     package struct NodeFacts: Sendable {
-        package var name: String
-        package var bus: UInt16
-        package var vendor: UInt16
-        package var product: UInt16
-        package var version: UInt16
-        package var uniq: String?
-        package var phys: String?
-        package var capabilities: Capabilities
+        var name: String
+        var bus: UInt16
+        var vendor: UInt16
+        var product: UInt16
+        var version: UInt16
+        var uniq: String?
+        var phys: String?
+        var capabilities: Capabilities
 
         package init(
             name: String, bus: UInt16, vendor: UInt16, product: UInt16, version: UInt16, uniq: String?,

@@ -3,13 +3,13 @@
 extension Array where Element == UInt8 {
     /// Appends a literal's UTF-8 bytes.
     @inlinable
-    package mutating func append(ascii literal: StaticString) {
+    mutating func append(ascii literal: StaticString) {
         literal.withUTF8Buffer { append(contentsOf: $0) }
     }
 
     /// Appends an integer in decimal, its digits made on the stack and appended at once.
     @inlinable
-    package mutating func append<T: BinaryInteger>(decimal value: T) {
+    mutating func append<T: BinaryInteger>(decimal value: T) {
         appendShort(capacity: 21) { $0.write(decimal: value) }
     }
 
@@ -17,7 +17,7 @@ extension Array where Element == UInt8 {
     /// one append to the array for a dozen pieces, instead of one (with its capacity check
     /// and bookkeeping) per piece.
     @inlinable
-    package mutating func appendShort(capacity: Int, _ body: (inout ShortText) -> Void) {
+    mutating func appendShort(capacity: Int, _ body: (inout ShortText) -> Void) {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer in
             var text = ShortText(buffer)
             body(&text)
@@ -30,15 +30,15 @@ extension Array where Element == UInt8 {
 /// past its capacity is a programming error and stops the program (a caller sizes it for the
 /// longest text it writes).
 @usableFromInline
-package struct ShortText {
+struct ShortText {
     @usableFromInline let buffer: UnsafeMutableBufferPointer<UInt8>
-    @usableFromInline package private(set) var count = 0
+    @usableFromInline private(set) var count = 0
 
     @inlinable
     init(_ buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
 
     @inlinable @inline(__always)
-    package mutating func write(_ literal: StaticString) {
+    mutating func write(_ literal: StaticString) {
         let n = literal.utf8CodeUnitCount
         precondition(count + n <= buffer.count, "ShortText: capacity exceeded")
         (buffer.baseAddress! + count).initialize(from: literal.utf8Start, count: n)
@@ -47,7 +47,7 @@ package struct ShortText {
 
     /// Bytes written before (an integer's digits, made once and shared).
     @inlinable @inline(__always)
-    package mutating func write(digits: UnsafeBufferPointer<UInt8>) {
+    mutating func write(digits: UnsafeBufferPointer<UInt8>) {
         precondition(count + digits.count <= buffer.count, "ShortText: capacity exceeded")
         (buffer.baseAddress! + count).initialize(from: digits.baseAddress!, count: digits.count)
         count += digits.count
@@ -55,7 +55,7 @@ package struct ShortText {
 
     /// An integer in decimal: at most 20 digits and a sign.
     @inlinable
-    package mutating func write<T: BinaryInteger>(decimal value: T) {
+    mutating func write<T: BinaryInteger>(decimal value: T) {
         precondition(count + 21 <= buffer.count, "ShortText: capacity exceeded")
         if value < 0 {
             buffer[count] = UInt8(ascii: "-")

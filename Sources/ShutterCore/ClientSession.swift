@@ -7,7 +7,7 @@ import Synchronization
 package struct ClientSession {
     package private(set) var interaction = Interaction()
     /// Messages of type capture and control sent so far.
-    package private(set) var clientSeq: UInt64 = 0
+    private(set) var clientSeq: UInt64 = 0
     /// One press this client received a `began` for.
     struct OpenPress {
         var press: UInt64
@@ -25,9 +25,9 @@ package struct ClientSession {
     /// a handful at most on a real rig, so a search from the newest beats hashing.
     var open: [OpenPress] = []
     /// The room for open presses that a session keeps when the last one ends.
-    package static let openKept = 8
+    static let openKept = 8
     /// The room for open presses it holds now.
-    package var openRoom: Int { open.capacity }
+    var openRoom: Int { open.capacity }
     /// Bytes of room for open presses that sessions gave back, in this process: the socket
     /// owner counts them towards trimming the heap (ClientHub.released).
     package static let roomReleased = Atomic<Int>(0)
@@ -57,10 +57,10 @@ package struct ClientSession {
     }
 
     /// How many presses are open for this client (began sent, no end yet).
-    package var openPresses: Int { open.count }
+    var openPresses: Int { open.count }
 
     /// What a client does with an occurrence.
-    package enum Take: Equatable, Sendable {
+    enum Take: Equatable, Sendable {
         /// It receives nothing of it.
         case nothing
         /// It receives a line naming this handler (nil: a control, which names none).
@@ -70,7 +70,7 @@ package struct ClientSession {
     /// Whether this client receives `o`, and with which handler, keeping its open presses,
     /// slider and double-press marks as it goes; the line itself is written by `write` or
     /// `writeHead`, which number it.
-    package mutating func take(_ o: Occurrence) -> Take {
+    mutating func take(_ o: Occurrence) -> Take {
         let handler: Handler?
         switch o.kind {
         case .capture(let role, .began):
@@ -125,7 +125,7 @@ package struct ClientSession {
     /// Writes to `out` the line (with its newline) this client receives for `o`, whose
     /// shared text is `text`; returns false, writing nothing, when this client receives
     /// nothing of it.
-    package mutating func deliver(_ o: Occurrence, text: Wire.SharedPart, into out: inout [UInt8]) -> Bool {
+    mutating func deliver(_ o: Occurrence, text: Wire.SharedPart, into out: inout [UInt8]) -> Bool {
         guard case .line(let handler) = take(o) else { return false }
         write(o, handler: handler, text: text, into: &out)
         return true
@@ -141,7 +141,7 @@ package struct ClientSession {
 
     /// Writes the head of an event line (everything before `text`'s shared tail), for a
     /// line that is sent in two pieces.
-    package mutating func writeHead(
+    mutating func writeHead(
         _ o: Occurrence, handler: Handler?, text: Wire.SharedPart, into out: inout ShortText
     ) {
         clientSeq += 1
@@ -152,12 +152,12 @@ package struct ClientSession {
 
     /// Whether this client's interaction asks for gestures, which add lines of its own
     /// around an occurrence.
-    package var wantsGestures: Bool {
+    var wantsGestures: Bool {
         interaction.gestures.longPressAfter != nil || interaction.gestures.doublePressWithin != nil
     }
 
     /// The line this client receives for `o`, or nil (writing the shared text itself).
-    package mutating func deliver(_ o: Occurrence) -> [UInt8]? {
+    mutating func deliver(_ o: Occurrence) -> [UInt8]? {
         var out: [UInt8] = []
         return deliver(o, text: Wire.SharedPart(o), into: &out) ? out : nil
     }
@@ -210,7 +210,7 @@ package struct ClientSession {
 
     /// Writes, for this client, the `longPress` of every open press that is long by `now`
     /// (CLOCK_MONOTONIC µs, the clock of the kernel's timestamps); returns how many lines.
-    package mutating func longPresses(dueBy now: Int64, into out: inout [UInt8]) -> Int {
+    mutating func longPresses(dueBy now: Int64, into out: inout [UInt8]) -> Int {
         var count = 0
         for i in open.indices {
             guard let due = open[i].longDue, due <= now else { continue }
@@ -223,7 +223,7 @@ package struct ClientSession {
     /// What comes before `o` for this client: the `longPress` of the press `o` ends, when
     /// the release itself shows the press was held long enough and the timer had not yet
     /// said so (the release's kernel time decides, not when the daemon got to it).
-    package mutating func gesture(before o: Occurrence, into out: inout [UInt8]) -> Bool {
+    mutating func gesture(before o: Occurrence, into out: inout [UInt8]) -> Bool {
         guard case .capture(_, .ended) = o.kind, interaction.gestures.longPressAfter != nil,
             let i = openIndex(o.press), let due = open[i].longDue, due <= o.kernelTime
         else { return false }
@@ -234,7 +234,7 @@ package struct ClientSession {
     /// What comes after `o` for this client, once `o` was delivered: the `doublePress` that
     /// the began `o` makes with the last release of the same key of the same device. The
     /// second press's release starts no other pair: a triple press is one double press.
-    package mutating func gesture(after o: Occurrence, into out: inout [UInt8]) -> Bool {
+    mutating func gesture(after o: Occurrence, into out: inout [UInt8]) -> Bool {
         guard case .capture(_, .began) = o.kind, let within = interaction.gestures.doublePressWithin,
             !lastRelease.isEmpty, let i = openIndex(o.press), let first = lastRelease[Self.releaseKey(o)],
             o.kernelTime - first.time <= within * 1000

@@ -1,6 +1,6 @@
 /// A mistake in the config file or in a device's udev properties, with where it is.
 package struct ConfigError: Error, Equatable, CustomStringConvertible {
-    package var line: Int?
+    var line: Int?
     package var message: String
     package var description: String { line.map { "line \($0): \(message)" } ?? message }
 }
@@ -15,25 +15,24 @@ package struct ClientLimits: Equatable, Sendable {
     /// Clients connected at once; more are refused with `tooManyClients`.
     package var maxClients = 1024
 
-    package static let queueMessagesRange = 16...1_000_000
-    package static let queueBytesRange = 65_536...268_435_456
-    package static let maxClientsRange = 1...65_536
+    static let queueMessagesRange = 16...1_000_000
+    static let queueBytesRange = 65_536...268_435_456
+    static let maxClientsRange = 1...65_536
 
     package init() {}
 }
 
 /// One `[device]` section: which devices it matches and what it changes.
-package struct DeviceRule: Equatable, Sendable {
-    package var line: Int
-    package var matchName: String?
-    package var matchBus: String?
-    package var matchVendor: UInt16?
-    package var matchProduct: UInt16?
-    package var matchID: String?
-    package var change = MappingOverride()
+struct DeviceRule: Equatable, Sendable {
+    var line: Int
+    var matchName: String?
+    var matchBus: String?
+    var matchVendor: UInt16?
+    var matchProduct: UInt16?
+    var matchID: String?
+    var change = MappingOverride()
 
-    package func matches(name: String, bus: UInt16, vendor: UInt16, product: UInt16, id: String, group: String) -> Bool
-    {
+    func matches(name: String, bus: UInt16, vendor: UInt16, product: UInt16, id: String, group: String) -> Bool {
         (matchName.map { Glob.matches(pattern: $0, name) } ?? true)
             && (matchBus.map { $0 == BusType.name(bus) } ?? true)
             && (matchVendor.map { $0 == vendor } ?? true)
@@ -64,14 +63,14 @@ package struct Config: Equatable, Sendable {
     /// Users and groups, besides root, allowed to ask for a grab.
     package var grabUsers: [String] = []
     package var grabGroups: [String] = []
-    package var devices: [DeviceRule] = []
+    var devices: [DeviceRule] = []
     /// shutterd-mqtt's settings; shutterd checks them and leaves them alone.
     package var mqtt = MQTTSettings()
 
     package init() {}
 
     /// The changes the config makes for a device, rules applied in file order.
-    package func override(name: String, bus: UInt16, vendor: UInt16, product: UInt16, id: String, group: String)
+    func override(name: String, bus: UInt16, vendor: UInt16, product: UInt16, id: String, group: String)
         -> MappingOverride
     {
         devices.filter { $0.matches(name: name, bus: bus, vendor: vendor, product: product, id: id, group: group) }
@@ -199,7 +198,7 @@ extension MappingOverride {
     /// The changes a device's udev properties ask for (`SHUTTERD_KIND`, `SHUTTERD_IGNORE`,
     /// `SHUTTERD_DEVICE`, `SHUTTERD_PRIMARY_KEYS`, `SHUTTERD_SECONDARY_KEYS`). Each bad
     /// property is reported and left out; the good ones still apply.
-    package static func fromUdev(_ properties: [String: String], keyCode: (String) -> UInt16?) -> (
+    static func fromUdev(_ properties: [String: String], keyCode: (String) -> UInt16?) -> (
         MappingOverride, [String]
     ) {
         var o = MappingOverride()

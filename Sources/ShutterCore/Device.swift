@@ -28,8 +28,8 @@ package struct Capabilities: Equatable, Sendable {
     }
 
     /// Has letter keys: a keyboard (or a remote built on a keyboard descriptor).
-    package var hasLetters: Bool { keys.contains(KeyCode.a) && keys.contains(KeyCode.z) && keys.contains(KeyCode.q) }
-    package var isPointer: Bool {
+    var hasLetters: Bool { keys.contains(KeyCode.a) && keys.contains(KeyCode.z) && keys.contains(KeyCode.q) }
+    var isPointer: Bool {
         keys.contains(KeyCode.btnLeft) && rels.contains(RelCode.x) && rels.contains(RelCode.y)
     }
 }
@@ -40,11 +40,11 @@ package struct DeviceInfo: Equatable, Sendable {
     package var group: String
     package var name: String
     package var bus: UInt16
-    package var vendor: UInt16
-    package var product: UInt16
-    package var version: UInt16
+    var vendor: UInt16
+    var product: UInt16
+    var version: UInt16
     package var uniq: String?
-    package var phys: String?
+    var phys: String?
     package var syspath: String
     package var node: String
     package var kind: DeviceKind
@@ -91,11 +91,11 @@ package struct DeviceInfo: Equatable, Sendable {
 /// (an Apple keyboard's keyboard and consumer-control interfaces) stay apart. A serial does
 /// not tell the interfaces apart, as all of them report it, so the interface is in the id
 /// whether `uniq` anchors the group or `phys` does.
-package struct DeviceIdentity: Equatable, Sendable {
-    package var group: String
-    package var id: String
+struct DeviceIdentity: Equatable, Sendable {
+    var group: String
+    var id: String
 
-    package init(bus: UInt16, vendor: UInt16, product: UInt16, uniq: String?, phys: String?, name: String) {
+    init(bus: UInt16, vendor: UInt16, product: UInt16, uniq: String?, phys: String?, name: String) {
         let prefix = "\(BusType.name(bus))-\(hex(vendor, width: 4))-\(hex(product, width: 4))"
         let (port, interface) = DeviceIdentity.splitPhys(phys ?? "")
         let anchor: String

@@ -64,7 +64,7 @@ package final class Engine {
     }
 
     @exclusivity(unchecked) var devices: [Int: DeviceState] = [:]
-    @exclusivity(unchecked) package private(set) var lastSeq: UInt64 = 0
+    @exclusivity(unchecked) private(set) var lastSeq: UInt64 = 0
     @exclusivity(unchecked) var lastPress: UInt64 = 0
     /// Turns an event type and code into libevdev's name for it.
     let name: (UInt16, UInt16) -> String
@@ -163,7 +163,7 @@ package final class Engine {
     }
 
     /// Feeds one event of a device; returns what it produced, numbered.
-    package func handle(_ handle: Int, _ event: RawEvent, now: Int64) -> [Occurrence] {
+    func handle(_ handle: Int, _ event: RawEvent, now: Int64) -> [Occurrence] {
         var produced: [Occurrence] = []
         if let state = devices[handle] { feed(state, event, now: now, into: &produced, mergeFrom: Int.max) }
         return produced

@@ -6,7 +6,7 @@ package enum EventType {
     package static let syn: UInt16 = 0x00
     package static let key: UInt16 = 0x01
     package static let rel: UInt16 = 0x02
-    package static let msc: UInt16 = 0x04
+    static let msc: UInt16 = 0x04
 }
 
 package enum SynCode {
@@ -14,43 +14,43 @@ package enum SynCode {
     package static let dropped: UInt16 = 3
 }
 
-package enum MscCode {
-    package static let scan: UInt16 = 4
+enum MscCode {
+    static let scan: UInt16 = 4
 }
 
-package enum KeyCode {
-    package static let esc: UInt16 = 1
-    package static let q: UInt16 = 16
-    package static let enter: UInt16 = 28
-    package static let a: UInt16 = 30
-    package static let z: UInt16 = 44
-    package static let space: UInt16 = 57
-    package static let f5: UInt16 = 63
-    package static let volumeDown: UInt16 = 114
-    package static let volumeUp: UInt16 = 115
-    package static let nextSong: UInt16 = 163
-    package static let playPause: UInt16 = 164
-    package static let previousSong: UInt16 = 165
-    package static let playCD: UInt16 = 200
-    package static let pauseCD: UInt16 = 201
-    package static let camera: UInt16 = 212
-    package static let media: UInt16 = 226
-    package static let btn0: UInt16 = 0x100
-    package static let btnLeft: UInt16 = 0x110
-    package static let cameraFocus: UInt16 = 0x210
+enum KeyCode {
+    static let esc: UInt16 = 1
+    static let q: UInt16 = 16
+    static let enter: UInt16 = 28
+    static let a: UInt16 = 30
+    static let z: UInt16 = 44
+    static let space: UInt16 = 57
+    static let f5: UInt16 = 63
+    static let volumeDown: UInt16 = 114
+    static let volumeUp: UInt16 = 115
+    static let nextSong: UInt16 = 163
+    static let playPause: UInt16 = 164
+    static let previousSong: UInt16 = 165
+    static let playCD: UInt16 = 200
+    static let pauseCD: UInt16 = 201
+    static let camera: UInt16 = 212
+    static let media: UInt16 = 226
+    static let btn0: UInt16 = 0x100
+    static let btnLeft: UInt16 = 0x110
+    static let cameraFocus: UInt16 = 0x210
 }
 
-package enum RelCode {
-    package static let x: UInt16 = 0x00
-    package static let y: UInt16 = 0x01
-    package static let hwheel: UInt16 = 0x06
-    package static let dial: UInt16 = 0x07
-    package static let wheel: UInt16 = 0x08
+enum RelCode {
+    static let x: UInt16 = 0x00
+    static let y: UInt16 = 0x01
+    static let hwheel: UInt16 = 0x06
+    static let dial: UInt16 = 0x07
+    static let wheel: UInt16 = 0x08
 }
 
 /// Bus numbers of `struct input_id`.
-package enum BusType {
-    package static func name(_ bus: UInt16) -> String {
+enum BusType {
+    static func name(_ bus: UInt16) -> String {
         switch bus {
         case 0x01: "pci"
         case 0x03: "usb"
@@ -81,7 +81,7 @@ package struct RawEvent: Equatable, Sendable {
     /// Kernel timestamp, microseconds of CLOCK_MONOTONIC.
     package var time: Int64
     /// True for the events libevdev synthesises to bring the state up to date after a drop.
-    package var resync: Bool
+    var resync: Bool
 
     package init(type: UInt16, code: UInt16, value: Int32, time: Int64, resync: Bool = false) {
         self.type = type

@@ -1,72 +1,66 @@
 /// Which events a client wants, by device and key. Every non-empty list must match.
-package struct Filter: Equatable, Sendable {
+struct Filter: Equatable, Sendable {
     /// Exact device ids or groups.
-    package var devices: [String] = []
+    var devices: [String] = []
     /// Shell patterns on the device name.
-    package var names: [String] = []
+    var names: [String] = []
     /// Bus names (`usb`, `bluetooth`, ...).
-    package var buses: [String] = []
+    var buses: [String] = []
     /// Device kinds.
-    package var kinds: [DeviceKind] = []
+    var kinds: [DeviceKind] = []
     /// libevdev key or axis names.
-    package var keys: [String] = []
+    var keys: [String] = []
 
-    package init() {}
+    init() {}
 
-    package func matches(_ device: DeviceInfo) -> Bool {
+    func matches(_ device: DeviceInfo) -> Bool {
         (devices.isEmpty || devices.contains(device.id) || devices.contains(device.group))
             && (names.isEmpty || names.contains { Glob.matches(pattern: $0, device.name) })
             && (buses.isEmpty || buses.contains(device.busName))
             && (kinds.isEmpty || kinds.contains(device.kind))
     }
 
-    package func matches(_ device: DeviceInfo, key: String) -> Bool {
+    func matches(_ device: DeviceInfo, key: String) -> Bool {
         matches(device) && (keys.isEmpty || keys.contains(key))
     }
 
     /// Whether it lets everything through (no criterion): a client's usual filter. Every
     /// stored property is a criterion, and a test counts them.
-    package var isEmpty: Bool {
+    var isEmpty: Bool {
         devices.isEmpty && names.isEmpty && buses.isEmpty && kinds.isEmpty && keys.isEmpty
     }
 
     /// `matches(_:key:)` for an admitted device, which an empty filter passes without the
     /// device's facts being read (a copy of them, with their strings, for every client).
-    package func matches(_ device: DeviceRecord, key: String) -> Bool {
+    func matches(_ device: DeviceRecord, key: String) -> Bool {
         isEmpty || matches(device.info, key: key)
     }
 }
 
 /// A client's slider: its range and current value.
-package struct SliderRange: Equatable, Sendable {
-    package var min: Int64 = 0
-    package var max: Int64 = 100
-    package var value: Int64 = 50
-
-    package init(min: Int64 = 0, max: Int64 = 100, value: Int64 = 50) {
-        self.min = min
-        self.max = max
-        self.value = value
-    }
+struct SliderRange: Equatable, Sendable {
+    var min: Int64 = 0
+    var max: Int64 = 100
+    var value: Int64 = 50
 }
 
 /// A client's AVCaptureEventInteraction: its handlers and what it listens to.
 package struct Interaction: Equatable, Sendable {
-    package var enabled = true
-    package var primary = true
-    package var secondary = true
-    package var defaultCaptureSoundDisabled = false
+    var enabled = true
+    var primary = true
+    var secondary = true
+    var defaultCaptureSoundDisabled = false
     package var grab = false
-    package var filter = Filter()
-    package var slider = SliderRange()
+    var filter = Filter()
+    var slider = SliderRange()
     package var gestures = Gestures()
 
-    package init() {}
+    init() {}
 
     /// The handler a press of `role` drives for this interaction, or nil when it drives none.
     /// Volume up drives secondary, and falls through to primary when there is no secondary
     /// handler, as on iOS.
-    package func handler(for role: KeyRole) -> Handler? {
+    func handler(for role: KeyRole) -> Handler? {
         switch role {
         case .primary: primary ? .primary : nil
         case .secondary: secondary ? .secondary : (primary ? .primary : nil)
@@ -82,20 +76,20 @@ package struct Gestures: Equatable, Sendable {
     /// Milliseconds; nil: no `longPress` messages.
     package var longPressAfter: Int64?
     /// Milliseconds; nil: no `doublePress` messages.
-    package var doublePressWithin: Int64?
+    var doublePressWithin: Int64?
 
-    package static let longPressDefault: Int64 = 500
+    static let longPressDefault: Int64 = 500
     package static let longPressBounds: ClosedRange<Int64> = 50...60_000
-    package static let doublePressDefault: Int64 = 300
+    static let doublePressDefault: Int64 = 300
     package static let doublePressBounds: ClosedRange<Int64> = 50...5_000
 
-    package init(longPressAfter: Int64? = nil, doublePressWithin: Int64? = nil) {
+    init(longPressAfter: Int64? = nil, doublePressWithin: Int64? = nil) {
         self.longPressAfter = longPressAfter
         self.doublePressWithin = doublePressWithin
     }
 }
 
-package enum Handler: String, Sendable {
+enum Handler: String, Sendable {
     case primary, secondary
 }
 

@@ -42,7 +42,7 @@ package enum JSON: Equatable, Sendable {
         default: return nil
         }
     }
-    package var doubleValue: Double? {
+    var doubleValue: Double? {
         switch self {
         case .int(let i): return Double(i)
         case .double(let d): return d
@@ -53,7 +53,7 @@ package enum JSON: Equatable, Sendable {
     package var objectValue: [(String, JSON)]? { if case .object(let o) = self { return o } else { return nil } }
 
     /// Containers inside containers: 0 for a scalar, 1 for `[1]`, 2 for `[[1]]`.
-    package var depth: Int {
+    var depth: Int {
         switch self {
         case .array(let items): 1 + (items.map(\.depth).max() ?? 0)
         case .object(let members): 1 + (members.map(\.1.depth).max() ?? 0)
@@ -62,7 +62,7 @@ package enum JSON: Equatable, Sendable {
     }
 
     /// A short name of the value's type, for error messages.
-    package var typeName: String {
+    var typeName: String {
         switch self {
         case .null: "null"
         case .bool: "a boolean"
@@ -86,7 +86,7 @@ extension JSON {
     }
 
     /// Appends the compact JSON text of the value to `out`.
-    package func write(into out: inout [UInt8]) {
+    func write(into out: inout [UInt8]) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
@@ -152,13 +152,13 @@ extension JSON {
 
 /// Why a text is not JSON, with the byte offset where reading stopped.
 package struct JSONParseError: Error, Equatable, CustomStringConvertible {
-    package init(reason: String, offset: Int) {
+    init(reason: String, offset: Int) {
         self.reason = reason
         self.offset = offset
     }
 
-    package var reason: String
-    package var offset: Int
+    var reason: String
+    var offset: Int
     package var description: String { "\(reason) at offset \(offset)" }
 }
 
@@ -171,7 +171,7 @@ extension JSON {
 
     /// Parses like `parse`, and also returns the exact text of each member value of the
     /// outermost object (when it is one), by name.
-    package static func parseWithSpans<C: Collection>(_ bytes: C) throws(JSONParseError) -> (
+    static func parseWithSpans<C: Collection>(_ bytes: C) throws(JSONParseError) -> (
         value: JSON, members: [String: ArraySlice<UInt8>]
     ) where C.Element == UInt8 {
         var parser = JSONParser(bytes: Array(bytes))

@@ -1,7 +1,7 @@
 /// Latency figures for `shutterctl latency`: percentiles and a text histogram. Pure.
 package enum Latency {
     /// The nearest-rank percentile `p` (0 < p <= 100) of `values`, or nil for none.
-    package static func percentile(_ p: Double, of values: [Int64]) -> Int64? {
+    static func percentile(_ p: Double, of values: [Int64]) -> Int64? {
         guard !values.isEmpty else { return nil }
         let sorted = values.sorted()
         let rank = Int((p / 100 * Double(sorted.count)).rounded(.up))

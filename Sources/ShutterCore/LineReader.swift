@@ -4,14 +4,14 @@
 /// dropped only when it is at least half of what is held, so splitting n bytes into lines
 /// moves O(n) bytes in all, however short the lines (a megabyte of blank lines included).
 package struct LineReader {
-    package let limit: Int
+    let limit: Int
     var buffer: [UInt8] = []
     /// Where the next line starts (everything before it was handed out).
     var start = 0
     /// Where to look for the next newline (nothing from `start` up to it has one).
     var scanned = 0
     /// Bytes moved to drop consumed prefixes, in all: the work linearity is about.
-    package private(set) var movedBytes = 0
+    private(set) var movedBytes = 0
 
     package init(limit: Int = maxRequestLine) {
         self.limit = limit
@@ -63,5 +63,5 @@ package struct LineReader {
     }
 
     /// Bytes held without a newline yet (or not yet handed out).
-    package var pending: Int { buffer.count - start }
+    var pending: Int { buffer.count - start }
 }

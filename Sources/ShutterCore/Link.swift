@@ -4,11 +4,11 @@ package struct LinkState: Equatable, Sendable {
     /// BlueZ's `Device1.Connected`; nil for a device BlueZ does not know.
     package var connected: Bool?
     /// BlueZ's `Device1.Alias`.
-    package var alias: String?
+    var alias: String?
     /// BlueZ's `Battery1.Percentage`.
     package var battery: Int?
 
-    package init(connected: Bool? = nil, alias: String? = nil, battery: Int? = nil) {
+    init(connected: Bool? = nil, alias: String? = nil, battery: Int? = nil) {
         self.connected = connected
         self.alias = alias
         self.battery = battery
@@ -28,8 +28,8 @@ package enum BusValue: Equatable, Sendable {
 /// start, then InterfacesAdded, InterfacesRemoved and PropertiesChanged. Pure: the Linux side
 /// decodes the messages and hands their properties here.
 package struct BluetoothLinks: Sendable {
-    package static let deviceInterface = "org.bluez.Device1"
-    package static let batteryInterface = "org.bluez.Battery1"
+    static let deviceInterface = "org.bluez.Device1"
+    static let batteryInterface = "org.bluez.Battery1"
 
     struct Entry {
         var address: String?
@@ -183,7 +183,7 @@ package struct HIDBatteryReads: Equatable, Sendable {
 
     /// Whether a device on this bus (`struct input_id`'s) with this BlueZ state (nil: BlueZ
     /// does not know it, has not answered yet or is not on the bus) may be read now.
-    package static func mayRead(bus: UInt16, link: LinkState?) -> Bool {
+    static func mayRead(bus: UInt16, link: LinkState?) -> Bool {
         !isBluetooth(bus) || link?.connected == true
     }
 

@@ -3,7 +3,7 @@
 package struct MQTTSettings: Equatable, Sendable {
     package var host = "localhost"
     /// nil: 1883, or 8883 with TLS.
-    package var port: Int?
+    var port: Int?
     /// nil: `shutterd/<hostname>`.
     package var prefix: String?
     /// For events, notices, the status and the device messages.
@@ -23,10 +23,10 @@ package struct MQTTSettings: Equatable, Sendable {
     /// Home Assistant's MQTT discovery: a device trigger per key, once the key is pressed.
     package var homeAssistant = false
 
-    package static let portRange = 1...65_535
-    package static let qosRange = 0...2
-    package static let keepaliveRange = 5...65_535
-    package static let spoolRange = 16...1_000_000
+    static let portRange = 1...65_535
+    static let qosRange = 0...2
+    static let keepaliveRange = 5...65_535
+    static let spoolRange = 16...1_000_000
     package static let keys = [
         "host", "port", "prefix", "qos", "keepalive", "tls-ca", "tls-cert", "tls-key", "username",
         "password-file", "client-id", "spool", "homeassistant",
@@ -34,7 +34,7 @@ package struct MQTTSettings: Equatable, Sendable {
 
     package init() {}
 
-    package var tls: Bool { tlsCA != nil }
+    var tls: Bool { tlsCA != nil }
     package var effectivePort: Int { port ?? (tls ? 8883 : 1883) }
 
     /// Sets one setting by its config name (the option's name without `--`).

@@ -1,5 +1,5 @@
 /// What a key of a device does in the capture-event model.
-package enum KeyRole: Equatable, Sendable {
+enum KeyRole: Equatable, Sendable {
     /// Drives the primary handler (volume down, camera, headset click, dial button, a remote's Enter).
     case primary
     /// Drives the secondary handler, falling through to primary when a client has none (volume up).
@@ -11,22 +11,14 @@ package enum KeyRole: Equatable, Sendable {
 /// Which keys and axes of one device drive what. Built from the device's kind, then changed
 /// by the config file and by the device's udev properties.
 package struct DeviceMapping: Equatable, Sendable {
-    package var primaryKeys: Set<UInt16>
-    package var secondaryKeys: Set<UInt16>
-    package var focusKeys: Set<UInt16>
-    package var sliderAxes: Set<UInt16>
-
-    package init(primaryKeys: Set<UInt16>, secondaryKeys: Set<UInt16>, focusKeys: Set<UInt16>, sliderAxes: Set<UInt16>)
-    {
-        self.primaryKeys = primaryKeys
-        self.secondaryKeys = secondaryKeys
-        self.focusKeys = focusKeys
-        self.sliderAxes = sliderAxes
-    }
+    var primaryKeys: Set<UInt16>
+    var secondaryKeys: Set<UInt16>
+    var focusKeys: Set<UInt16>
+    var sliderAxes: Set<UInt16>
 
     /// Keys that drive primary on every device: the iOS volume-down and camera buttons and
     /// the headset clicks (wired hook, USB Play/Pause, BlueZ AVRCP play and pause).
-    package static let commonPrimary: Set<UInt16> = [
+    static let commonPrimary: Set<UInt16> = [
         KeyCode.volumeDown, KeyCode.camera, KeyCode.playPause, KeyCode.media, KeyCode.playCD, KeyCode.pauseCD,
     ]
 
@@ -53,7 +45,7 @@ package struct DeviceMapping: Equatable, Sendable {
         return m
     }
 
-    package func role(ofKey code: UInt16) -> KeyRole? {
+    func role(ofKey code: UInt16) -> KeyRole? {
         if primaryKeys.contains(code) { return .primary }
         if secondaryKeys.contains(code) { return .secondary }
         if focusKeys.contains(code) { return .focus }
@@ -61,7 +53,7 @@ package struct DeviceMapping: Equatable, Sendable {
     }
 
     /// Whether a device that can send `capabilities` has anything this mapping uses.
-    package func uses(_ capabilities: Capabilities) -> Bool {
+    func uses(_ capabilities: Capabilities) -> Bool {
         !capabilities.keys.isDisjoint(with: primaryKeys) || !capabilities.keys.isDisjoint(with: secondaryKeys)
             || !capabilities.keys.isDisjoint(with: focusKeys) || !capabilities.rels.isDisjoint(with: sliderAxes)
     }
@@ -75,7 +67,7 @@ extension DeviceKind {
     ///
     /// `audio` says the node belongs to a USB device with an audio interface (udev's
     /// `ID_USB_INTERFACES` lists class 01): a USB headset's buttons, whatever its name.
-    package static func guess(name: String, capabilities: Capabilities, audio: Bool = false) -> DeviceKind {
+    static func guess(name: String, capabilities: Capabilities, audio: Bool = false) -> DeviceKind {
         let lower = name.lowercased()
         if capabilities.rels.contains(RelCode.dial) { return .dial }
         if audio && !capabilities.hasLetters && !capabilities.isPointer { return .headset }
@@ -96,18 +88,18 @@ extension DeviceKind {
 
 /// Changes to a device's mapping, from one udev property set or one config section.
 /// A nil field changes nothing.
-package struct MappingOverride: Equatable, Sendable {
-    package var kind: DeviceKind?
+struct MappingOverride: Equatable, Sendable {
+    var kind: DeviceKind?
     /// Replaces the primary keys (the kind's list) when set.
-    package var primaryKeys: Set<UInt16>?
+    var primaryKeys: Set<UInt16>?
     /// Replaces the secondary keys when set.
-    package var secondaryKeys: Set<UInt16>?
+    var secondaryKeys: Set<UInt16>?
     /// Open the device even when it has nothing the mapping uses.
-    package var force: Bool?
+    var force: Bool?
     /// Never open the device.
-    package var ignore: Bool?
+    var ignore: Bool?
 
-    package init(
+    init(
         kind: DeviceKind? = nil, primaryKeys: Set<UInt16>? = nil, secondaryKeys: Set<UInt16>? = nil,
         force: Bool? = nil, ignore: Bool? = nil
     ) {
@@ -119,7 +111,7 @@ package struct MappingOverride: Equatable, Sendable {
     }
 
     /// `other` applied over `self`: its set fields win.
-    package func overlaid(by other: MappingOverride) -> MappingOverride {
+    func overlaid(by other: MappingOverride) -> MappingOverride {
         MappingOverride(
             kind: other.kind ?? kind, primaryKeys: other.primaryKeys ?? primaryKeys,
             secondaryKeys: other.secondaryKeys ?? secondaryKeys, force: other.force ?? force,
@@ -136,7 +128,7 @@ package struct DevicePlan: Equatable, Sendable {
     package var reason: String
 
     /// Decides from what the device can send and the overrides (config first, then udev).
-    package init(name: String, capabilities: Capabilities, override: MappingOverride, audio: Bool = false) {
+    init(name: String, capabilities: Capabilities, override: MappingOverride, audio: Bool = false) {
         kind = override.kind ?? DeviceKind.guess(name: name, capabilities: capabilities, audio: audio)
         mapping = DeviceMapping.standard(for: kind)
         if let p = override.primaryKeys { mapping.primaryKeys = p }
@@ -159,7 +151,7 @@ package struct DevicePlan: Equatable, Sendable {
 
 /// Whether udev's `ID_USB_INTERFACES` (":030000:010100:010200:", class, subclass and protocol
 /// of each interface) lists an audio interface (class 01).
-package func hasAudioInterface(_ usbInterfaces: String?) -> Bool {
+func hasAudioInterface(_ usbInterfaces: String?) -> Bool {
     guard let usbInterfaces else { return false }
     return usbInterfaces.split(separator: ":").contains { $0.count == 6 && $0.hasPrefix("01") }
 }

@@ -1,10 +1,10 @@
 /// A phase of a press, as on iOS.
-package enum Phase: String, Sendable {
+enum Phase: String, Sendable {
     case began, ended, cancelled
 }
 
 /// Why a press was cancelled.
-package enum CancelReason: String, Sendable {
+enum CancelReason: String, Sendable {
     /// The device went away with the key held.
     case removed
     /// Events were dropped (SYN_DROPPED) and the release with them.
@@ -20,12 +20,12 @@ package enum CancelReason: String, Sendable {
 }
 
 /// The key or axis of an event, as clients see it.
-package struct KeyInfo: Equatable, Sendable {
-    package var code: UInt16
-    package var name: String
-    package var scancode: Int32?
+struct KeyInfo: Equatable, Sendable {
+    var code: UInt16
+    var name: String
+    var scancode: Int32?
 
-    package init(code: UInt16, name: String, scancode: Int32? = nil) {
+    init(code: UInt16, name: String, scancode: Int32? = nil) {
         self.code = code
         self.name = name
         self.scancode = scancode
@@ -41,7 +41,7 @@ package final class DeviceRecord: Sendable {
     package let handle: Int
     package let info: DeviceInfo
     /// The device object as JSON text (Wire.device).
-    package let text: [UInt8]
+    let text: [UInt8]
 
     package init(handle: Int, info: DeviceInfo) {
         self.handle = handle
@@ -55,7 +55,7 @@ package final class DeviceRecord: Sendable {
 /// One thing that happened, daemon-wide, before it is handed to the clients. A value: the
 /// engine writes a batch of them into a buffer it reuses, and the device is a reference.
 package struct Occurrence: Sendable {
-    package enum Kind: Equatable, Sendable {
+    enum Kind: Equatable, Sendable {
         /// A press of a key with a handler role.
         case capture(KeyRole, Phase)
         /// The controls' half press: began = active, ended/cancelled = inactive.
@@ -67,24 +67,24 @@ package struct Occurrence: Sendable {
         case gesture(Gesture)
     }
 
-    package enum Gesture: Equatable, Sendable {
+    enum Gesture: Equatable, Sendable {
         /// The press (`press`) has been held as long as the client's `longPress.after`.
         case longPress
         /// The press (`press`) began within `doublePress.within` of the end of `first`.
         case doublePress(first: UInt64)
     }
 
-    package var seq: UInt64
-    package var kind: Kind
+    var seq: UInt64
+    var kind: Kind
     /// The press this event belongs to (0 for sliders).
-    package var press: UInt64
-    package var reason: CancelReason?
-    package var device: DeviceRecord
-    package var key: KeyInfo
-    package var kernelTime: Int64
+    var press: UInt64
+    var reason: CancelReason?
+    var device: DeviceRecord
+    var key: KeyInfo
+    var kernelTime: Int64
     package var receiveTime: Int64
 
-    package init(
+    init(
         seq: UInt64, kind: Kind, press: UInt64, reason: CancelReason? = nil, device: DeviceRecord, key: KeyInfo,
         kernelTime: Int64, receiveTime: Int64
     ) {

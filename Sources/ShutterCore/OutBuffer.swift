@@ -24,16 +24,16 @@ package struct OutBuffer {
 
     /// Messages waiting (a partly sent one included).
     package var count: Int { ends.count - endsHead }
-    package var isEmpty: Bool { start == bytes.count }
+    var isEmpty: Bool { start == bytes.count }
     /// Bytes waiting.
     package var pending: Int { bytes.count - start }
 
     /// Where the next message starts: write it into `bytes`, then `commit(from:)`.
-    package var mark: Int { bytes.count }
+    var mark: Int { bytes.count }
 
     /// Takes the message written into `bytes` since `mark`; false, and the message taken
     /// back out, when it does not fit (the client has fallen behind).
-    package mutating func commit(from mark: Int) -> Bool {
+    mutating func commit(from mark: Int) -> Bool {
         let wasEmpty = mark == start
         guard count < limit, wasEmpty || pending <= byteLimit else {
             bytes.removeSubrange(mark...)

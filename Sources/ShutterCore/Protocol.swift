@@ -13,7 +13,7 @@ package enum Request: Equatable, Sendable {
     case listDevices
     case ping
 
-    package var name: String {
+    var name: String {
         switch self {
         case .setInteraction: "setInteraction"
         case .listDevices: "listDevices"
@@ -34,16 +34,16 @@ package enum ErrorCode: String, Sendable {
 /// reply, never re-serialised (a `1e15` comes back as `1e15`). Bounded in size and depth,
 /// so what a client can make the daemon repeat is small.
 package struct RequestID: Equatable, Sendable, ExpressibleByStringLiteral {
-    package let text: [UInt8]
+    let text: [UInt8]
     /// The longest id, in bytes of JSON text.
-    package static let maxBytes = 256
+    static let maxBytes = 256
     /// The deepest id: containers inside containers.
-    package static let maxDepth = 8
+    static let maxDepth = 8
 
     /// The id's text, with any tab, CR or LF in it (JSON white space: a string cannot hold
     /// them raw) written as a space, so that a reply holds no control character a client
     /// might take for a line end.
-    package init<C: Collection>(_ text: C) where C.Element == UInt8 {
+    init<C: Collection>(_ text: C) where C.Element == UInt8 {
         self.text = text.map { $0 == 0x09 || $0 == 0x0A || $0 == 0x0D ? 0x20 : $0 }
     }
     package init(_ text: String) { self.text = Array(text.utf8) }
@@ -54,7 +54,7 @@ package struct RequestID: Equatable, Sendable, ExpressibleByStringLiteral {
 package struct RequestError: Error, Equatable {
     package var code: ErrorCode
     package var message: String
-    package var id: RequestID?
+    var id: RequestID?
 
     package init(_ code: ErrorCode, _ message: String, id: RequestID? = nil) {
         self.code = code
@@ -134,7 +134,7 @@ extension Request {
 /// A client's string as it may appear in a message or the log: in JSON's quotes and
 /// escapes (no control character survives: a newline is `\\n`), cut after `limit`
 /// characters with a note of how long it was.
-package func quoted(_ s: String, limit: Int = 64) -> String {
+func quoted(_ s: String, limit: Int = 64) -> String {
     var out: [UInt8] = []
     let cut = s.count > limit
     JSON.writeString(cut ? String(s.prefix(limit)) : s, into: &out)
@@ -171,7 +171,7 @@ func requestFields<Entry>(
 extension Interaction {
     /// Reads an interaction from a request. Unknown fields are refused, so a misspelt one
     /// is reported rather than silently meaning the default.
-    package init(request json: JSON) throws(FieldError) {
+    init(request json: JSON) throws(FieldError) {
         self.init()
         for (_, value, field) in try requestFields(of: json, at: "interaction", in: Self.fields, name: \.name) {
             try field.read(&self, value)
@@ -205,7 +205,7 @@ extension Interaction {
 }
 
 extension Filter {
-    package init(request json: JSON) throws(FieldError) {
+    init(request json: JSON) throws(FieldError) {
         self.init()
         for (key, value, field) in try requestFields(of: json, at: "interaction.filter", in: Self.fields, name: \.name)
         {
@@ -259,7 +259,7 @@ extension Filter {
 }
 
 extension SliderRange {
-    package init(request json: JSON) throws(FieldError) {
+    init(request json: JSON) throws(FieldError) {
         self.init()
         var valueSet = false
         for (key, v, entry) in try requestFields(of: json, at: "interaction.slider", in: Self.fields, name: \.name) {
@@ -286,7 +286,7 @@ extension SliderRange {
 extension Gestures {
     /// `{"longPress":{"after":MS},"doublePress":{"within":MS}}`: each gesture present is
     /// asked for, with its time or the default.
-    package init(request json: JSON) throws(FieldError) {
+    init(request json: JSON) throws(FieldError) {
         self.init()
         for (key, value, gesture) in try requestFields(
             of: json, at: "interaction.gestures", in: Self.fields, name: \.name)

@@ -11,13 +11,13 @@ package enum Wire {
     /// occurrence to the next by the daemon.
     package struct SharedPart {
         /// The digits of `seq`, then those of `press`, then the tail.
-        package private(set) var bytes: [UInt8] = []
+        private(set) var bytes: [UInt8] = []
         var seqEnd = 0
         var pressEnd = 0
 
         package init() {}
 
-        package init(_ o: Occurrence) { render(o) }
+        init(_ o: Occurrence) { render(o) }
 
         /// Writes `o`'s shared text over what was there.
         package mutating func render(_ o: Occurrence) {
@@ -35,13 +35,13 @@ package enum Wire {
     }
 
     /// The device object.
-    package static func device(_ d: DeviceInfo, into out: inout [UInt8]) {
+    static func device(_ d: DeviceInfo, into out: inout [UInt8]) {
         d.json.write(into: &out)
     }
 
     /// `"device":{...},"key":{...},"kernelTime":N,"receiveTime":N}\n`: the part of an event
     /// that every client receives alike.
-    package static func eventTail(_ o: Occurrence, into out: inout [UInt8]) {
+    static func eventTail(_ o: Occurrence, into out: inout [UInt8]) {
         out.append(ascii: "\"device\":")
         out.append(contentsOf: o.device.text)
         out.appendShort(capacity: 40) { out in
@@ -69,7 +69,7 @@ package enum Wire {
     /// `clientSeq`, the handler it was told and its slider `value`, then the shared tail.
     /// The head is at most four integers (21 bytes each) and about 100 bytes of literals:
     /// written on the stack and appended at once, then the tail is.
-    package static func event(
+    static func event(
         _ o: Occurrence, _ text: SharedPart, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
         sliderValue: Int64, into out: inout [UInt8]
     ) {
@@ -84,16 +84,16 @@ package enum Wire {
     }
 
     /// The room a client's head takes at most (see `event`).
-    package static let headCapacity = 256
+    static let headCapacity = 256
 
     /// The shared tail of `text`: the part of every client's line for its occurrence after
     /// the client's head.
-    package static func withTail<R>(_ text: SharedPart, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+    static func withTail<R>(_ text: SharedPart, _ body: (UnsafeRawBufferPointer) -> R) -> R {
         text.bytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[text.pressEnd...])) }
     }
 
     /// A client's head for `o` (everything before the shared tail), written to `out`.
-    package static func eventHead(
+    static func eventHead(
         _ o: Occurrence, _ text: SharedPart, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
         sliderValue: Int64, into out: inout ShortText
     ) {
@@ -165,7 +165,7 @@ package enum Wire {
 
 /// The daemon's other messages, each a JSON line with its newline.
 package enum Message {
-    package static func line(_ json: JSON) -> [UInt8] {
+    static func line(_ json: JSON) -> [UInt8] {
         var out: [UInt8] = []
         json.write(into: &out)
         out.append(0x0A)
@@ -273,7 +273,7 @@ package enum Message {
 
 extension DeviceInfo {
     /// The device object of the protocol (docs/PROTOCOL.md, "Device").
-    package var json: JSON {
+    var json: JSON {
         var m: [(String, JSON)] = [
             ("id", .string(id)), ("group", .string(group)), ("name", .string(name)),
             ("bus", .string(busName)), ("vendor", .string(hex(vendor, width: 4))),
@@ -305,7 +305,7 @@ extension Interaction {
 
 extension Gestures {
     /// Only the gestures asked for, each with its time.
-    package var json: JSON {
+    var json: JSON {
         .object(
             Self.fields.compactMap { g in
                 self[keyPath: g.field].map { (g.name, JSON.object([(g.setting, .int($0))])) }
@@ -314,7 +314,7 @@ extension Gestures {
 }
 
 extension Filter {
-    package var json: JSON {
+    var json: JSON {
         .object([
             ("devices", .array(devices.map(JSON.string))), ("names", .array(names.map(JSON.string))),
             ("buses", .array(buses.map(JSON.string))), ("kinds", .array(kinds.map { .string($0.rawValue) })),
@@ -324,5 +324,5 @@ extension Filter {
 }
 
 extension SliderRange {
-    package var json: JSON { .object([("min", .int(min)), ("max", .int(max)), ("value", .int(value))]) }
+    var json: JSON { .object([("min", .int(min)), ("max", .int(max)), ("value", .int(value))]) }
 }

@@ -51,12 +51,12 @@ package struct AccessPolicy {
         }
     }
 
-    package func mayConnect(_ peer: PeerCredentials) -> Bool {
+    func mayConnect(_ peer: PeerCredentials) -> Bool {
         guard restricted else { return true }
         return allowUIDs.contains(peer.uid) || !Self.groups(of: peer).isDisjoint(with: allowGIDs)
     }
 
-    package func mayGrab(_ peer: PeerCredentials) -> Bool {
+    func mayGrab(_ peer: PeerCredentials) -> Bool {
         grabUIDs.contains(peer.uid) || (!grabGIDs.isEmpty && !Self.groups(of: peer).isDisjoint(with: grabGIDs))
     }
 }

@@ -7,7 +7,7 @@ import ShutterCore
 /// GetManagedObjects once org.bluez is there, then its InterfacesAdded/InterfacesRemoved
 /// and PropertiesChanged signals. Nothing here blocks: no bus, no bluetoothd, or an error
 /// is one log line, and the daemon goes on without link state.
-package final class BluezWatcher {
+final class BluezWatcher {
     let loop: EventLoop
     var bus: OpaquePointer?
     var fd: Int32 = -1
@@ -16,14 +16,14 @@ package final class BluezWatcher {
     /// A device's state changed: its address (upper case).
     let changed: (String) -> Void
 
-    package init(loop: EventLoop, changed: @escaping (String) -> Void) {
+    init(loop: EventLoop, changed: @escaping (String) -> Void) {
         self.loop = loop
         self.changed = changed
     }
 
     /// Connects (DBUS_SYSTEM_BUS_ADDRESS, or the standard socket) and asks for BlueZ's
     /// objects. The connection's handshake and every reply come later, through the loop.
-    package func start() {
+    func start() {
         var b: OpaquePointer?
         let r = sd_bus_open_system(&b)
         guard r >= 0, let b else {

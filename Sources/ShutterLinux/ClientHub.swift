@@ -79,7 +79,7 @@ package final class ClientHub {
     var readBuffer = [UInt8](repeating: 0, count: 65536)
     /// How long a client being closed may take to read its last messages (the overflow
     /// notice waits behind what the kernel already holds for a client that stopped reading).
-    package var closeGrace: Int64 = 120_000_000
+    var closeGrace: Int64 = 120_000_000
     /// When `closeTimer` is armed for (the earliest deadline of the closing clients).
     var closeTimerDue: Int64?
     /// Fires when a press of a client that asked for long presses becomes long; armed only
@@ -92,8 +92,8 @@ package final class ClientHub {
     /// ready descriptors, one turn each per round.
     @exclusivity(unchecked) var backlog: [Client] = []
     /// One client's turn: at most this many request lines and bytes, then the next client.
-    package var linesPerTurn = 256
-    package var bytesPerTurn = 65536
+    var linesPerTurn = 256
+    var bytesPerTurn = 65536
     /// A descriptor held in reserve: at the process's descriptor limit it is closed for a
     /// moment so that a waiting connection can be accepted, told why, and closed, rather
     /// than left queued with the listener readable forever (a busy loop).
@@ -117,10 +117,10 @@ package final class ClientHub {
         loop.deferredWork = { [unowned self] in serveBacklog() }
     }
 
-    package var count: Int { clients.count }
+    var count: Int { clients.count }
 
     /// Whether a client that may grab has an enabled interaction asking to grab `device`.
-    package func wantsGrab(_ device: DeviceInfo) -> Bool {
+    func wantsGrab(_ device: DeviceInfo) -> Bool {
         clients.values.contains { !$0.closing && $0.mayGrab && $0.session.wantsGrab(device) }
     }
 
@@ -548,7 +548,7 @@ package final class ClientHub {
     }
 
     /// Sends every client the same message (device added or removed).
-    package func broadcast(_ message: [UInt8]) {
+    func broadcast(_ message: [UInt8]) {
         for client in Array(clients.values) where !client.closing {
             send(client, message)
             flush(client)

@@ -7,10 +7,10 @@ package let shutterdVersion = "0.1.0"
 
 /// How the daemon was asked to run.
 package struct DaemonOptions {
-    package var socketPath: String
-    package var config: Config
+    var socketPath: String
+    var config: Config
     /// Recordings to play instead of reading devices (`--replay`); nil reads the devices.
-    package var replay: ReplayOptions?
+    var replay: ReplayOptions?
 
     package init(socketPath: String, config: Config = Config(), replay: ReplayOptions? = nil) {
         self.socketPath = socketPath
@@ -387,5 +387,5 @@ extension Daemon: ClientHubDelegate {
 
 package struct DaemonError: Error, CustomStringConvertible {
     package var description: String
-    package init(_ d: String) { description = d }
+    init(_ d: String) { description = d }
 }

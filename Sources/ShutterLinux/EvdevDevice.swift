@@ -5,10 +5,10 @@ import ShutterCore
 
 /// An evdev node read through libevdev. Owns the file descriptor and the libevdev handle.
 package final class EvdevDevice {
-    package let node: String
+    let node: String
     let fd: FileDescriptor
     let dev: OpaquePointer
-    package private(set) var grabbed = false
+    private(set) var grabbed = false
 
     package var raw: Int32 { fd.raw }
 
@@ -19,7 +19,7 @@ package final class EvdevDevice {
     }
 
     /// Takes ownership of an open descriptor (closed on failure too).
-    package init(adopting raw: Int32, node: String) throws(SystemError) {
+    init(adopting raw: Int32, node: String) throws(SystemError) {
         let owner = FileDescriptor(raw)
         var handle: OpaquePointer?
         // ENOTTY here means the descriptor is not an evdev node.
@@ -46,13 +46,13 @@ package final class EvdevDevice {
 
     static func string(_ p: UnsafePointer<CChar>?) -> String? { p.map { String(cString: $0) } }
 
-    package var name: String { Self.string(libevdev_get_name(dev)) ?? "" }
-    package var phys: String? { Self.string(libevdev_get_phys(dev)) }
-    package var uniq: String? { Self.string(libevdev_get_uniq(dev)) }
-    package var bus: UInt16 { UInt16(truncatingIfNeeded: libevdev_get_id_bustype(dev)) }
-    package var vendor: UInt16 { UInt16(truncatingIfNeeded: libevdev_get_id_vendor(dev)) }
-    package var product: UInt16 { UInt16(truncatingIfNeeded: libevdev_get_id_product(dev)) }
-    package var version: UInt16 { UInt16(truncatingIfNeeded: libevdev_get_id_version(dev)) }
+    var name: String { Self.string(libevdev_get_name(dev)) ?? "" }
+    var phys: String? { Self.string(libevdev_get_phys(dev)) }
+    var uniq: String? { Self.string(libevdev_get_uniq(dev)) }
+    var bus: UInt16 { UInt16(truncatingIfNeeded: libevdev_get_id_bustype(dev)) }
+    var vendor: UInt16 { UInt16(truncatingIfNeeded: libevdev_get_id_vendor(dev)) }
+    var product: UInt16 { UInt16(truncatingIfNeeded: libevdev_get_id_product(dev)) }
+    var version: UInt16 { UInt16(truncatingIfNeeded: libevdev_get_id_version(dev)) }
 
     /// What the node says of itself, for the admission policy.
     package var facts: Admission.NodeFacts {
@@ -68,7 +68,7 @@ package final class EvdevDevice {
     var keyBits: [UInt8]
 
     /// The keys and relative axes the device declares.
-    package var capabilities: Capabilities {
+    var capabilities: Capabilities {
         var caps = Capabilities()
         caps.keys.formUnion(keyCodes)
         if libevdev_has_event_type(dev, UInt32(EV_REL)) != 0 {
@@ -81,7 +81,7 @@ package final class EvdevDevice {
 
     /// Whether any key of the device is down now, mapped or not: a grab taken then would
     /// keep that key's release from every other reader, leaving it stuck for them.
-    package var anyKeyDown: Bool {
+    var anyKeyDown: Bool {
         keyCodes.contains { libevdev_get_event_value(dev, UInt32(EV_KEY), UInt32($0)) != 0 }
     }
 
@@ -155,7 +155,7 @@ package final class EvdevDevice {
     }
 
     /// SYN_DROPPED seen on this node, and how many of them the log has told.
-    package private(set) var drops = 0
+    private(set) var drops = 0
     var dropsLogged = 0
     var lastDropLog: Int64?
 
@@ -173,21 +173,21 @@ package final class EvdevDevice {
     }
 
     /// Logs the SYN_DROPPED the rate limit kept back (the device is going, or the daemon).
-    package func logUnreportedDrops() {
+    func logUnreportedDrops() {
         guard drops > dropsLogged else { return }
         Log.info("\(nodeName) - \(name): events dropped (SYN_DROPPED) total=\(drops)")
         dropsLogged = drops
     }
 
     /// Grabs (EVIOCGRAB) or releases the device: while grabbed, no other reader gets its events.
-    package func grab(_ on: Bool) throws(SystemError) {
+    func grab(_ on: Bool) throws(SystemError) {
         guard on != grabbed else { return }
         try negErrno("libevdev_grab", node, libevdev_grab(dev, on ? LIBEVDEV_GRAB : LIBEVDEV_UNGRAB))
         grabbed = on
     }
 
     /// "event5" for log lines.
-    package var nodeName: String {
+    var nodeName: String {
         node.split(separator: "/").last.map(String.init) ?? node
     }
 }

@@ -15,7 +15,7 @@ package final class EventLoop {
     /// Work a handler left for later so as not to keep others waiting (a client's backlog of
     /// requests). Run after every batch of ready descriptors; while it returns true (more is
     /// left), the loop polls instead of sleeping.
-    package var deferredWork: (() -> Bool)?
+    var deferredWork: (() -> Bool)?
     @exclusivity(unchecked) var workLeft = false
 
     package static let readable = EPOLLIN.rawValue

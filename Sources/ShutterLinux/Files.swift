@@ -3,9 +3,9 @@ import Glibc
 /// Why a text file could not be read: the errno of the failing call (or EISDIR, EFBIG,
 /// EILSEQ for a file that is not what a text file should be) and a reason in words.
 package struct FileReadError: Error, CustomStringConvertible, Equatable {
-    package var path: String
+    var path: String
     package var errno: Int32
-    package var reason: String
+    var reason: String
 
     package var description: String { "\(path): \(reason)" }
 }

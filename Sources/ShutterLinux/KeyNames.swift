@@ -15,7 +15,7 @@ package enum KeyNames {
     }
 
     /// Every key and button name libevdev knows (KEY_MAX codes; aliases by their first name).
-    package static func allKeyNames() -> [String] {
+    static func allKeyNames() -> [String] {
         (0...UInt32(KEY_MAX)).compactMap { code in
             libevdev_event_code_get_name(UInt32(EV_KEY), code).map { String(cString: $0) }
         }

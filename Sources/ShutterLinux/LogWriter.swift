@@ -11,11 +11,11 @@ import Synchronization
 /// started it, say), and they would see their writes fail. So a socket (journald's stream)
 /// is written with MSG_DONTWAIT, and a pipe or a terminal through a description of its own
 /// opened by /proc/self/fd, non-blocking; a regular file is written as it is.
-package final class LogWriter: Sendable {
+final class LogWriter: Sendable {
     /// The longest line written, its newline included; a longer one is cut, saying so.
-    package static let lineLimit = 2048
+    static let lineLimit = 2048
     /// What is held while the output does not take it.
-    package static let backlogLimit = 64 * 1024
+    static let backlogLimit = 64 * 1024
 
     /// How the descriptor is written without waiting.
     enum Output: Sendable {
@@ -50,7 +50,7 @@ package final class LogWriter: Sendable {
     let state: Mutex<State>
 
     /// `reopen: false` (for the tests) writes a pipe or a terminal as when /proc is missing.
-    package init(fd: Int32, reopen: Bool = true) {
+    init(fd: Int32, reopen: Bool = true) {
         state = Mutex(State(output: LogWriter.output(for: fd, reopen: reopen)))
     }
 
@@ -75,13 +75,13 @@ package final class LogWriter: Sendable {
     }
 
     /// The descriptor to watch for writability while `hasBacklog` (nil: one epoll cannot watch).
-    package var fd: Int32? { state.withLock { $0.output.fd } }
+    var fd: Int32? { state.withLock { $0.output.fd } }
 
     /// Whether lines wait to be written.
-    package var hasBacklog: Bool { state.withLock { $0.held > 0 } }
+    var hasBacklog: Bool { state.withLock { $0.held > 0 } }
 
     /// Writes `message` as one line, or holds it, or drops it; never waits.
-    package func write(_ message: String) {
+    func write(_ message: String) {
         let line = LogWriter.line(message)
         state.withLock { s in
             LogWriter.flush(&s)
@@ -99,13 +99,13 @@ package final class LogWriter: Sendable {
     }
 
     /// Writes what the output takes now.
-    package func flush() {
+    func flush() {
         state.withLock { LogWriter.flush(&$0) }
     }
 
     /// Writes what is held, waiting up to `milliseconds` for the output: before exit, when
     /// nothing else is left to do.
-    package func finish(milliseconds: Int32) {
+    func finish(milliseconds: Int32) {
         let deadline = monotonicMicros() + Int64(milliseconds) * 1000
         while true {
             flush()

@@ -7,9 +7,9 @@ package struct ReplayOptions: Sendable {
     /// The recordings, with the file each came from (docs/RECORDING.md).
     package var recordings: [(path: String, recording: Recording)]
     /// 1 plays with the recorded timing, N N times as fast, 0 as fast as the loop goes.
-    package var speed: Double
+    var speed: Double
     /// Plays each recording again from its start when it ends, instead of removing its device.
-    package var loop: Bool
+    var loop: Bool
 
     package init(recordings: [(path: String, recording: Recording)], speed: Double = 1, loop: Bool = false) {
         self.recordings = recordings

@@ -2,11 +2,11 @@ import Glibc
 
 /// A failed system or library call: which call, on what, and the errno.
 package struct SystemError: Error, CustomStringConvertible, Equatable {
-    package var call: String
+    var call: String
     package var errno: Int32
-    package var subject: String?
+    var subject: String?
 
-    package init(_ call: String, errno: Int32, subject: String? = nil) {
+    init(_ call: String, errno: Int32, subject: String? = nil) {
         self.call = call
         self.errno = errno
         self.subject = subject

@@ -4,13 +4,13 @@ import Glibc
 
 /// The systemd service protocol: readiness, status, watchdog, socket activation.
 /// Every call is a no-op when shutterd does not run under systemd.
-package enum Systemd {
-    package static func notify(_ state: String) {
+enum Systemd {
+    static func notify(_ state: String) {
         _ = sd_notify(0, state)
     }
 
     /// The listening socket systemd passed (LISTEN_FDS), if exactly one was passed.
-    package static func listenSocket() throws(SystemError) -> Int32? {
+    static func listenSocket() throws(SystemError) -> Int32? {
         let n = try negErrno("sd_listen_fds", nil, sd_listen_fds(1))
         if n == 0 { return nil }
         guard n == 1 else {
@@ -26,7 +26,7 @@ package enum Systemd {
     }
 
     /// The watchdog interval systemd asks for, in microseconds, or nil.
-    package static func watchdogMicros() -> UInt64? {
+    static func watchdogMicros() -> UInt64? {
         var usec: UInt64 = 0
         return sd_watchdog_enabled(0, &usec) > 0 && usec > 0 ? usec : nil
     }

@@ -6,9 +6,9 @@ package struct UdevRecord: Sendable {
     package var syspath: String
     package var sysname: String
     /// `input`, or `power_supply` for a battery's change.
-    package var subsystem: String
+    var subsystem: String
     package var devnode: String?
-    package var action: String?
+    var action: String?
     package var initialized: Bool
     package var properties: [String: String]
 
@@ -66,12 +66,12 @@ package final class Udev {
 
 /// A udev monitor on the `udev` source (events after udev's rules ran), subsystems `input`
 /// and `power_supply` (batteries, hid-input's among them, report their changes there).
-package final class UdevMonitor {
+final class UdevMonitor {
     let udev: Udev
     let handle: OpaquePointer
-    package let fd: Int32
+    let fd: Int32
 
-    package init(_ udev: Udev) throws(SystemError) {
+    init(_ udev: Udev) throws(SystemError) {
         self.udev = udev
         guard let m = udev_monitor_new_from_netlink(udev.handle, "udev") else {
             throw SystemError("udev_monitor_new_from_netlink", errno: errno == 0 ? EPROTONOSUPPORT : errno)
@@ -92,7 +92,7 @@ package final class UdevMonitor {
     deinit { udev_monitor_unref(handle) }
 
     /// The next pending device event, or nil when none is pending.
-    package func receive() -> UdevRecord? {
+    func receive() -> UdevRecord? {
         guard let d = udev_monitor_receive_device(handle) else { return nil }
         defer { udev_device_unref(d) }
         return UdevRecord(d)

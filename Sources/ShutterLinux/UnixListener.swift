@@ -4,7 +4,7 @@ import Glibc
 /// The daemon's listening socket: bound by shutterd (with a lock against a second daemon)
 /// or passed in by systemd.
 package final class UnixListener {
-    package let path: String
+    let path: String
     let fd: FileDescriptor
     /// Held for the daemon's life; its flock says "a shutterd owns this path". The file is
     /// never removed: another daemon may have it open, waiting to lock it, and a new file
@@ -14,7 +14,7 @@ package final class UnixListener {
     /// one (nil when systemd passed the socket in).
     let bound: (dev: UInt, ino: UInt)?
 
-    package var raw: Int32 { fd.raw }
+    var raw: Int32 { fd.raw }
 
     /// Binds `path`, mode 0660. The directory is made when missing. A lock file beside the
     /// socket tells a live daemon from a stale socket: only with the lock is an old socket
@@ -129,7 +129,7 @@ package final class UnixListener {
     }
 
     /// Adopts a listening socket passed by systemd (socket activation).
-    package init(adopting raw: Int32, path: String) {
+    init(adopting raw: Int32, path: String) {
         self.path = path
         fd = FileDescriptor(raw)
         lock = nil
@@ -147,7 +147,7 @@ package final class UnixListener {
 
     /// Accepts one pending connection (non-blocking, close-on-exec), or nil when none is
     /// pending. Throws what else went wrong (EMFILE at the descriptor limit, among others).
-    package func accept() throws(SystemError) -> Int32? {
+    func accept() throws(SystemError) -> Int32? {
         while true {
             do {
                 return try sysNonBlocking("accept", path) { shutterd_accept4(fd.raw) }

@@ -2,10 +2,10 @@ import CLinux
 import Glibc
 
 /// Who is at the other end of a Unix socket (SO_PEERCRED).
-package struct PeerCredentials: Equatable, Sendable {
-    package var pid: Int32
-    package var uid: UInt32
-    package var gid: UInt32
+struct PeerCredentials: Equatable, Sendable {
+    var pid: Int32
+    var uid: UInt32
+    var gid: UInt32
 }
 
 /// Helpers for Unix stream sockets shared by the daemon, shutterctl and the tests.
@@ -42,7 +42,7 @@ package enum UnixSocket {
         return fd
     }
 
-    package static func peerCredentials(_ fd: Int32) -> PeerCredentials? {
+    static func peerCredentials(_ fd: Int32) -> PeerCredentials? {
         var pid: Int32 = 0
         var uid: UInt32 = 0
         var gid: UInt32 = 0
@@ -56,7 +56,7 @@ package enum UnixSocket {
     }
 
     /// Sends a message with one `send`, as `send(_:_:)` with a buffer.
-    package static func send(_ fd: Int32, _ message: [UInt8]) throws(SystemError) -> Int {
+    static func send(_ fd: Int32, _ message: [UInt8]) throws(SystemError) -> Int {
         let result = message.withUnsafeBytes { raw -> Result<Int, SystemError> in
             do throws(SystemError) {
                 return .success(try send(fd, raw))
@@ -69,7 +69,7 @@ package enum UnixSocket {
 
     /// Sends bytes with one `send`, never raising SIGPIPE. Returns the bytes sent, 0 when
     /// the socket buffer is full; throws when the peer is gone.
-    package static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Int {
+    static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Int {
         try sysNonBlocking("send") {
             Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
         } ?? 0
@@ -77,7 +77,7 @@ package enum UnixSocket {
 
     /// Sends two pieces as one message's bytes, with one `sendmsg` (never raising SIGPIPE).
     /// Returns the bytes sent, 0 when the socket buffer is full; throws when the peer is gone.
-    package static func send(
+    static func send(
         _ fd: Int32, _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer
     ) throws(SystemError) -> Int {
         var pieces = (

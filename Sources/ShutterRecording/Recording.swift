@@ -93,7 +93,7 @@ package struct Recording: Equatable, Sendable {
     }
 
     /// Whether the device declares `code` of event `type`.
-    package func has(type: UInt16, code: UInt16) -> Bool {
+    func has(type: UInt16, code: UInt16) -> Bool {
         guard let mask = bits[type], Int(code / 8) < mask.count else { return false }
         return mask[Int(code / 8)] & (1 << (code % 8)) != 0
     }
@@ -143,10 +143,10 @@ package struct Recording: Equatable, Sendable {
 
 /// A recording that cannot be read: the line (from 1) and what is wrong with it.
 package struct RecordingError: Error, Equatable, CustomStringConvertible {
-    package var line: Int
+    var line: Int
     package var message: String
 
-    package init(line: Int, _ message: String) {
+    init(line: Int, _ message: String) {
         self.line = line
         self.message = message
     }
@@ -373,7 +373,7 @@ extension Recording {
     }
 
     /// "SEC.USEC", as evemu writes times.
-    package static func time(_ micros: Int64) -> String {
+    static func time(_ micros: Int64) -> String {
         let usec = String(micros % 1_000_000)
         return "\(micros / 1_000_000)." + String(repeating: "0", count: 6 - usec.count) + usec
     }
@@ -458,7 +458,7 @@ extension Recording {
 extension Recording {
     /// The recording as evemu writes it (format 1.3), shutterd's additions in comments.
     /// `name` gives libevdev's name of an event code, for the comment after each event.
-    package func text(name: ((UInt16, UInt16) -> String)? = nil) -> String {
+    func text(name: ((UInt16, UInt16) -> String)? = nil) -> String {
         var out = header
         for e in events { out += Self.line(e, name: name) }
         return out

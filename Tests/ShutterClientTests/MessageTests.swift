@@ -1,6 +1,7 @@
 import ShutterClient
-import ShutterCore
 import Testing
+
+@testable import ShutterCore
 
 private typealias Interaction = ShutterClient.Interaction
 

@@ -1,6 +1,7 @@
 import ShutterClient
-import ShutterCore
 import Testing
+
+@testable import ShutterCore
 
 private let shutter = JSON.object([
     ("id", .string("bluetooth-2717-0040-c2:1a:55:0e:b3:05-ab-shutter3-keyboard")),

@@ -1,5 +1,6 @@
-import ShutterCore
 import Testing
+
+@testable import ShutterCore
 
 /// The daemon's policy for nodes, as pure logic: which are opened, how they are mapped,
 /// and when a grab is taken.

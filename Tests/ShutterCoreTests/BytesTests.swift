@@ -1,5 +1,6 @@
-import ShutterCore
 import Testing
+
+@testable import ShutterCore
 
 @Suite("Byte writing")
 struct BytesTests {

@@ -1,5 +1,6 @@
-import ShutterCore
 import Testing
+
+@testable import ShutterCore
 
 private func keyCode(_ name: String) -> UInt16? {
     TestNames.keys.first { $0.value == name }?.key

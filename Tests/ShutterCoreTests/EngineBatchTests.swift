@@ -1,5 +1,6 @@
-import ShutterCore
 import Testing
+
+@testable import ShutterCore
 
 /// The engine fed as the daemon feeds it: one read's events at a time, into a buffer.
 @Suite("Engine batches")

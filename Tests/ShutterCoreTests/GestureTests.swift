@@ -1,5 +1,6 @@
-import ShutterCore
 import Testing
+
+@testable import ShutterCore
 
 /// Gestures are decided by the presses' kernel timestamps: these streams give each event an
 /// exact time (milliseconds from the start) so the thresholds can be hit exactly.

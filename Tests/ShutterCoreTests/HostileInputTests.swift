@@ -1,5 +1,6 @@
-import ShutterCore
 import Testing
+
+@testable import ShutterCore
 
 /// What a hostile client can send, against the pure parsers: each bound the daemon relies on
 /// (bytes moved per byte read, members per object, the size and depth of an id) holds.

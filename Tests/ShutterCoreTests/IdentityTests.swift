@@ -1,5 +1,6 @@
-import ShutterCore
 import Testing
+
+@testable import ShutterCore
 
 private func identity(
     bus: UInt16 = 0x05, vendor: UInt16 = 0x2717, product: UInt16 = 0x0040, uniq: String? = nil, phys: String? = nil,

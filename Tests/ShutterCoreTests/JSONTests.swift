@@ -1,5 +1,6 @@
-import ShutterCore
 import Testing
+
+@testable import ShutterCore
 
 /// The parse error for `text`, or nil when it parses.
 private func parseError(_ text: String) -> JSONParseError? {

@@ -1,5 +1,6 @@
-import ShutterCore
 import Testing
+
+@testable import ShutterCore
 
 private let remote = DeviceInfo(
     name: "AB Shutter3 Keyboard", bus: 0x05, vendor: 0x248a, product: 0x8266, version: 1, uniq: "c2:1a:55:0e:b3:05",

@@ -1,6 +1,7 @@
-import ShutterBridge
-import ShutterCore
 import Testing
+
+@testable import ShutterBridge
+@testable import ShutterCore
 
 @Suite("shutterd-mqtt's pure part: settings, topics, payloads, the spool, retained devices")
 struct MQTTBridgeTests {

@@ -1,5 +1,6 @@
-import ShutterCore
 import Testing
+
+@testable import ShutterCore
 
 /// An ordinary keyboard: letters, Enter, and the volume keys many keyboards have.
 private let keyboardKeys: Set<UInt16> = [

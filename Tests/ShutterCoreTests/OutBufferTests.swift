@@ -1,5 +1,6 @@
-import ShutterCore
 import Testing
+
+@testable import ShutterCore
 
 private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 

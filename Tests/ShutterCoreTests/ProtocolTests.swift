@@ -1,5 +1,6 @@
-import ShutterCore
 import Testing
+
+@testable import ShutterCore
 
 private func parse(_ text: String) -> Result<RequestLine, RequestError> {
     RequestLine.parse(Array(text.utf8))

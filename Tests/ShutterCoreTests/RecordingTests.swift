@@ -1,6 +1,7 @@
-import ShutterCore
-import ShutterRecording
 import Testing
+
+@testable import ShutterCore
+@testable import ShutterRecording
 
 /// The recording format (docs/RECORDING.md): evemu's text, shutterd's additions in comments.
 @Suite("Recordings")

@@ -1,5 +1,6 @@
-import ShutterCore
 import Testing
+
+@testable import ShutterCore
 
 /// Replays an event stream kept as data (Tests/ShutterCoreTests/Streams/*.stream) through
 /// the engine and a set of client sessions, and compares what each client received with

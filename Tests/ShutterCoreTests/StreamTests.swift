@@ -1,5 +1,6 @@
-import ShutterCore
 import Testing
+
+@testable import ShutterCore
 
 /// The directory of the recorded streams, beside this file.
 let streamsDirectory: String = {

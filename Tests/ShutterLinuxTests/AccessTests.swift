@@ -1,7 +1,7 @@
 import Glibc
-import ShutterCore
 import Testing
 
+@testable import ShutterCore
 @testable import ShutterLinux
 
 /// The access policy against the real user and group database.

@@ -1,7 +1,7 @@
 import Glibc
-import ShutterCore
 import Testing
 
+@testable import ShutterCore
 @testable import ShutterLinux
 
 /// shutterd and the system bus: none at all, and a private dbus-daemon standing in for the

@@ -1,8 +1,8 @@
 import CEvdev
 import Glibc
-import ShutterCore
 import Testing
 
+@testable import ShutterCore
 @testable import ShutterLinux
 
 /// The C boundary with real file descriptors: what libevdev, libudev and the socket calls

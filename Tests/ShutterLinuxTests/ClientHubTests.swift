@@ -1,7 +1,7 @@
 import Glibc
-import ShutterCore
 import Testing
 
+@testable import ShutterCore
 @testable import ShutterLinux
 
 /// The socket server in-process, over a real Unix socket and the real event loop, fed by

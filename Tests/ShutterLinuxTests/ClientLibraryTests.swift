@@ -1,9 +1,9 @@
 import Glibc
 import ShutterClient
-import ShutterCore
 import Synchronization
 import Testing
 
+@testable import ShutterCore
 @testable import ShutterLinux
 
 private typealias Interaction = ShutterClient.Interaction

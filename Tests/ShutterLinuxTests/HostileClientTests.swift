@@ -1,7 +1,7 @@
 import Glibc
-import ShutterCore
 import Testing
 
+@testable import ShutterCore
 @testable import ShutterLinux
 
 /// Clients that flood, hoard or linger, against the socket server in-process (a real Unix

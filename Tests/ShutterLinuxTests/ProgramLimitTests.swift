@@ -1,9 +1,9 @@
 import Glibc
-import ShutterCore
 import Testing
 
 import class ShutterClient.LineClient
 
+@testable import ShutterCore
 @testable import ShutterLinux
 
 /// The built shutterd at its limits: the process's descriptor limit, and a client's text in

@@ -1,7 +1,7 @@
 import Glibc
-import ShutterCore
 import Testing
 
+@testable import ShutterCore
 @testable import ShutterLinux
 
 /// The built shutterd with a stderr that does not take what it logs.

@@ -1,9 +1,9 @@
 import Glibc
-import ShutterCore
 import Testing
 
 import class ShutterClient.LineClient
 
+@testable import ShutterCore
 @testable import ShutterLinux
 
 /// The built programs, run as a user runs them: shutterd on a socket of its own, and

@@ -1,11 +1,11 @@
 import Glibc
-import ShutterCore
-import ShutterRecording
 import Testing
 
 import class ShutterClient.LineClient
 
+@testable import ShutterCore
 @testable import ShutterLinux
+@testable import ShutterRecording
 
 /// `shutterd --replay`: recordings played as devices, on the host, with no root, no udev and
 /// no /dev/input; a client sees what the devices would have produced.

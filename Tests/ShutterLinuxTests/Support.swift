@@ -1,8 +1,8 @@
 import Glibc
-import ShutterCore
 
 import class ShutterClient.LineClient
 
+@testable import ShutterCore
 @testable import ShutterLinux
 
 /// A fresh directory under /tmp for one test's sockets and files.

@@ -25,6 +25,11 @@ import subprocess
 import sys
 import time
 
+# What a failed start says comes from shutterd.testing: clients/python, beside bench/ in the
+# repository (the guest sees the host's tree; nothing is installed).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
+from shutterd import testing  # noqa: E402
+
 WORK = "/tmp/shutterd-bench"
 WARMUP = 20
 # A slider wide enough that a burst's summed delta is never clamped.
@@ -304,12 +309,21 @@ class Bench:
         return r
 
     def start_shutterd(self, sock, logfile, wrapper=(), timeout=60):
+        """Starts shutterd through notifywait, which times exec to READY=1 (the start-up
+        figures) and leaves it running: shutterd.testing's wait would connect a client, and
+        the idle memory and allocation counts read next must not have seen one. Returns
+        (pid, ns to READY=1)."""
         p = subprocess.run([self.b("notifywait"), WORK + "/notify.sock", str(timeout), logfile] + list(wrapper)
                            + [self.b("shutterd"), "--socket", sock], capture_output=True, text=True,
                            timeout=timeout + 30)
         words = p.stdout.split()
         if p.returncode != 0 or len(words) != 3:
-            raise RuntimeError("shutterd did not become ready: %s %s" % (p.stdout, p.stderr))
+            if words[:1] == ["timeout"] and len(words) == 2:
+                self.stop_pid(int(words[1]))  # notifywait left it running
+            # The same report as every test's (shutterd.testing): what went wrong, then the
+            # log's last 4 KiB.
+            raise RuntimeError("shutterd did not become ready: %s %s\n--- the last %d bytes of its log, %s:\n%s" % (
+                p.stdout.strip(), p.stderr.strip(), testing.LOG_TAIL_BYTES, logfile, testing.log_tail(logfile)))
         return int(words[2]), int(words[1])
 
     def stop_pid(self, pid, grace_s=10):

@@ -27,10 +27,8 @@ struct BluezProgramTests {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
         let path = dir + "/s.sock"
-        let d = Child(
-            [shutterd, "--socket", path], directory: dir,
-            env: ["DBUS_SYSTEM_BUS_ADDRESS=unix:path=" + dir + "/no-bus"])
-        let client = try connectRetrying(path)
+        let (d, client) = try startShutterd(
+            socket: path, directory: dir, env: ["DBUS_SYSTEM_BUS_ADDRESS=unix:path=" + dir + "/no-bus"])
         let hello = try #require(try client.next(type: "hello", timeout: 5000))
         #expect(hello["protocol"]?["minor"]?.intValue == Int64(ProtocolVersion.minor))
         kill(d.pid, SIGTERM)
@@ -84,8 +82,7 @@ struct BluezProgramTests {
             ) == 0, "python3-dbusmock is missing or failed: sh Tests/setup.sh installs it")
 
         let path = dir + "/s.sock"
-        let d = Child([shutterd, "--socket", path, "--verbose"], directory: dir, env: env)
-        let client = try connectRetrying(path)
+        let (d, client) = try startShutterd(socket: path, ["--verbose"], directory: dir, env: env)
         _ = try client.next(type: "hello", timeout: 5000)
         #expect(waitFor("BlueZ: 3 objects") { d.stderr }, "GetManagedObjects read: \(d.stderr)")
         #expect(d.stderr.contains("BlueZ: C2:1A:55:0E:B3:05 connected=true battery=-"))

@@ -25,7 +25,7 @@ extension ProgramTests {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
         let d = startWithDefault(dir + "/none.conf", in: dir)
-        let client = try connect(dir + "/s.sock")
+        let client = try waitUntilListening(d, dir + "/s.sock")
         #expect(try client.next(type: "hello", timeout: 5000) != nil)
         kill(d.pid, SIGTERM)
         #expect(d.wait() == 0)
@@ -72,7 +72,7 @@ extension ProgramTests {
         let text = Array("\u{FEFF}[daemon]\nqueue-limit = 16\n".utf8)
         writeBytes(conf, text + [UInt8](repeating: 0x0A, count: (1 << 20) - text.count))
         let d = startWithDefault(conf, in: dir)
-        let client = try connect(dir + "/s.sock")
+        let client = try waitUntilListening(d, dir + "/s.sock")
         #expect(try client.next(type: "hello", timeout: 5000) != nil)
         kill(d.pid, SIGTERM)
         #expect(d.wait() == 0)

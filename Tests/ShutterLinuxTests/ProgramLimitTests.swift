@@ -12,11 +12,8 @@ import class ShutterClient.LineClient
 struct ProgramLimitTests {
     let shutterd = builtProgram("shutterd")
 
-    /// Waits for the daemon's socket, then connects.
-    func connect(_ path: String) throws -> LineClient {
-        #expect(waitForFile(path))
-        return try LineClient(path: path)
-    }
+    /// A connection to a socket that listens already.
+    func connect(_ path: String) throws -> LineClient { try LineClient(path: path) }
 
     @Test("at the descriptor limit, waiting clients are told tooManyClients, the log says so once, and it recovers")
     func descriptorLimit() throws {
@@ -30,8 +27,8 @@ struct ProgramLimitTests {
         }
         var served: [LineClient] = []
         var refused = 0
-        for _ in 0..<80 {
-            let c = try connect(path)
+        for i in 0..<80 {
+            let c = try i == 0 ? waitUntilListening(d, path) : connect(path)
             switch try c.next(timeout: 5000) {
             case .message(let m) where m["type"]?.stringValue == "hello": served.append(c)
             case .message(let m) where m["code"]?.stringValue == "tooManyClients":
@@ -61,8 +58,7 @@ struct ProgramLimitTests {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
         let path = dir + "/shutterd.sock"
-        let d = Child([shutterd, "--socket", path], directory: dir)
-        let c = try connect(path)
+        let (d, c) = try startShutterd(socket: path, directory: dir)
         #expect(try c.next(type: "hello", timeout: 5000) != nil)
         try c.sendRaw(Array(#"{"type":"x\nshutterd: client 99 fd=1 uid=0: FORGED LINE"}"#.utf8) + [0x0A])
         try c.sendRaw(

@@ -27,8 +27,8 @@ extension ProgramTests {
         // 64 KiB the daemon holds.
         let clients = 1000
         var greeted = 0
-        for _ in 0..<clients {
-            let client = try connect(path)
+        for i in 0..<clients {
+            let client = try i == 0 ? waitUntilListening(d, path) : connect(path)
             guard try client.next(type: "hello", timeout: 10_000) != nil else { break }
             greeted += 1
         }
@@ -81,9 +81,9 @@ extension ProgramTests {
             kill(d.pid, SIGTERM)
             _ = d.wait()
         }
-        for _ in 0..<3 {
+        for i in 0..<3 {
             // The first line each client reads is its hello, not a log line.
-            let client = try connect(path)
+            let client = try i == 0 ? waitUntilListening(d, path) : connect(path)
             var line: [UInt8] = []
             var byte: UInt8 = 0
             var p = pollfd(fd: client.raw, events: Int16(POLLIN), revents: 0)

@@ -10,8 +10,7 @@ extension ProgramTests {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
         let path = dir + "/s.sock"
-        let first = Child([shutterd, "--socket", path], directory: dir)
-        _ = try connect(path)
+        let (first, _) = try startShutterd(socket: path, directory: dir)
         var before = stat()
         #expect(stat(path + ".lock", &before) == 0)
         kill(first.pid, SIGTERM)
@@ -19,8 +18,7 @@ extension ProgramTests {
         var st = stat()
         #expect(lstat(path, &st) != 0, "the socket is removed")
         #expect(lstat(path + ".lock", &st) == 0 && st.st_ino == before.st_ino, "the lock file is left in place")
-        let second = Child([shutterd, "--socket", path], directory: dir)
-        let client = try connect(path)
+        let (second, client) = try startShutterd(socket: path, directory: dir)
         #expect(try client.next(type: "hello", timeout: 5000) != nil)
         kill(second.pid, SIGTERM)
         #expect(second.wait() == 0)
@@ -71,8 +69,7 @@ extension ProgramTests {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
         let path = dir + "/s.sock"
-        let d = Child([shutterd, "--socket", path], directory: dir)
-        _ = try connect(path)
+        let (d, _) = try startShutterd(socket: path, directory: dir)
         // Something else now has the name (moved in by an administrator, say).
         #expect(rename(path, dir + "/old.sock") == 0)
         writeBytes(path, Array("someone else's\n".utf8))

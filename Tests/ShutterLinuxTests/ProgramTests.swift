@@ -13,15 +13,15 @@ struct ProgramTests {
     let shutterd = builtProgram("shutterd")
     let shutterctl = builtProgram("shutterctl")
 
-    func connect(_ path: String) throws -> LineClient { try connectRetrying(path) }
+    /// A connection to a socket that listens already (startShutterd waits for that).
+    func connect(_ path: String) throws -> LineClient { try LineClient(path: path) }
 
     @Test("shutterd serves hello, answers requests, and refuses a second daemon on its socket")
     func daemon() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
         let path = dir + "/run/shutterd.sock"
-        let d = Child([shutterd, "--socket", path], directory: dir)
-        let client = try connect(path)
+        let (d, client) = try startShutterd(socket: path, directory: dir)
         let hello = try #require(try client.next(type: "hello", timeout: 5000))
         #expect(hello["protocol"]?["major"]?.intValue == Int64(ProtocolVersion.major))
         #expect(hello["daemon"]?["name"]?.stringValue == "shutterd")
@@ -113,8 +113,7 @@ struct ProgramTests {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
         let path = dir + "/s.sock"
-        let d = Child([shutterd, "--socket", path], directory: dir)
-        _ = try connect(path)
+        let (d, _) = try startShutterd(socket: path, directory: dir)
 
         let devices = Child([shutterctl, "--socket", path, "devices", "--json"], directory: dir)
         #expect(devices.wait() == 0)
@@ -264,7 +263,7 @@ struct ProgramTests {
             _ = activator.wait()
         }
         // The tool listens first; shutterd starts on the first connection, with the socket.
-        let client = try connect(path)
+        let client = try waitUntilListening(activator, path)
         let hello = try #require(try client.next(type: "hello", timeout: 10_000))
         #expect(hello["daemon"]?["name"]?.stringValue == "shutterd")
         try client.send(.object([("type", .string("ping")), ("id", .int(9))]))
@@ -281,12 +280,11 @@ struct ProgramTests {
         chmod(dir, 0o777)
         let path = dir + "/s.sock"
         let nobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-        let d = Child(nobody + [shutterd, "--socket", path], directory: dir)
+        let (d, root) = try startShutterd(socket: path, directory: dir, prefix: nobody)
         defer {
             kill(d.pid, SIGTERM)
             _ = d.wait()
         }
-        let root = try connect(path)
         #expect(try root.next(type: "hello", timeout: 10_000) != nil)
         // A client that is not root asks for a grab: refused, saying why; the connection stays.
         let script = """
@@ -378,8 +376,7 @@ struct ProgramTests {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
         let path = dir + "/s.sock"
-        let first = Child([shutterd, "--socket", path], directory: dir)
-        _ = try connect(path)
+        let (first, _) = try startShutterd(socket: path, directory: dir)
         let watch = Child([shutterctl, "--socket", path, "watch", "--json"], directory: dir)
         defer {
             kill(watch.pid, SIGTERM)
@@ -408,8 +405,7 @@ struct ProgramTests {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
         let path = dir + "/s.sock"
-        let d = Child([shutterd, "--socket", path], directory: dir)
-        let client = try connect(path)
+        let (d, client) = try startShutterd(socket: path, directory: dir)
         _ = try client.next(type: "hello", timeout: 5000)
         expectAsleep(d.pid, "while idle")
         kill(d.pid, SIGTERM)

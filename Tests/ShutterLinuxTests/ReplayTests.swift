@@ -55,8 +55,6 @@ struct ReplayTests {
 
     func write(_ r: Recording, _ path: String) { writeTextFile(path, r.text()) }
 
-    func connect(_ path: String) throws -> LineClient { try connectRetrying(path) }
-
     /// Messages until `done` says so, or the connection ends or a few seconds pass.
     func collect(_ client: LineClient, until done: ([JSON]) -> Bool) throws -> [JSON] {
         var got: [JSON] = []
@@ -85,13 +83,10 @@ struct ReplayTests {
         let path = dir + "/s.sock"
         write(Self.shutter, dir + "/shutter.evemu")
         write(Self.dial, dir + "/dial.evemu")
-        let d = Child(
-            [
-                shutterd, "--socket", path, "--replay", dir + "/shutter.evemu", dir + "/dial.evemu", "--replay-speed",
-                "0",
-            ],
+        // The connection that finds it listening is its first client: playback starts then.
+        let (d, client) = try startShutterd(
+            socket: path, ["--replay", dir + "/shutter.evemu", dir + "/dial.evemu", "--replay-speed", "0"],
             directory: dir)
-        let client = try connect(path)
         let hello = try #require(try client.next(type: "hello", timeout: 5000))
         #expect(hello["devices"]?.arrayValue?.isEmpty == true, "the recordings are added once a client is there")
         let got = try collect(client) { $0.filter { $0["type"]?.stringValue == "deviceRemoved" }.count == 2 }
@@ -144,10 +139,8 @@ struct ReplayTests {
         defer { removeTree(dir) }
         let path = dir + "/s.sock"
         write(Self.shutter, dir + "/shutter.evemu")
-        let d = Child(
-            [shutterd, "--socket", path, "--replay", dir + "/shutter.evemu", "--replay-speed", "2", "--replay-loop"],
-            directory: dir)
-        let client = try connect(path)
+        let (d, client) = try startShutterd(
+            socket: path, ["--replay", dir + "/shutter.evemu", "--replay-speed", "2", "--replay-loop"], directory: dir)
         _ = try #require(try client.next(type: "hello", timeout: 5000))
         let got = try collect(client) { $0.filter { $0["type"]?.stringValue == "capture" }.count == 8 }
         let captures = got.filter { $0["type"]?.stringValue == "capture" }
@@ -179,9 +172,8 @@ struct ReplayTests {
         var instant = Self.shutter
         for i in instant.events.indices { instant.events[i].time = 1 }
         write(instant, dir + "/instant.evemu")
-        let d = Child(
-            [shutterd, "--socket", path, "--replay", dir + "/instant.evemu", "--replay-loop"], directory: dir)
-        let client = try connect(path)
+        let (d, client) = try startShutterd(
+            socket: path, ["--replay", dir + "/instant.evemu", "--replay-loop"], directory: dir)
         _ = try #require(try client.next(type: "hello", timeout: 5000))
         // Four captures a pass: in one second about 11 passes can start (one at once, then
         // one every 100 ms or later). A loaded machine only plays fewer.

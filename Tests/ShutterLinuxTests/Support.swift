@@ -141,24 +141,99 @@ final class Child {
         for a in cenv { free(a) }
     }
 
+    /// The exit status (or 128 + signal) once reaped, by `exited()` or `wait`.
+    private var status: Int32?
+
+    /// The exit status (or 128 + signal) if the child has ended, without waiting; nil while
+    /// it runs.
+    func exited() -> Int32? {
+        if status != nil { return status }
+        var raw: Int32 = 0
+        guard waitpid(pid, &raw, WNOHANG) == pid else { return nil }
+        status = raw & 0x7f == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+        return status
+    }
+
     /// Waits for the exit status (or 128 + signal).
     func wait(timeoutSeconds: Double = 20) -> Int32 {
         let deadline = monotonicMicros() + Int64(timeoutSeconds * 1_000_000)
-        var status: Int32 = 0
-        while waitpid(pid, &status, WNOHANG) == 0 {
+        while exited() == nil {
             if monotonicMicros() > deadline {
                 kill(pid, SIGKILL)
-                waitpid(pid, &status, 0)
+                var raw: Int32 = 0
+                waitpid(pid, &raw, 0)
+                status = -1
                 return -1
             }
             usleep(10_000)
         }
-        if status & 0x7f == 0 { return (status >> 8) & 0xff }
-        return 128 + (status & 0x7f)
+        return status!
     }
 
     var stdout: String { readFile(outPath) }
     var stderr: String { readFile(errPath) }
+
+    /// The last `limit` bytes of its stderr and of its stdout (when not empty), read from
+    /// their ends: what a failure quotes.
+    func logTail(limit: Int = 4096) -> String {
+        func tail(_ path: String) -> String {
+            guard let f = fopen(path, "r") else { return "" }
+            defer { fclose(f) }
+            fseek(f, 0, SEEK_END)
+            let size = ftell(f)
+            fseek(f, max(0, size - limit), SEEK_SET)
+            var bytes = [UInt8](repeating: 0, count: limit)
+            let n = fread(&bytes, 1, limit, f)
+            return (size > limit ? "[... \(size - limit) bytes before]\n" : "")
+                + String(decoding: bytes[0..<n], as: UTF8.self)
+        }
+        let out = tail(outPath)
+        return "stderr:\n" + tail(errPath) + (out.isEmpty ? "" : "\nstdout:\n" + out)
+    }
+}
+
+/// shutterd did not listen: it exited first, or the time was up.
+struct DaemonStartError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// Waits until a connect(2) to `path` succeeds (the socket's file exists from bind(2),
+/// before listen(2)) and returns that connection: the daemon's first client, its hello
+/// unread. Gives up after `seconds`, or at once when `child` exits, with a DaemonStartError
+/// that says the exit status and the tail of the child's log.
+func waitUntilListening(_ child: Child, _ path: String, seconds: Double = 10) throws -> LineClient {
+    let deadline = monotonicMicros() + Int64(seconds * 1_000_000)
+    while true {
+        if let status = child.exited() {
+            throw DaemonStartError(
+                description: "pid \(child.pid) exited with \(status) before it listened on \(path)\n\(child.logTail())")
+        }
+        if let client = try? LineClient(path: path) { return client }
+        if monotonicMicros() > deadline {
+            throw DaemonStartError(
+                description: "pid \(child.pid) did not listen on \(path) within \(seconds) s\n\(child.logTail())")
+        }
+        usleep(20_000)
+    }
+}
+
+/// The one way the tests start shutterd to talk to it: the built program on `path` with
+/// `arguments`, run under `prefix` (setpriv, prlimit: a command that execs it) with `env`
+/// added (a Child: no installed config unless `env` names one), waited for until it listens.
+/// Returns the process and the connection that found it listening (its first client).
+func startShutterd(
+    socket path: String, _ arguments: [String] = [], directory: String, prefix: [String] = [],
+    env: [String] = [], seconds: Double = 10
+) throws -> (Child, LineClient) {
+    let child = Child(
+        prefix + [builtProgram("shutterd"), "--socket", path] + arguments, directory: directory, env: env)
+    do {
+        return (child, try waitUntilListening(child, path, seconds: seconds))
+    } catch {
+        kill(child.pid, SIGKILL)
+        _ = child.wait()
+        throw error
+    }
 }
 
 func readFile(_ path: String) -> String { (try? readTextFile(path)) ?? "" }
@@ -198,19 +273,6 @@ final class NotifySocket {
         var buf = [UInt8](repeating: 0, count: 4096)
         let n = recv(fd, &buf, buf.count, 0)
         return n > 0 ? String(decoding: buf[0..<n], as: UTF8.self) : nil
-    }
-}
-
-/// Connects a line client to `path`, retrying while the daemon is still starting.
-func connectRetrying(_ path: String) throws -> LineClient {
-    let deadline = monotonicMicros() + 10_000_000
-    while true {
-        do {
-            return try LineClient(path: path)
-        } catch {
-            if monotonicMicros() > deadline { throw error }
-            usleep(20_000)
-        }
     }
 }
 

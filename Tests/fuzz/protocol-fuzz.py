@@ -31,12 +31,14 @@ import os
 import random
 import selectors
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
+
+# shutterd.testing starts the daemon; clients/python is beside Tests/ in the repository.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
+from shutterd import testing  # noqa: E402
 
 LIMIT = 65536
 # An object has at most this many members (docs/PROTOCOL.md).
@@ -762,24 +764,17 @@ def fresh_client(path):
 
 
 def start_daemon(binary, workdir, verbose):
-    path = os.path.join(workdir, "shutterd.sock")
+    """shutterd with an empty config on a socket in workdir, listening (shutterd.testing)."""
     conf = os.path.join(workdir, "shutterd.conf")
     with open(conf, "w") as f:
         f.write("# empty: the defaults\n")
-    log = open(os.path.join(workdir, "shutterd.log"), "wb")
-    args = [binary, "--socket", path, "--config", conf] + (["--verbose"] if verbose else [])
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-    for _ in range(600):
-        if proc.poll() is not None:
-            raise Failure("shutterd exited with status %s at start" % proc.returncode)
-        try:
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.connect(path)
-            s.close()
-            return proc, path
-        except OSError:
-            time.sleep(0.05)
-    raise Failure("shutterd did not listen on %s" % path)
+    d = testing.Daemon(binary, os.path.join(workdir, "shutterd.sock"), ["--config", conf] + (["--verbose"] if verbose else []),
+                       log_path=os.path.join(workdir, "shutterd.log"))
+    try:
+        return d.start()
+    except testing.DaemonError as e:
+        d.stop()
+        raise Failure(str(e))
 
 
 def run(args):
@@ -790,11 +785,17 @@ def run(args):
     may_grab = os.getuid() == 0
     gen = Generator(rng, may_grab)
     workdir = tempfile.mkdtemp(prefix="shutterd-fuzz.")
-    proc = None
+    daemon = proc = None
     if args.socket:
         path = args.socket
     else:
-        proc, path = start_daemon(args.daemon, workdir, args.verbose)
+        try:
+            daemon = start_daemon(args.daemon, workdir, args.verbose)
+        except Failure as e:
+            print("FAIL protocol-fuzz: %s" % e)
+            shutil.rmtree(workdir, ignore_errors=True)
+            return 1
+        proc, path = daemon.proc, daemon.path
     stats = {"requests": 0, "bytes": 0, "connections": 0, "closed": 0, "errors": 0, "replies": 0}
     start = time.monotonic()
     case = None
@@ -876,12 +877,8 @@ def run(args):
     finally:
         if conn is not None:
             conn.close()
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        if daemon is not None:
+            daemon.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     took = time.monotonic() - start
     print("PASS protocol-fuzz: %d requests (%d replies, %d errors, %d blank), %d connections (%d closed by the daemon), "
@@ -904,14 +901,11 @@ def check_log(workdir):
 
 
 def tail_log(workdir):
-    try:
-        with open(os.path.join(workdir, "shutterd.log"), "rb") as f:
-            lines = f.read().decode("utf-8", "replace").splitlines()
+    lines = testing.log_tail(os.path.join(workdir, "shutterd.log")).splitlines()
+    if lines:
         print("     shutterd's log, last lines:")
         for line in lines[-15:]:
             print("       " + line[:300])
-    except OSError:
-        pass
 
 
 def main():

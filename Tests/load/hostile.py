@@ -20,12 +20,15 @@ import json
 import os
 import resource
 import selectors
-import signal
+import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import time
+
+# shutterd.testing starts the daemon; clients/python is beside Tests/ in the repository.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
+from shutterd import testing  # noqa: E402
 
 QUEUE_BYTES = 262144          # the documented default queue-bytes
 REQUEST_BYTES = 2 * 65536     # a client's request text: one line limit plus one read
@@ -33,29 +36,22 @@ CLK = os.sysconf("SC_CLK_TCK")
 SCALE = 1
 
 
-class Daemon:
-    """shutterd on a socket of its own, its log in a file."""
+class Daemon(testing.Daemon):
+    """shutterd on a socket of its own (shutterd.testing), its log in a file, and what it
+    costs: resident memory, CPU time, open descriptors."""
 
     def __init__(self, exe, args=(), prefix=()):
         self.dir = tempfile.mkdtemp(prefix="shutterd-hostile-")
-        self.path = os.path.join(self.dir, "shutterd.sock")
-        self.log = open(os.path.join(self.dir, "log"), "w+b")
-        self.proc = subprocess.Popen(list(prefix) + [exe, "--socket", self.path] + list(args),
-                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
-        deadline = time.monotonic() + 20
-        while not os.path.exists(self.path):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("shutterd did not start: " + self.log_text())
-            time.sleep(0.01)
-        self.pid = self.proc.pid
+        super().__init__(exe, os.path.join(self.dir, "shutterd.sock"), args, log_path=os.path.join(self.dir, "log"),
+                         prefix=prefix, start_timeout=20, stop_timeout=20)
+        try:
+            self.start()
+        except Exception:
+            self.stop()
+            raise
 
     def log_text(self):
-        self.log.flush()
-        with open(self.log.name, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-
-    def alive(self):
-        return self.proc.poll() is None
+        return self.log()
 
     def rss(self):
         with open(f"/proc/{self.pid}/status") as f:
@@ -73,17 +69,8 @@ class Daemon:
         return len(os.listdir(f"/proc/{self.pid}/fd"))
 
     def stop(self):
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        for name in os.listdir(self.dir):
-            os.unlink(os.path.join(self.dir, name))
-        os.rmdir(self.dir)
+        super().stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Client:

@@ -23,6 +23,10 @@ import traceback
 
 from mqttbroker import Broker, received, wait_until
 
+# shutterd.testing starts shutterd; clients/python is beside Tests/ in the repository.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
+from shutterd import testing  # noqa: E402
+
 SHUTTERD, BRIDGE = (os.path.abspath(p) for p in sys.argv[1:3])
 PREFIX = "test/rig"
 
@@ -43,19 +47,11 @@ class Process:
 
 
 def start_shutterd(work):
-    path = os.path.join(work, "shutterd.sock")
-    d = Process([SHUTTERD, "--socket", path], os.path.join(work, "shutterd.log"))
-    wait_until("shutterd listening", lambda: connectable(path))
-    return d, path
-
-
-def connectable(path):
-    try:
-        with socket.socket(socket.AF_UNIX) as s:
-            s.connect(path)
-        return True
-    except OSError:
-        return False
+    """shutterd on work/shutterd.sock, listening (shutterd.testing), its log appended to
+    work/shutterd.log."""
+    d = testing.Daemon(SHUTTERD, os.path.join(work, "shutterd.sock"), log_path=os.path.join(work, "shutterd.log"),
+                       stop_timeout=20)
+    return d.start(), d.path
 
 
 def start_bridge(work, broker, socket_path, *extra, config=""):
@@ -446,10 +442,10 @@ def main():
         except Exception:
             print(f"FAIL {test.__name__}")
             traceback.print_exc()
-            for name in ("bridge.log", "mosquitto.log", "sub.out"):
+            for name in ("shutterd.log", "bridge.log", "mosquitto.log", "sub.out"):
                 p = os.path.join(work, name)
                 if os.path.exists(p):
-                    print(f"--- {name}\n" + open(p).read()[-3000:])
+                    print(f"--- {name}\n" + testing.log_tail(p, 3000))
             failed += 1
         finally:
             shutil.rmtree(work, ignore_errors=True)

@@ -20,6 +20,10 @@ RIG = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, RIG)
 import rigdev  # noqa: E402
 
+# shutterd.testing starts shutterd: the guest sees the repository, clients/python beside Tests/.
+sys.path.insert(0, os.path.join(RIG, "..", "..", "clients", "python"))
+from shutterd import testing  # noqa: E402
+
 # Under TCG everything is ~10x slower than on hardware: waits are generous, and a scenario
 # that expects *nothing* proves it by a later event that must arrive (an ordering fence)
 # rather than by a long sleep.
@@ -41,10 +45,13 @@ def check(cond, message):
 class Client:
     """One connection to shutterd: a thread decodes lines into a queue."""
 
-    def __init__(self, path, name="client"):
+    def __init__(self, path, name="client", sock=None):
+        """Connects to path, or takes sock, connected already (Daemon.connect())."""
         self.name = name
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(path)
+        if sock is None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(path)
+        self.sock = sock
         self.queue = queue.Queue()
         self.all = []  # every message, in order
         self.closed = False
@@ -162,43 +169,21 @@ def describe_capture(m):
 # --- the daemon ---------------------------------------------------------------------------
 
 
-class Daemon:
+class Daemon(testing.Daemon):
+    """The shutterd under test, --verbose, its log appended to the rig's shutterd.log;
+    started again after a stop on the same socket. Its environment is the rig's when it
+    starts (the system bus's address among it)."""
+
     def __init__(self, binary, sock, log):
-        self.binary, self.sock, self.logpath = binary, sock, log
-        self.proc = None
+        super().__init__(binary, sock, ["--verbose"], log_path=log)
 
-    def start(self):
-        if os.path.exists(self.sock):
-            os.unlink(self.sock)
-        self.log = open(self.logpath, "ab")
-        self.proc = subprocess.Popen([self.binary, "--socket", self.sock, "--verbose"],
-                                     stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise Failure("shutterd exited with %s at start (see shutterd.log)" % self.proc.returncode)
-            if os.path.exists(self.sock):
-                try:
-                    c = Client(self.sock, "probe")
-                    c.close()
-                    return
-                except (OSError, Failure):
-                    pass
-            time.sleep(0.1)
-        raise Failure("shutterd did not accept a connection on %s within 30 s" % self.sock)
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode if self.proc else None
+    def start(self, wait=True):
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+        try:
+            return super().start(wait)
+        except testing.DaemonError as e:
+            raise Failure(str(e))
 
 
 # --- the system bus ----------------------------------------------------------------------

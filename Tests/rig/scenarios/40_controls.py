@@ -84,7 +84,7 @@ def sc_syn_dropped(rig):
     dial = rig.devs["griffin-powermate"]
     btn, rel = rigdev.code("BTN_0"), rigdev.code("REL_DIAL")
     syn = (rigdev.EV_SYN, rigdev.SYN_REPORT, 0)
-    with open(rig.daemon.logpath, "rb") as f:
+    with open(rig.daemon.log_path, "rb") as f:
         log_before = f.read().count(b"SYN_DROPPED")
     dial.emit([(rigdev.EV_KEY, btn, 1), syn])
     began = c.expect(lambda m: is_capture(m, "began", "BTN_0"), what="BTN_0 began")
@@ -103,7 +103,7 @@ def sc_syn_dropped(rig):
             and m.get("phase") != "began"]
     check(len(ends) == 1, "the held press ended %d times" % len(ends))
     time.sleep(0.5)
-    with open(rig.daemon.logpath, "rb") as f:
+    with open(rig.daemon.log_path, "rb") as f:
         drops = f.read().count(b"SYN_DROPPED") - log_before
     check(drops > 0, "the kernel dropped nothing (no SYN_DROPPED in shutterd's log): nothing was resynchronised")
     return "SYN_DROPPED logged %d time(s); the held press %s%s; the next press began and ended" % (

@@ -7,8 +7,9 @@ import sys
 import time
 
 import rigdev
-from harness import check, Client, short, is_capture, press_of, scenario
+from harness import check, Client, Failure, short, is_capture, press_of, scenario
 from rigdev import EV_KEY
+from shutterd import testing  # clients/python, put on sys.path by the harness
 
 
 @scenario("grab", needs="hotplug-add")
@@ -79,19 +80,13 @@ def sc_unprivileged(rig):
     sock = base + "/shutterd.sock"
     groups = "--groups=%d" % grp.getgrnam("input").gr_gid
     drop = ["setpriv", "--reuid=65534", "--regid=65534", groups]
-    log = open(base + "/shutterd.log", "wb")
-    proc = subprocess.Popen(drop + [rig.args.shutterd, "--socket", sock], stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL)
+    daemon = testing.Daemon(rig.args.shutterd, sock, log_path=base + "/shutterd.log", prefix=drop)
     try:
-        deadline = time.monotonic() + 30
-        c = None
-        while c is None:
-            check(proc.poll() is None, "unprivileged shutterd exited with %s" % proc.returncode)
-            try:
-                c = Client(sock, "unprivileged-root-client")
-            except OSError:
-                check(time.monotonic() < deadline, "unprivileged shutterd did not listen within 30 s")
-                time.sleep(0.1)
+        try:
+            daemon.start()
+        except testing.DaemonError as e:
+            raise Failure("unprivileged shutterd: %s" % e)
+        c = Client(sock, "unprivileged-root-client")
         names = [d.get("name") for d in c.hello.get("devices", [])]
         check(any(n.startswith("AB Shutter3") for n in names), "unprivileged shutterd lists %s" % names)
         began, ended = press_of(c, shutter, "ios", "KEY_VOLUMEUP")
@@ -111,9 +106,4 @@ def sc_unprivileged(rig):
         check("uid 65534" in reply.get("message", ""), "the refusal does not name the uid: %s" % short(reply))
         return "uid 65534 in group input read the remote's press; its grab request was refused"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        daemon.stop()

@@ -14,6 +14,7 @@ import subprocess
 import time
 
 from harness import Client, Failure, check, short, scenario
+from shutterd import testing  # clients/python, put on sys.path by the harness
 
 # Device fields compared with the live device's. node and syspath name another node (or a
 # file); replayed is added by shutterd --replay. uinput has no uniq: through shutterctl
@@ -118,25 +119,15 @@ def replay_daemon(rig, path, count):
     sock = os.path.join(os.path.dirname(rig.args.socket), "replay.sock")
     if os.path.exists(sock):
         os.unlink(sock)
-    log = open(os.path.join(results_dir(rig), "shutterd-replay.log"), "ab")
-    p = subprocess.Popen([rig.args.shutterd, "--socket", sock, "--replay", path], stdout=log,
-                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    # Playback starts when the first client connects: that is this client, so the wait for
+    # the daemon to listen is its connect() rather than a probe's.
+    daemon = testing.Daemon(rig.args.shutterd, sock, ["--replay", path],
+                            log_path=os.path.join(results_dir(rig), "shutterd-replay.log"), start_timeout=20)
     try:
-        deadline = time.monotonic() + 20
-        while not os.path.exists(sock):
-            check(p.poll() is None, "shutterd --replay exited with %s (see shutterd-replay.log)" % p.returncode)
-            check(time.monotonic() < deadline, "shutterd --replay made no socket")
-            time.sleep(0.1)
-        # The socket's file exists from bind(2), before listen(2): connecting in between is
-        # refused, so try again until the daemon listens.
-        while True:
-            try:
-                c = Client(sock, "replay")
-                break
-            except ConnectionRefusedError:
-                check(p.poll() is None, "shutterd --replay exited with %s (see shutterd-replay.log)" % p.returncode)
-                check(time.monotonic() < deadline, "shutterd --replay refused connections for 20 s")
-                time.sleep(0.1)
+        try:
+            c = Client(sock, "replay", sock=daemon.start(wait=False).connect())
+        except testing.DaemonError as e:
+            raise Failure("shutterd --replay: %s" % e)
         c.expect(lambda m: m.get("type") == "deviceRemoved", timeout=30, what="deviceRemoved at the end")
         check(captures(c.all, count), "shutterd --replay gave %d captures, expected %d" % (
             len([m for m in c.all if m.get("type") == "capture"]), count))
@@ -144,8 +135,7 @@ def replay_daemon(rig, path, count):
         check(not c.hello.get("devices"), "the hello before playback lists devices: %s" % c.hello.get("devices"))
         return [m.get("device", {}) for m in c.all if m.get("type") == "deviceAdded"], c.all
     finally:
-        p.terminate()
-        p.wait(10)
+        daemon.stop()
 
 
 def uinput_replay(rig, path, name, count):

@@ -3,13 +3,12 @@ its own, and the protocol stand-in of fakedaemon.py."""
 
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 
 import pytest
+
+from shutterd.testing import Daemon
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fakedaemon import FakeDaemon  # noqa: E402
@@ -32,54 +31,11 @@ def sockdir():
     shutil.rmtree(d, ignore_errors=True)
 
 
-class RealDaemon:
-    """shutterd --socket PATH [ARGS], with no config (an installed one must not change the
-    tests)."""
-
-    def __init__(self, binary, directory, args=()):
-        self.binary = binary
-        self.args = list(args)
-        self.path = os.path.join(directory, "s.sock")
-        self.logpath = os.path.join(directory, "shutterd.log")
-        self.env = dict(os.environ, SHUTTERD_CONFIG=os.path.join(directory, "no-such.conf"))
-        self.proc = None
-
-    def start(self):
-        log = open(self.logpath, "ab")
-        self.proc = subprocess.Popen([self.binary, "--socket", self.path] + self.args, stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=self.env)
-        log.close()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("shutterd exited with %s at start: %s" % (self.proc.returncode, self.log()))
-            if os.path.exists(self.path):
-                probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                try:
-                    probe.connect(self.path)
-                    return
-                except OSError:
-                    pass
-                finally:
-                    probe.close()
-            time.sleep(0.02)
-        raise RuntimeError("shutterd did not listen on %s within 30 s: %s" % (self.path, self.log()))
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def log(self):
-        try:
-            with open(self.logpath, errors="replace") as f:
-                return f.read()
-        except OSError:
-            return ""
+def real_daemon(binary, directory, args=()):
+    """shutterd --socket PATH [ARGS] (shutterd.testing.Daemon), with no config: an installed
+    one must not change the tests."""
+    return Daemon(binary, os.path.join(directory, "s.sock"), args, log_path=os.path.join(directory, "shutterd.log"),
+                  env={"SHUTTERD_CONFIG": os.path.join(directory, "no-such.conf")})
 
 
 def _binary():
@@ -92,7 +48,7 @@ def _binary():
 @pytest.fixture
 def daemon(sockdir):
     """The real shutterd, started; $SHUTTERD_BIN or the repository's .build/debug/shutterd."""
-    d = RealDaemon(_binary(), sockdir)
+    d = real_daemon(_binary(), sockdir)
     d.start()
     yield d
     d.stop()
@@ -105,7 +61,7 @@ def replaying(sockdir):
     made = []
 
     def start(*args):
-        d = RealDaemon(_binary(), sockdir, args)
+        d = real_daemon(_binary(), sockdir, args)
         made.append(d)
         d.start()
         return d

@@ -67,7 +67,7 @@ def test_the_wheel_holds_the_package_its_type_marker_and_the_entry_point(tmp_pat
     with zipfile.ZipFile(str(tmp_path / "dist" / wheels[0])) as z:
         names = z.namelist()
         entry_points = next(z.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
-    for module in ("__init__", "_client", "_protocol", "aio", "pytest_plugin"):
+    for module in ("__init__", "_client", "_protocol", "aio", "pytest_plugin", "testing"):
         assert "shutterd/%s.py" % module in names
     assert "shutterd/py.typed" in names
     assert not any(n.startswith("tests/") for n in names)

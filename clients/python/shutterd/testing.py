@@ -1,0 +1,236 @@
+"""Starting shutterd in tests: the one way every Python harness of the project starts the
+daemon and waits for it (the client's tests, the hostile clients, the protocol fuzzer, the
+MQTT bridge's tests, the kernel rig, the benchmark guest).
+
+    from shutterd.testing import Daemon
+    with Daemon(".build/debug/shutterd", os.path.join(work, "s.sock")) as d:
+        ...  # d.path listens; d.pid, d.log()
+
+start() spawns the daemon (stdin /dev/null, stdout and stderr appended to the log) and waits
+until a connect(2) to its socket succeeds: the socket's file exists from bind(2), before
+listen(2), so its existence says nothing. When the daemon dies first, or does not listen in
+time, a DaemonError says its exit status and the tail of its log. Every wait and every read
+here is bounded in time and in bytes.
+
+Standard library only; importing it starts nothing. Harnesses outside the installed package
+put clients/python on sys.path.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from typing import Dict, List, Optional, Sequence
+
+__all__ = ["Daemon", "DaemonError", "LOG_TAIL_BYTES", "describe_status", "log_tail", "read_line"]
+
+# How much of a log a failure quotes: its last 4 KiB.
+LOG_TAIL_BYTES = 4096
+# The most Daemon.log() reads, from the end.
+LOG_READ_BYTES = 1 << 20
+# The most a read of one line takes before it gives up (a hello lists every device).
+LINE_BYTES = 1 << 20
+
+
+class DaemonError(Exception):
+    """shutterd did not start, did not listen in time, or a bounded read failed."""
+
+
+def describe_status(returncode: Optional[int]) -> str:
+    """'status 64', 'signal 9 (SIGKILL)' or 'still running' for a Popen returncode."""
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "?"
+        return "signal %d (%s)" % (-returncode, name)
+    return "status %d" % returncode
+
+
+def log_tail(path: str, limit: int = LOG_TAIL_BYTES) -> str:
+    """The last `limit` bytes of the file at path, decoded (invalid UTF-8 replaced); '' when
+    it cannot be read. Only those bytes are read, however long the file."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - limit))
+            data = f.read(limit)
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace")
+    return text if size <= limit else "[... %d bytes before]\n%s" % (size - limit, text)
+
+
+def read_line(sock: socket.socket, limit: int = LINE_BYTES, timeout: float = 10.0) -> bytes:
+    """The first line (without its newline) of what sock receives from now on, reading at
+    most `limit` bytes for at most `timeout` seconds; DaemonError otherwise (too long, closed
+    before a newline, or nothing in time). It peeks (MSG_PEEK) and takes no byte past the
+    newline, so what follows stays in the socket for the caller."""
+    deadline = time.monotonic() + timeout
+    line = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise DaemonError("no complete line within %.1f s (%d bytes so far: %r)" % (timeout, len(line), line[:200]))
+        sock.settimeout(left)
+        try:
+            peek = sock.recv(min(65536, limit + 1 - len(line)), socket.MSG_PEEK)
+        except socket.timeout:
+            continue
+        if not peek:
+            raise DaemonError("the connection closed after %d bytes, before a newline: %r" % (len(line), line[:200]))
+        end = peek.find(b"\n")
+        chunk = sock.recv(end + 1 if end >= 0 else len(peek))
+        line += chunk
+        if end >= 0:
+            return line[:-1]
+        if len(line) > limit:
+            raise DaemonError("no newline in the first %d bytes" % limit)
+
+
+class Daemon:
+    """shutterd (or any program with its --socket) on a socket of its own.
+
+    binary, path: the program and its socket (given as --socket PATH before args).
+    args: further arguments.  env: variables added to the environment of start() time
+    (None values remove one).  log_path: stdout and stderr, appended (default: shutterd.log
+    beside the socket).  prefix: a command the daemon runs under (["valgrind", ...],
+    ["prlimit", "--nofile=64:64"], ["setpriv", "--reuid=65534", ...]); it must exec the
+    daemon, so that pid is the daemon's.  start_timeout: seconds start() waits for it to
+    listen.  stop_timeout: seconds stop() waits after SIGTERM before SIGKILL.
+    """
+
+    def __init__(self, binary: str, path: str, args: Sequence[str] = (), env: Optional[Dict[str, Optional[str]]] = None,
+                 log_path: Optional[str] = None, prefix: Sequence[str] = (), start_timeout: float = 30.0,
+                 stop_timeout: float = 10.0) -> None:
+        self.binary = binary
+        self.path = path
+        self.args = list(args)
+        self.env = dict(env or {})
+        self.log_path = log_path or os.path.join(os.path.dirname(os.path.abspath(path)), "shutterd.log")
+        self.prefix = list(prefix)
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.proc: Optional[subprocess.Popen] = None
+        self.started = 0.0
+
+    @property
+    def argv(self) -> List[str]:
+        return self.prefix + [self.binary, "--socket", self.path] + self.args
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc else None
+
+    @property
+    def returncode(self) -> Optional[int]:
+        """None while it runs (or before start)."""
+        return self.proc.poll() if self.proc else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, wait: bool = True) -> "Daemon":
+        """Spawns the daemon and, unless wait is False, waits until it listens. With wait
+        False the caller's first connect() is the wait: for a daemon whose first client
+        matters (--replay starts playing when one connects)."""
+        environment = dict(os.environ)  # as it is now: a harness may have set variables since __init__
+        for k, v in self.env.items():
+            if v is None:
+                environment.pop(k, None)
+            else:
+                environment[k] = v
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         env=environment)
+        self.started = time.monotonic()
+        if wait:
+            self.wait_listening()
+        return self
+
+    def connect(self, timeout: Optional[float] = None) -> socket.socket:
+        """A connected socket, trying again until the daemon listens: within `timeout`
+        seconds (default: what is left of start_timeout since start()). DaemonError when the
+        daemon exits first or the time is up, with its exit status and the tail of its log."""
+        if self.proc is None:
+            raise DaemonError("%s was not started" % self.binary)
+        if timeout is None:
+            timeout = max(0.0, self.start_timeout - (time.monotonic() - self.started))
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise self.failure("exited with %s before it listened on %s" % (describe_status(self.proc.returncode),
+                                                                                  self.path))
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.settimeout(max(0.1, min(5.0, deadline - time.monotonic())))
+                s.connect(self.path)
+                s.settimeout(None)
+                return s
+            except OSError:
+                s.close()
+            if time.monotonic() >= deadline:
+                raise self.failure("did not listen on %s within %.1f s" % (self.path, timeout))
+            time.sleep(0.02)
+
+    def wait_listening(self, timeout: Optional[float] = None) -> None:
+        """Returns once a connect() to the socket succeeds (see connect()). The probe then
+        closes its sending side and reads (at most 1 MiB, at most 5 s) until the daemon has
+        closed its end too, so that no probe client is left for what the test counts."""
+        s = self.connect(timeout)
+        try:
+            s.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + 5.0
+            got = 0
+            while got <= LINE_BYTES and time.monotonic() < deadline:
+                s.settimeout(max(0.01, deadline - time.monotonic()))
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                got += len(chunk)
+        except OSError:
+            pass
+        finally:
+            s.close()
+
+    def hello(self, timeout: float = 10.0) -> bytes:
+        """A new connection's first line (the hello), bounded by read_line; the connection
+        is closed after."""
+        with self.connect(timeout) as s:
+            return read_line(s, timeout=timeout)
+
+    def failure(self, what: str) -> DaemonError:
+        """A DaemonError saying `what` happened to the daemon, with the tail of its log."""
+        return DaemonError("%s %s\n--- the last %d bytes of its log, %s:\n%s" % (
+            " ".join(self.argv), what, LOG_TAIL_BYTES, self.log_path, log_tail(self.log_path) or "(empty)"))
+
+    def log(self, limit: int = LOG_READ_BYTES) -> str:
+        """The daemon's log, at most its last `limit` bytes."""
+        return log_tail(self.log_path, limit)
+
+    def stop(self, timeout: Optional[float] = None) -> Optional[int]:
+        """SIGTERM, then SIGKILL after `timeout` seconds (default stop_timeout); the
+        returncode (None when never started)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(self.stop_timeout if timeout is None else timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def __enter__(self) -> "Daemon":
+        if self.proc is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

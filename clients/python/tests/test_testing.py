@@ -1,0 +1,83 @@
+"""shutterd.testing, the one way the harnesses start shutterd: a start that fails says the
+exit status and the log, one that never listens gives up in bounded time, a good one
+listens; the bounded reads."""
+
+import os
+import socket
+import sys
+import time
+
+import pytest
+
+from shutterd.testing import LOG_TAIL_BYTES, Daemon, DaemonError, log_tail, read_line
+
+from conftest import _binary, real_daemon
+
+
+def test_a_daemon_that_exits_at_start_names_its_status_and_log(sockdir):
+    d = real_daemon(_binary(), sockdir, ["--no-such-option"])
+    with pytest.raises(DaemonError) as e:
+        d.start()
+    message = str(e.value)
+    assert "exited with status 64 before it listened on " + d.path in message, message
+    # Its own complaint, from the log.
+    assert "--no-such-option" in message.split("--- the last", 1)[1], message
+    assert d.returncode == 64
+
+
+def test_a_program_that_never_listens_times_out_with_the_log_tail(sockdir):
+    # A stand-in that says something and then sleeps: never a socket.
+    script = "import sys, time; print('stand-in up, never listening', flush=True); time.sleep(60)"
+    # argv is PREFIX + [BINARY, "--socket", PATH]: python -c SCRIPT never-listens --socket PATH.
+    d = Daemon("never-listens", os.path.join(sockdir, "s.sock"), log_path=os.path.join(sockdir, "log"),
+               prefix=[sys.executable, "-c", script], start_timeout=0.5, stop_timeout=2)
+    t = time.monotonic()
+    try:
+        with pytest.raises(DaemonError) as e:
+            d.start()
+    finally:
+        code = d.stop()
+    assert time.monotonic() - t < 5
+    message = str(e.value)
+    assert "did not listen on %s within 0.5 s" % d.path in message, message
+    assert "stand-in up, never listening" in message, message
+    assert code == -15  # SIGTERM
+
+
+def test_a_good_start_listens_and_stop_ends_it_cleanly(sockdir):
+    d = real_daemon(_binary(), sockdir)
+    with d:
+        assert d.alive()
+        hello = read_line(d.connect(timeout=5))
+        assert b'"type":"hello"' in hello
+        # The probe of start() is gone: the log says it came and went.
+        assert d.log().count("disconnected") >= 1, d.log()
+    assert d.returncode == 0
+
+
+def test_log_tail_reads_only_the_end(tmp_path):
+    p = tmp_path / "log"
+    p.write_bytes(b"x" * 100000 + b"the end\n")
+    tail = log_tail(str(p))
+    assert tail.endswith("the end\n")
+    assert tail.startswith("[... %d bytes before]\n" % (100008 - LOG_TAIL_BYTES))
+    assert len(tail) < LOG_TAIL_BYTES + 40
+    assert log_tail(str(tmp_path / "none")) == ""
+
+
+def test_read_line_is_bounded_in_bytes_and_time():
+    a, b = socket.socketpair()
+    with a, b:
+        b.sendall(b"first\nsecond\n")
+        assert read_line(a, timeout=1) == b"first"
+        assert read_line(a, timeout=1) == b"second"  # nothing past the first newline was taken
+        t = time.monotonic()
+        with pytest.raises(DaemonError, match="no complete line within 0.2 s"):
+            read_line(a, timeout=0.2)
+        assert time.monotonic() - t < 2
+        b.sendall(b"y" * 5000)
+        with pytest.raises(DaemonError, match="no newline in the first 1000 bytes"):
+            read_line(a, limit=1000, timeout=1)
+        b.close()
+        with pytest.raises(DaemonError, match="closed after"):
+            read_line(a, timeout=1)

@@ -94,15 +94,17 @@ struct ShortText {
         8081828384858687888990919293949596979899
         """
 
-    /// How many decimal digits `n` has (1 for 0).
+    /// How many decimal digits `n` has (1 for 0): the number of its bits times log10(2)
+    /// (1233/4096) gives the power of ten just above or at `n`, and one comparison with it
+    /// settles which, instead of a loop of comparisons, one per digit.
     @inlinable
     static func digitCount(_ n: UInt64) -> Int {
-        var length = 1
-        var bound: UInt64 = 10
-        while length < 20 && n >= bound {
-            length += 1
-            bound &*= 10
-        }
-        return length
+        let m = n | 1
+        let guess = ((64 &- m.leadingZeroBitCount) &* 1233) &>> 12
+        return guess &+ (m >= powersOfTen[guess] ? 1 : 0)
     }
+
+    /// 10⁰ to 10¹⁹, the powers of ten a UInt64 holds.
+    @usableFromInline
+    static let powersOfTen: [UInt64] = (0..<20).map { (0..<$0).reduce(1) { p, _ in p * 10 } }
 }

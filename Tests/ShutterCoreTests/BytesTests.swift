@@ -33,6 +33,19 @@ struct BytesTests {
         }
     }
 
+    @Test("every bit length (where the digit count's estimate from the bits changes): 2^k - 1, 2^k, 2^k + 1")
+    func bitLengths() {
+        for k in 0..<64 {
+            let p = UInt64(1) << k
+            for v in [p &- 1, p, p &+ 1] {
+                #expect(ShortText.digitCount(v) == "\(v)".utf8.count, "\(v)")
+                var out: [UInt8] = []
+                out.append(decimal: v)
+                #expect(String(decoding: out, as: UTF8.self) == "\(v)")
+            }
+        }
+    }
+
     @Test("unsigned and narrow integers, and literals")
     func others() {
         var out: [UInt8] = []

@@ -67,44 +67,13 @@ package struct OutBuffer {
         return .queued
     }
 
-    /// What `deliverDirect` did with an occurrence.
-    package enum DirectDelivery: Equatable, Sendable {
-        /// Not taken this way: something waits, or the client has gestures (use `deliver`).
-        case notDirect
-        /// The client receives nothing of it.
-        case skipped
-        /// Its line went to the socket whole.
-        case sent
-        /// The socket took part of it or none: the rest waits here.
-        case queued
-    }
-
-    /// The way around the buffer, for an occurrence published alone to a client with nothing
-    /// waiting and no gestures: `session`'s head for `o` is written on the stack and handed
-    /// to `send` with `text`'s shared tail, as two pieces of one write, so that the tail is
-    /// not copied for every client. `send` returns the bytes it sent (0 when the socket is
-    /// full or failed: the caller keeps its own error); what it did not send waits here,
-    /// as `drain` would have left it.
-    package mutating func deliverDirect(
-        _ o: Occurrence, text: Wire.SharedPart, to session: inout ClientSession,
-        send: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Int
-    ) -> DirectDelivery {
-        guard isEmpty, !session.wantsGestures else { return .notDirect }
-        guard case .line(let handler) = session.take(o) else { return .skipped }
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Wire.headCapacity) { buffer in
-            var head = ShortText(buffer)
-            session.writeHead(o, handler: handler, text: text, into: &head)
-            let written = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: buffer[..<head.count]))
-            return Wire.withTail(text) { tail in
-                let n = send(written, tail)
-                guard n < written.count + tail.count else { return .sent }
-                bytes.append(contentsOf: written)
-                bytes.append(contentsOf: tail)
-                ends.append(bytes.count)
-                advance(by: Swift.max(0, n))
-                return .queued
-            }
-        }
+    /// Keeps what a socket did not take of a line sent around the buffer (a head and the
+    /// shared tail, `sent` bytes of them taken): it waits here, as `drain` would have left it.
+    mutating func keep(head: UnsafeRawBufferPointer, tail: UnsafeRawBufferPointer, sent: Int) {
+        bytes.append(contentsOf: head)
+        bytes.append(contentsOf: tail)
+        ends.append(bytes.count)
+        advance(by: Swift.max(0, sent))
     }
 
     /// Queues `session`'s long presses due by `now`; false when they did not fit.

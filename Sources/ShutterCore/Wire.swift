@@ -11,9 +11,9 @@ package enum Wire {
     /// occurrence to the next by the daemon.
     package struct SharedPart {
         /// The digits of `seq`, then those of `press`, then the tail.
-        private(set) var bytes: [UInt8] = []
+        @usableFromInline private(set) var bytes: [UInt8] = []
         var seqEnd = 0
-        var pressEnd = 0
+        @usableFromInline var pressEnd = 0
 
         package init() {}
 
@@ -88,7 +88,10 @@ package enum Wire {
 
     /// The shared tail of `text`: the part of every client's line for its occurrence after
     /// the client's head.
-    static func withTail<R>(_ text: SharedPart, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+    /// Inlined where it is called: from another module, a call would be passed a closure
+    /// and, were it generic, run unspecialized.
+    @inlinable
+    package static func withTail(_ text: SharedPart, _ body: (UnsafeRawBufferPointer) -> Void) {
         text.bytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[text.pressEnd...])) }
     }
 

@@ -6,19 +6,15 @@ import ShutterCore
 package protocol ClientHubDelegate: AnyObject {
     /// The devices as now open, for `hello` and `listDevices`.
     var deviceList: [DeviceRecord] { get }
-    /// The next daemon-wide sequence number (for a client's own cancels).
-    func nextSeq() -> UInt64
     /// Some interaction's grab wish may have changed.
     func grabWishesChanged()
     /// The number of clients changed.
     func clientCountChanged()
-    /// Gestures are due: read what the devices with a held key have sent meanwhile first,
-    /// so that a release that came before a long press's time ends the press instead.
-    func readBeforeGestures()
 }
 
-/// The socket side of the daemon: accepts clients, reads their requests, and writes each
-/// the events its interaction selects, never blocking on any of them.
+/// The socket side of the daemon: accepts clients, reads their requests, and carries out
+/// what the fan-out (ShutterCore's `Fanout`, which writes each client the events its
+/// interaction selects) plans, never blocking on any client.
 package final class ClientHub {
     final class Client {
         /// The connection; closed when the client is (or when it is dropped, refused).
@@ -28,27 +24,20 @@ package final class ClientHub {
         let peer: PeerCredentials?
         let label: String
         let mayGrab: Bool
-        // Touched for every client on every event, on the loop's one thread, and never
-        // held across a call that could reach them again: the runtime's exclusivity check
-        // would cost more than the rest of the client's step.
-        @exclusivity(unchecked) var session = ClientSession()
+        /// Its side of the fan-out (session, output buffer); set when it is admitted.
+        var fan: Fanout.Peer!
         var reader = LineReader()
-        @exclusivity(unchecked) var out: OutBuffer
-        /// Something was queued by the publish under way: flushed at its end.
-        var queued = false
-        /// Being closed: nothing more is queued, what is queued is flushed, then it closes.
-        var closing = false
         /// When a closing client is closed whether or not it read its last messages.
         var closeDeadline: Int64 = 0
-        var watchingWritable = false
         /// Has requests left over from its last turn (in `backlog`).
         var inBacklog = false
 
-        init(serial: Int, socket: FileDescriptor, peer: PeerCredentials?, limits: ClientLimits, mayGrab: Bool) {
+        var closing: Bool { fan.closing }
+
+        init(serial: Int, socket: FileDescriptor, peer: PeerCredentials?, mayGrab: Bool) {
             self.socket = socket
             self.fd = socket.raw
             self.peer = peer
-            self.out = OutBuffer(limit: limits.queueMessages, byteLimit: limits.queueBytes)
             self.mayGrab = mayGrab
             // The serial tells apart clients that get the same descriptor number in turn.
             label = "client \(serial) fd=\(fd)" + (peer.map { " pid=\($0.pid) uid=\($0.uid)" } ?? "")
@@ -61,21 +50,22 @@ package final class ClientHub {
     let limits: ClientLimits
     let closeTimer: Timer
     package weak var delegate: ClientHubDelegate?
+    /// Numbers a client's own cancels in the daemon's sequence.
+    let engine: Engine
     var clients: [Int32: Client] = [:]
-    /// Bytes that client buffers and sessions gave back since the heap was last trimmed, and
-    /// `ClientSession.roomReleased` when it was last read (see `released`).
+    /// The clients' side of publishing, as values; its plan is carried out by `carryOut`.
+    // Walked and written for every event, on the loop's one thread, never across a call that
+    // changes it: no runtime exclusivity check.
+    @exclusivity(unchecked) var fanout: Fanout
+    /// Bytes that client buffers and sessions gave back since the heap was last trimmed
+    /// (see `released`).
     var releasedSinceTrim = 0
-    var roomReleasedSeen = 0
     /// Bytes given back that make a trim worth its walk of the heap (glibc's own
     /// M_TRIM_THRESHOLD for the heap's top, by default).
     static let trimAfter = 128 * 1024
-    // Walked and written for every event, on the loop's one thread, never across a call that
-    // changes them: no runtime exclusivity check (as a client's own state).
-    /// The clients in the order they came: publishing walks this, not the dictionary.
-    @exclusivity(unchecked) var order: [Client] = []
-    /// The shared text of the occurrence being published, reused.
-    @exclusivity(unchecked) var text = Wire.SharedPart()
     var accepted = 0
+    /// `carryOut` is under way.
+    @exclusivity(unchecked) var carrying = false
     var readBuffer = [UInt8](repeating: 0, count: 65536)
     /// How long a client being closed may take to read its last messages (the overflow
     /// notice waits behind what the kernel already holds for a client that stopped reading).
@@ -83,11 +73,9 @@ package final class ClientHub {
     /// When `closeTimer` is armed for (the earliest deadline of the closing clients).
     var closeTimerDue: Int64?
     /// Fires when a press of a client that asked for long presses becomes long; armed only
-    /// while one is pending.
+    /// while one is pending. Its owner watches it, as an input like a device's read: it
+    /// reads the devices with a held key first, then calls `longPressesDue`.
     let gestureTimer: Timer
-    var gestureTimerDue: Int64?
-    /// Clients whose interaction asks for long presses: only they can arm the timer.
-    var longPressClients = 0
     /// Clients with requests left over from their last turn, served in order after the
     /// ready descriptors, one turn each per round.
     @exclusivity(unchecked) var backlog: [Client] = []
@@ -101,28 +89,27 @@ package final class ClientHub {
     /// Connections refused since the limit was reached (nil: not at a limit).
     var refusedAtLimit: Int?
 
-    package init(loop: EventLoop, listener: UnixListener, access: AccessPolicy, limits: ClientLimits)
-        throws(SystemError)
-    {
+    package init(
+        loop: EventLoop, listener: UnixListener, access: AccessPolicy, limits: ClientLimits, engine: Engine
+    ) throws(SystemError) {
         self.loop = loop
         self.listener = listener
         self.access = access
         self.limits = limits
+        self.engine = engine
+        fanout = Fanout(limits: limits)
         closeTimer = try Timer()
         gestureTimer = try Timer()
         reserve = FileDescriptor.open("/dev/null")
         try loop.add(listener.raw, events: EventLoop.readable) { [unowned self] _ in acceptClients() }
         try loop.add(closeTimer.raw, events: EventLoop.readable) { [unowned self] _ in closeTimerFired() }
-        try loop.add(gestureTimer.raw, events: EventLoop.readable) { [unowned self] _ in gestureTimerFired() }
         loop.deferredWork = { [unowned self] in serveBacklog() }
     }
 
     var count: Int { clients.count }
 
     /// Whether a client that may grab has an enabled interaction asking to grab `device`.
-    func wantsGrab(_ device: DeviceInfo) -> Bool {
-        clients.values.contains { !$0.closing && $0.mayGrab && $0.session.wantsGrab(device) }
-    }
+    func wantsGrab(_ device: DeviceInfo) -> Bool { fanout.wantsGrab(device) }
 
     /// Closes every client (the daemon is stopping), after a last attempt to write.
     package func closeAll() {
@@ -130,6 +117,7 @@ package final class ClientHub {
             flush(client)
             closeClient(client, why: nil)
         }
+        fanout.planDone()
         loop.remove(listener.raw)
         loop.remove(closeTimer.raw)
         loop.remove(gestureTimer.raw)
@@ -197,8 +185,7 @@ package final class ClientHub {
         let socket = FileDescriptor(fd)  // Closed with the client, or when refused below.
         let peer = UnixSocket.peerCredentials(fd)
         accepted += 1
-        let client = Client(
-            serial: accepted, socket: socket, peer: peer, limits: limits, mayGrab: peer.map(access.mayGrab) ?? false)
+        let client = Client(serial: accepted, socket: socket, peer: peer, mayGrab: peer.map(access.mayGrab) ?? false)
         if let peer, !access.mayConnect(peer) {
             Log.info("\(client.label): refused, not in allow-users or allow-groups")
             turnAway(
@@ -229,10 +216,10 @@ package final class ClientHub {
             return
         }
         clients[fd] = client
-        order.append(client)
+        client.fan = fanout.add(id: fd, mayGrab: client.mayGrab)
         Log.info("\(client.label): connected")
-        send(client, Message.hello(version: shutterdVersion, devices: delegate?.deviceList ?? []))
-        flush(client)
+        fanout.send(Message.hello(version: shutterdVersion, devices: delegate?.deviceList ?? []), to: client.fan)
+        carryOut()
         delegate?.clientCountChanged()
     }
 
@@ -309,17 +296,17 @@ package final class ClientHub {
 
     func refuse(_ client: Client, _ error: RequestError) {
         Log.info("\(client.label): \(error.code.rawValue): \(error.message)")
-        send(client, Message.error(error))
-        if error.code.closes { startClosing(client) }
-        flush(client)
+        fanout.send(Message.error(error), to: client.fan)
+        if error.code.closes { fanout.close(client.fan) }
+        carryOut()
     }
 
     func handle(_ line: RequestLine, from client: Client) {
         switch line.request {
         case .ping:
-            send(client, Message.reply(line.request, id: line.id))
+            fanout.send(Message.reply(line.request, id: line.id), to: client.fan)
         case .listDevices:
-            send(client, Message.devices(id: line.id, delegate?.deviceList ?? []))
+            fanout.send(Message.devices(id: line.id, delegate?.deviceList ?? []), to: client.fan)
         case .setInteraction(let interaction):
             if interaction.grab && !client.mayGrab {
                 let who = client.peer.map { "uid \($0.uid)" } ?? "this client"
@@ -331,39 +318,74 @@ package final class ClientHub {
                         id: line.id))
                 return
             }
-            let hadGrab = client.session.interaction.grab
-            let hadLong = client.session.interaction.gestures.longPressAfter != nil
-            let cancels = client.session.setInteraction(
-                interaction, now: monotonicMicros(), nextSeq: { delegate?.nextSeq() ?? 0 })
-            for c in cancels { send(client, c) }
-            send(client, Message.reply(line.request, id: line.id, [("interaction", client.session.interaction.json)]))
-            if hadGrab || interaction.grab { delegate?.grabWishesChanged() }
-            longPressClients += (interaction.gestures.longPressAfter != nil ? 1 : 0) - (hadLong ? 1 : 0)
-            if hadLong || interaction.gestures.longPressAfter != nil { updateGestureTimer() }
+            let cancels = fanout.setInteraction(
+                interaction, of: client.fan, now: monotonicMicros(), nextSeq: engine.nextSeq)
+            for c in cancels { fanout.send(c, to: client.fan) }
+            fanout.send(
+                Message.reply(line.request, id: line.id, [("interaction", client.fan.session.interaction.json)]),
+                to: client.fan)
         }
-        flush(client)
+        carryOut()
     }
 
-    /// Queues a message; a client whose queue is full is told so and dropped.
-    func send(_ client: Client, _ message: [UInt8]) {
-        guard !client.closing else { return }
-        if !client.out.push(message) { overflow(client) }
+    /// Carries out the fan-out's plan: the direct lines (a head and the shared tail in one
+    /// `sendmsg`), the clients that fell behind (logged; closed once they read the notice or
+    /// their grace is over), the clients with something queued (written now unless the
+    /// socket is known to be full), the grab wishes and the long-press timer.
+    func carryOut() {
+        // A client closed while the plan is carried out changes the plan (grabs, the long
+        // press timer): the outer call finishes it.
+        if !fanout.planned || carrying { return }
+        carrying = true
+        defer { carrying = false }
+        if !fanout.fellBehind.isEmpty { logFellBehind() }
+        // Devices are grabbed or released before the reply that asked for it is written, and
+        // before a client that fell behind is sent anything more.
+        if fanout.grabsChanged && fanout.takeGrabsChanged() { delegate?.grabWishesChanged() }
+        if fanout.sendCount > 0 {
+            // Nothing closes a client on the way: a failed send is kept, and the write of what
+            // is kept meets the error again and closes the client there.
+            let sends = UnsafeBufferPointer(rebasing: fanout.sends[..<fanout.sendCount])
+            Wire.withTail(fanout.text) { tail in
+                for send in sends {
+                    let n = (try? UnixSocket.send(send.socket, send.head, tail)) ?? 0
+                    if n < send.head.count + tail.count { fanout.keepUnsent(send, tail: tail, sent: n) }
+                }
+            }
+        }
+        // A client whose socket was full is written when epoll says it is writable, not
+        // retried on every batch.
+        if !fanout.toWrite.isEmpty {
+            for peer in fanout.toWrite {
+                if peer.closing {
+                    guard let client = clients[peer.id], client.fan === peer else { continue }
+                    if client.closeDeadline == 0 { startClosing(client) }
+                    flush(peer)
+                } else if !peer.waitingWritable {
+                    flush(peer)
+                }
+            }
+        }
+        if fanout.released > 0 { released(fanout.released) }
+        // A client closed on the way may have changed the grab wishes again.
+        let grabs = fanout.grabsChanged
+        if fanout.longPressMoved { armGestureTimer(fanout.longPressDue) }
+        fanout.planDone()
+        if grabs { delegate?.grabWishesChanged() }
     }
 
-    /// The client fell behind: what it has not started reading is dropped and replaced by
-    /// the overflow notice, and it is closed once that is read.
-    func overflow(_ client: Client) {
-        let q = client.out
-        Log.info(
-            "\(client.label): fell behind by \(q.count) messages, \(q.pending) bytes (limits \(q.limit), \(q.byteLimit)), disconnecting"
-        )
-        client.out.discardUnstarted()
-        client.out.pushFinal(Message.overflow(queued: q.count, bytes: q.pending, limits: limits))
-        startClosing(client)
+    func logFellBehind() {
+        for behind in fanout.fellBehind {
+            guard let client = clients[behind.peer.id], client.fan === behind.peer else { continue }
+            let q = behind.peer.out
+            Log.info(
+                "\(client.label): fell behind by \(behind.messages) messages, \(behind.bytes) bytes (limits \(q.limit), \(q.byteLimit)), disconnecting"
+            )
+        }
     }
 
+    /// Gives a closing client its deadline.
     func startClosing(_ client: Client) {
-        client.closing = true
         let now = monotonicMicros()
         client.closeDeadline = now + closeGrace
         // Each closing client keeps its own deadline: the timer is only ever brought forward.
@@ -371,17 +393,19 @@ package final class ClientHub {
             closeTimerDue = client.closeDeadline
             closeTimer.arm(after: UInt64(max(1, client.closeDeadline - now)))
         }
-        // A client being closed no longer counts towards a grab.
-        if client.session.interaction.grab { delegate?.grabWishesChanged() }
     }
 
     /// Writes what the socket takes now; waits for writability for the rest.
-    func flush(_ client: Client) {
+    func flush(_ client: Client) { flush(client.fan) }
+
+    /// Writes what the socket takes now of a client's buffer; waits for writability for the
+    /// rest. A client is looked up only when it is closed.
+    func flush(_ peer: Fanout.Peer) {
         var failure: SystemError?
-        let held = client.out.bytes.capacity
-        let sentAll = client.out.drain { bytes -> Int in
+        let held = peer.out.bytes.capacity
+        let sentAll = peer.out.drain { bytes -> Int in
             do throws(SystemError) {
-                return try UnixSocket.send(client.fd, bytes)
+                return try UnixSocket.send(peer.id, bytes)
             } catch {
                 failure = error
                 return 0
@@ -389,7 +413,7 @@ package final class ClientHub {
         }
         if let failure {
             closeClient(
-                client,
+                peer,
                 why: failure.errno == EPIPE || failure.errno == ECONNRESET ? "disconnected" : failure.description)
             return
         }
@@ -398,32 +422,31 @@ package final class ClientHub {
             // gave its room back. Not on the press path: a press's messages fit in what a
             // buffer keeps.
             if held > OutBuffer.keptCapacity { released(held) }
-            if client.closing {
-                closeClient(client, why: nil)
+            if peer.closing {
+                closeClient(peer, why: nil)
                 return
             }
-            if client.watchingWritable {
-                client.watchingWritable = false
-                loop.modify(client.fd, events: EventLoop.readable)
+            if peer.waitingWritable {
+                peer.waitingWritable = false
+                loop.modify(peer.id, events: EventLoop.readable)
             }
-        } else if !client.watchingWritable || client.closing {
-            client.watchingWritable = true
-            loop.modify(
-                client.fd, events: client.closing ? EventLoop.writable : EventLoop.readable | EventLoop.writable)
+        } else if !peer.waitingWritable || peer.closing {
+            peer.waitingWritable = true
+            loop.modify(peer.id, events: peer.closing ? EventLoop.writable : EventLoop.readable | EventLoop.writable)
         }
+    }
+
+    func closeClient(_ peer: Fanout.Peer, why: String?) {
+        if let client = clients[peer.id], client.fan === peer { closeClient(client, why: why) }
     }
 
     func closeClient(_ client: Client, why: String?) {
         guard clients.removeValue(forKey: client.fd) != nil else { return }
-        order.removeAll { $0 === client }
+        fanout.remove(client.fan)
         loop.remove(client.fd)
         client.socket.close()
         if let why { Log.info("\(client.label): \(why)") }
-        if client.session.interaction.grab { delegate?.grabWishesChanged() }
-        if client.session.interaction.gestures.longPressAfter != nil {
-            longPressClients -= 1
-            updateGestureTimer()
-        }
+        carryOut()
         delegate?.clientCountChanged()
         // A descriptor is free again: a listener paused at the limit may accept.
         if reserve == nil {
@@ -447,44 +470,12 @@ package final class ClientHub {
         if let next { closeTimer.arm(after: UInt64(next - now)) }
     }
 
-    /// Publishes a batch of occurrences: each client gets what its interaction selects,
-    /// written straight into its output buffer (the shared tail of each occurrence written
-    /// once), then as much as its socket takes now. An occurrence published alone (a press,
-    /// a release) goes to a client with nothing waiting and no gestures without its buffer:
-    /// the client's head and the shared tail in one `sendmsg`.
+    /// Publishes a batch of occurrences: the fan-out writes each client what its
+    /// interaction selects, and its plan is carried out (`carryOut`).
     package func publish(_ batch: [Occurrence]) {
         guard !batch.isEmpty else { return }
-        let alone = batch.count == 1
-        for o in batch {
-            text.render(o)
-            // Read once for every client: passing the stored property to each client's step
-            // would retain and release its bytes every time.
-            let text = self.text
-            for client in order where !client.closing {
-                if alone && sendDirect(o, text: text, to: client) { continue }
-                switch client.out.deliver(o, text: text, to: &client.session) {
-                case .skipped: break
-                case .queued: client.queued = true
-                case .overflow:
-                    overflow(client)
-                    client.queued = true  // the overflow notice
-                }
-            }
-        }
-        // A client whose socket was full is written when epoll says it is writable, not
-        // retried on every batch.
-        for client in order where client.queued {
-            client.queued = false
-            if !client.watchingWritable { flush(client) }
-        }
-        // Only a press's began or end can move the earliest long press.
-        if longPressClients > 0, batch.contains(where: \.changesLongPresses) { updateGestureTimer() }
-        // Sessions gave back the room that many presses at once made them hold.
-        let room = ClientSession.roomReleased.load(ordering: .relaxed)
-        if room != roomReleasedSeen {
-            released(room &- roomReleasedSeen)
-            roomReleasedSeen = room
-        }
+        fanout.publish(batch)
+        carryOut()
     }
 
     /// Counts `bytes` given back to the heap, and trims it (`malloc_trim`) once `trimAfter`
@@ -499,32 +490,8 @@ package final class ClientHub {
         shutterd_trim_heap()
     }
 
-    /// `o`'s line to a client with nothing waiting, without its buffer (`publish`); false
-    /// when the client's line must go through its buffer.
-    func sendDirect(_ o: Occurrence, text: Wire.SharedPart, to client: Client) -> Bool {
-        let delivery = client.out.deliverDirect(o, text: text, to: &client.session) { head, tail -> Int in
-            // A failure sends nothing: the flush after the batch meets the error again and
-            // closes the client there, not in the middle of the batch.
-            (try? UnixSocket.send(client.fd, head, tail)) ?? 0
-        }
-        switch delivery {
-        case .notDirect: return false
-        case .skipped, .sent: break
-        case .queued: client.queued = true
-        }
-        return true
-    }
-
     /// Arms the gesture timer for the earliest long press pending, or disarms it.
-    func updateGestureTimer() {
-        var due: Int64?
-        if longPressClients > 0 {
-            for client in order where !client.closing && client.session.interaction.gestures.longPressAfter != nil {
-                if let d = client.session.nextLongPress { due = min(due ?? d, d) }
-            }
-        }
-        guard due != gestureTimerDue else { return }
-        gestureTimerDue = due
+    func armGestureTimer(_ due: Int64?) {
         if let due {
             gestureTimer.arm(after: UInt64(max(1, due - monotonicMicros())))
         } else {
@@ -532,26 +499,17 @@ package final class ClientHub {
         }
     }
 
-    func gestureTimerFired() {
-        gestureTimer.acknowledge()
-        gestureTimerDue = nil
-        delegate?.readBeforeGestures()
-        let now = monotonicMicros()
-        for client in order where !client.closing && client.session.nextLongPress.map({ $0 <= now }) == true {
-            if client.out.deliverLongPresses(dueBy: now, to: &client.session) {
-                flush(client)
-            } else {
-                overflow(client)
-            }
-        }
-        updateGestureTimer()
+    /// The gesture timer fired (`gestureTimer.acknowledge()` done), and its owner has read
+    /// what the devices with a held key sent meanwhile (so that a release that came before a
+    /// long press's time ends the press instead): the long presses due now are sent.
+    package func longPressesDue() {
+        fanout.longPresses(dueBy: monotonicMicros())
+        carryOut()
     }
 
     /// Sends every client the same message (device added or removed).
-    func broadcast(_ message: [UInt8]) {
-        for client in Array(clients.values) where !client.closing {
-            send(client, message)
-            flush(client)
-        }
+    package func broadcast(_ message: [UInt8]) {
+        fanout.broadcast(message)
+        carryOut()
     }
 }

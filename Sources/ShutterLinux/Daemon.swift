@@ -102,8 +102,9 @@ package final class Daemon {
             try loop.add(signals.raw, events: EventLoop.readable) { [unowned self] _ in signalReady() }
             hub = try ClientHub(
                 loop: loop, listener: listener, access: AccessPolicy(options.config),
-                limits: options.config.limits)
+                limits: options.config.limits, engine: engine)
             hub.delegate = self
+            try loop.add(hub.gestureTimer.raw, events: EventLoop.readable) { [unowned self] _ in longPressesDue() }
             if options.replay == nil {
                 let watcher = BluezWatcher(loop: loop) { [unowned self] address in linkChanged(address: address) }
                 bluez = watcher
@@ -299,6 +300,15 @@ package final class Daemon {
         }
     }
 
+    /// The gesture timer fired: what the devices with a held key sent meanwhile is read and
+    /// published first, so that a release that came before a long press's time ends the
+    /// press instead; then the long presses due are sent.
+    func longPressesDue() {
+        hub.gestureTimer.acknowledge()
+        for device in devices.values where engine.heldCount(device.handle) > 0 { deviceReady(device) }
+        hub.longPressesDue()
+    }
+
     /// One read of the device, its events handed to the engine at once: in a burst the
     /// engine's work falls between reads, not in the time the kernel's buffer fills
     /// before the next. What they make joins the batch of `occurrences` (merged sliders
@@ -374,14 +384,10 @@ package final class Daemon {
 }
 
 extension Daemon: ClientHubDelegate {
-    package func nextSeq() -> UInt64 { engine.nextSeq() }
     package func grabWishesChanged() { updateGrabs() }
     package func clientCountChanged() {
         Systemd.notify("STATUS=\(status)")
         if hub.count > 0 { replayer?.start() }
-    }
-    package func readBeforeGestures() {
-        for device in devices.values where engine.heldCount(device.handle) > 0 { deviceReady(device) }
     }
 }
 

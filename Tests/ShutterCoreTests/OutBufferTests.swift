@@ -175,115 +175,22 @@ struct OutBufferTests {
     }
 }
 
-/// The direct path (`deliverDirect`): an occurrence published alone, written as a client's
-/// head on the stack and the shared tail, handed to the socket as two pieces.
-@Suite("OutBuffer, the direct path")
-struct OutBufferDirectTests {
-    static let remote = DeviceInfo(
-        name: "AB Shutter3 Keyboard", bus: 0x05, vendor: 0x2717, product: 0x0040, version: 1,
-        uniq: "c2:1a:55:0e:b3:05", phys: nil, syspath: "/sys/devices/test/input1/event1",
-        node: "/dev/input/event1", kind: .remote)
-
-    /// A press and a release of KEY_VOLUMEUP on the remote, and a press of KEY_ENTER.
-    static func occurrences() -> [Occurrence] {
-        let engine = Engine(name: TestNames.name)
-        engine.addDevice(handle: 1, info: remote, mapping: .standard(for: .remote))
-        var out: [Occurrence] = []
-        var time: Int64 = 1_000_000
-        for (code, value) in [(UInt16(115), Int32(1)), (115, 0), (28, 1)] {
-            time += 1000
-            engine.handle(
-                1,
-                [
-                    RawEvent(type: EventType.key, code: code, value: value, time: time),
-                    RawEvent(type: EventType.syn, code: SynCode.report, value: 0, time: time),
-                ],
-                now: time + 10, into: &out)
-        }
-        #expect(out.count == 3)
-        return out
-    }
-
-    static func session(_ json: String = "{}") throws -> ClientSession {
-        var s = ClientSession()
-        _ = s.setInteraction(try Interaction(request: JSON.parse(json)), now: 0, nextSeq: { 0 })
-        return s
-    }
-
-    @Test("it sends, in one write, the very bytes the buffered path queues, and numbers the lines alike")
-    func sameBytes() throws {
-        var buffered = OutBuffer(limit: 10)
-        var direct = OutBuffer(limit: 10)
-        var a = try Self.session()
-        var b = try Self.session()
-        for o in Self.occurrences() {
-            let text = Wire.SharedPart(o)
-            #expect(buffered.deliver(o, text: text, to: &a) == .queued)
-            var writes: [[UInt8]] = []
-            let d = direct.deliverDirect(o, text: text, to: &b) { head, tail in
-                writes.append(Array(head) + Array(tail))
-                #expect(!head.isEmpty && tail.last == 0x0A)
-                return head.count + tail.count
-            }
-            #expect(d == .sent && writes.count == 1 && direct.isEmpty)
-            #expect(writes.first == drainAll(&buffered))
-        }
-        #expect(a.clientSeq == 3 && b.clientSeq == 3 && b.openPresses == 1)
-    }
-
-    @Test("what the socket does not take waits in the buffer, and the line arrives whole")
-    func partial() throws {
-        let o = Self.occurrences()[0]
-        let text = Wire.SharedPart(o)
-        var reference = OutBuffer(limit: 10)
-        var r = try Self.session()
-        _ = reference.deliver(o, text: text, to: &r)
-        let line = drainAll(&reference)
-        for taken in [0, 1, 40, line.count - 1] {
+/// How an emptied buffer keeps or gives back its room, and what it keeps of a line the
+/// socket took part of (the fan-out's direct path, tested in FanoutTests).
+@Suite("OutBuffer, room and the rest of a line")
+struct OutBufferRoomTests {
+    @Test("what the socket did not take of a line sent around the buffer waits whole, before later lines")
+    func keep() {
+        let head = bytes("{\"head\":1,")
+        let tail = bytes("\"tail\":2}\n")
+        for taken in [0, 1, head.count, head.count + 3, head.count + tail.count - 1] {
             var q = OutBuffer(limit: 10)
-            var s = try Self.session()
-            var sent: [UInt8] = []
-            let d = q.deliverDirect(o, text: text, to: &s) { head, tail in
-                sent = Array((Array(head) + Array(tail)).prefix(taken))
-                return taken
-            }
-            #expect(d == .queued && q.count == 1 && q.pending == line.count - taken)
-            #expect(sent + drainAll(&q) == line, "the socket took \(taken) bytes")
-            // The queued rest is one message: a later line waits behind it.
-            #expect(q.isEmpty)
+            head.withUnsafeBytes { h in tail.withUnsafeBytes { t in q.keep(head: h, tail: t, sent: taken) } }
+            #expect(q.count == 1 && q.pending == head.count + tail.count - taken)
+            let pushed = q.push(bytes("later\n"))
+            #expect(pushed)
+            #expect(drainAll(&q) == Array((head + tail).dropFirst(taken)) + bytes("later\n"))
         }
-    }
-
-    @Test("a client that receives nothing of it is not written to")
-    func skipped() throws {
-        var q = OutBuffer(limit: 10)
-        var s = try Self.session(#"{"enabled":false}"#)
-        let d = q.deliverDirect(Self.occurrences()[0], text: Wire.SharedPart(Self.occurrences()[0]), to: &s) { _, _ in
-            Issue.record("a write for a line the client does not receive")
-            return 0
-        }
-        #expect(d == .skipped && q.isEmpty && s.clientSeq == 0)
-    }
-
-    @Test("not taken while something waits, or when the client has gestures: its session is left as it was")
-    func notDirect() throws {
-        let o = Self.occurrences()[0]
-        var waiting = OutBuffer(limit: 10)
-        _ = waiting.push(bytes("earlier\n"))
-        var plain = try Self.session()
-        var none = OutBuffer(limit: 10)
-        var gestures = try Self.session(#"{"gestures":{"longPress":{"after":300}}}"#)
-        let d1 = waiting.deliverDirect(o, text: Wire.SharedPart(o), to: &plain) { _, _ in
-            Issue.record("a write past a waiting message")
-            return 0
-        }
-        let d2 = none.deliverDirect(o, text: Wire.SharedPart(o), to: &gestures) { _, _ in
-            Issue.record("a write for a client with gestures")
-            return 0
-        }
-        #expect(d1 == .notDirect && d2 == .notDirect)
-        #expect(plain.clientSeq == 0 && plain.openPresses == 0 && gestures.openPresses == 0)
-        #expect(waiting.count == 1 && none.isEmpty)
     }
 
     @Test("once sent, a large message's room is given back; a small one's is kept for the next")

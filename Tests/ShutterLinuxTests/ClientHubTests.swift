@@ -28,8 +28,16 @@ final class HubHarness: ClientHubDelegate {
         path = dir + "/shutterd.sock"
         loop = try EventLoop()
         listener = try UnixListener(path: path)
-        hub = try ClientHub(loop: loop, listener: listener, access: AccessPolicy(Config()), limits: limits)
+        hub = try ClientHub(
+            loop: loop, listener: listener, access: AccessPolicy(Config()), limits: limits, engine: engine)
         hub.delegate = self
+        // As the daemon does: the gesture timer is an input; the devices are read (here,
+        // counted) before the long presses due are sent.
+        try loop.add(hub.gestureTimer.raw, events: EventLoop.readable) { [unowned self] _ in
+            hub.gestureTimer.acknowledge()
+            readsBeforeGestures += 1
+            hub.longPressesDue()
+        }
         records = [
             engine.addDevice(handle: 1, info: remote, mapping: .standard(for: .remote)),
             engine.addDevice(handle: 2, info: headset, mapping: .standard(for: .headset)),
@@ -43,11 +51,9 @@ final class HubHarness: ClientHubDelegate {
     }
 
     var deviceList: [DeviceRecord] { records }
-    func nextSeq() -> UInt64 { engine.nextSeq() }
     func grabWishesChanged() { grabChanges += 1 }
     func clientCountChanged() {}
     var readsBeforeGestures = 0
-    func readBeforeGestures() { readsBeforeGestures += 1 }
 
     /// Runs the loop until nothing is ready.
     func pump() {
@@ -267,15 +273,15 @@ struct ClientHubTests {
         // Each step is published alone: written straight to the socket until it is full,
         // the rest of a line that did not fit and the lines after it queued.
         for _ in 0..<600 { h.dial(1, 1) }
-        let client = try #require(h.hub.order.first)
-        #expect(client.out.count > 0 && client.watchingWritable)
+        let client = try #require(h.hub.fanout.peers.first)
+        #expect(client.out.count > 0 && client.waitingWritable)
         h.settle([slow])
         let sliders = slow.of(type: "control")
         #expect(sliders.map { $0["clientSeq"]!.intValue! } == Array(1...600))
         #expect(sliders.map { $0["value"]!.intValue! }.last == 100)  // the slider's default range ends at 100
         #expect(slow.messages.map { $0["type"]!.stringValue! } == ["hello"] + sliders.map { _ in "control" })
         #expect(!slow.closedByPeer)
-        #expect(client.out.isEmpty && !client.watchingWritable)
+        #expect(client.out.isEmpty && !client.waitingWritable)
     }
 
     @Test("a client that vanishes mid-write harms no one")
@@ -364,7 +370,7 @@ struct GestureTimerTests {
     }
 
     @Test(
-        "a held key's longPress comes from the timer, after the hub asked for the devices to be read; the timer is armed only while a press is pending"
+        "a held key's longPress comes from the timer, after its owner read the devices; the timer is armed only while a press is pending"
     )
     func longPressByTimer() throws {
         let h = try HubHarness()
@@ -373,9 +379,9 @@ struct GestureTimerTests {
         long.send(#"{"type":"setInteraction","interaction":{"gestures":{"longPress":{"after":50}}}}"# + "\n")
         h.pump()
         #expect(long.drain().map { $0["type"]?.stringValue } == ["reply"])
-        #expect(h.hub.gestureTimerDue == nil)
+        #expect(h.hub.fanout.longPressDue == nil)
         key(h, KeyCode.volumeUp, 1)
-        #expect(h.hub.gestureTimerDue != nil)
+        #expect(h.hub.fanout.longPressDue != nil)
         // The timerfd fires; the loop waits for it (bounded: 200 rounds of up to 50 ms).
         var got: [JSON] = []
         for _ in 0..<200 where !got.contains(where: { $0["type"] == .string("gesture") }) {
@@ -384,7 +390,7 @@ struct GestureTimerTests {
         }
         #expect(got.map { $0["gesture"]?.stringValue ?? $0["phase"]?.stringValue } == ["began", "longPress"])
         #expect(h.readsBeforeGestures >= 1)
-        #expect(h.hub.gestureTimerDue == nil)
+        #expect(h.hub.fanout.longPressDue == nil)
         key(h, KeyCode.volumeUp, 0)
         h.pump()
         #expect(long.drain().map { $0["phase"]?.stringValue } == ["ended"])
@@ -399,10 +405,10 @@ struct GestureTimerTests {
         long.send(#"{"type":"setInteraction","interaction":{"gestures":{"longPress":{"after":60000}}}}"# + "\n")
         h.pump()
         key(h, KeyCode.volumeUp, 1)
-        #expect(h.hub.gestureTimerDue != nil)
+        #expect(h.hub.fanout.longPressDue != nil)
         shutdown(long.fd, Int32(SHUT_RDWR))
         h.pump()
-        #expect(h.hub.gestureTimerDue == nil)
-        #expect(h.hub.longPressClients == 0)
+        #expect(h.hub.fanout.longPressDue == nil)
+        #expect(h.hub.fanout.longPressPeers == 0)
     }
 }

@@ -53,7 +53,7 @@ struct HostileClientTests {
             hog.send(batch)
             h.pump()
             let state = h.hub.clients.values.filter { $0.label.hasPrefix("client 1 ") }.first
-            largest = max(largest, state?.out.pending ?? 0)
+            largest = max(largest, state?.fan.out.pending ?? 0)
             closing = state?.closing ?? true
         }
         #expect(closing, "the hog was dropped")

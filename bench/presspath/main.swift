@@ -16,13 +16,9 @@ import ShutterCore
 import ShutterLinux
 
 final class Delegate: ClientHubDelegate {
-    let engine: Engine
-    init(_ engine: Engine) { self.engine = engine }
     var deviceList: [DeviceRecord] { [] }
-    func nextSeq() -> UInt64 { engine.nextSeq() }
     func grabWishesChanged() {}
     func clientCountChanged() {}
-    func readBeforeGestures() {}
 }
 
 func run() throws {
@@ -37,9 +33,10 @@ func run() throws {
     let path = dir + "/s.sock"
     let loop = try EventLoop()
     let listener = try UnixListener(path: path)
-    let hub = try ClientHub(loop: loop, listener: listener, access: AccessPolicy(Config()), limits: ClientLimits())
     let engine = Engine(name: { KeyNames.name(type: $0, code: $1) })
-    let delegate = Delegate(engine)
+    let hub = try ClientHub(
+        loop: loop, listener: listener, access: AccessPolicy(Config()), limits: ClientLimits(), engine: engine)
+    let delegate = Delegate()
     hub.delegate = delegate
     let info = DeviceInfo(
         name: "AB Shutter3", bus: 5, vendor: 0x2717, product: 0x0040, version: 0x23, uniq: "c2:1a:55:0e:b3:05",

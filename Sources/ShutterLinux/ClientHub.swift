@@ -258,6 +258,7 @@ package final class ClientHub {
             if lines >= linesPerTurn || bytes >= bytesPerTurn {
                 client.inBacklog = true
                 backlog.append(client)
+                loop.workLeft = true
                 return
             }
             if let item = client.reader.next() {

@@ -13,8 +13,9 @@ package final class EventLoop {
     var running = false
     @exclusivity(unchecked) var ready = [epoll_event](repeating: epoll_event(), count: 64)
     /// Work a handler left for later so as not to keep others waiting (a client's backlog of
-    /// requests). Run after every batch of ready descriptors; while it returns true (more is
-    /// left), the loop polls instead of sleeping.
+    /// requests). Run after a batch of ready descriptors when `workLeft` is set (by the
+    /// handler that left it); while it returns true (more is left), the loop polls instead
+    /// of sleeping.
     var deferredWork: (() -> Bool)?
     @exclusivity(unchecked) var workLeft = false
 
@@ -76,7 +77,7 @@ package final class EventLoop {
             handler(ready[i].events)
         }
         let deferred = workLeft
-        workLeft = deferredWork?() ?? false
+        if workLeft { workLeft = deferredWork?() ?? false }
         return Int(n) + (deferred || workLeft ? 1 : 0)
     }
 }

@@ -540,6 +540,17 @@ extension Sys {
 
     package static func effectiveUID() -> UInt32 { geteuid() }
 
+    /// Whether anything is at `path`, a symbolic link not followed (a dangling one is there).
+    package static func exists(_ path: String) -> Bool { faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0 }
+
+    /// Descriptors 0 to 2 that are closed are opened on /dev/null, so that sockets opened
+    /// later do not take them (and the log is not written into one).
+    package static func openStandardDescriptors() {
+        for fd: Int32 in 0...2 where !isOpen(fd) {
+            _ = Glibc.open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY)
+        }
+    }
+
     package static func hostName() -> String? {
         var name = [CChar](repeating: 0, count: 256)
         guard gethostname(&name, name.count - 1) == 0 else { return nil }

@@ -10,7 +10,8 @@
 #   make uninstall            stop and disable the units, remove what install put
 #                             there (files and the directories it created), reload
 #   make check                check-units, check-rules, check-man, check-install,
-#                             check-format (swift format lint)
+#                             check-format (swift format lint), check-door (only the
+#                             door to C calls C: scripts/check-c-door)
 #   make check-systemd        boot Debian 12 with systemd under qemu and check the
 #                             README's install, the units and uninstall (root; slow)
 #   make run                  set up, build and run shutterd in the foreground (root)
@@ -72,7 +73,7 @@ SED          ?= sed
 
 DOCS = $(wildcard README.md docs/*.md)
 
-.PHONY: all build units install post-install uninstall check check-units check-format \
+.PHONY: all build units install post-install uninstall check check-units check-format check-door \
 	check-rules check-man check-install check-systemd test run clean bench load \
 	bench-hostile fuzz deb check-deb hot-order
 
@@ -209,7 +210,13 @@ uninstall:
 	fi
 	@echo "The user and group shutterd, if created, are left in place (userdel shutterd)."
 
-check: check-units check-rules check-man check-install check-format
+check: check-units check-rules check-man check-install check-format check-door
+
+# Only the door to C (ShutterSys and the files on scripts/check-c-door's list) imports a C
+# module or calls libc; the script is tested on copies of Sources/ with a mistake each.
+check-door:
+	@scripts/check-c-door .
+	@Tests/check-c-door-test.sh >/dev/null
 
 # The Debian packages (debian/build.sh; docs/PACKAGING.md): shutterd and shutterd-mqtt in
 # .build/deb, built from the tree as it is (uncommitted changes are built, and said).

@@ -25,6 +25,11 @@ let package = Package(
         // Linux interfaces missing from Swift's Glibc module.
         .target(name: "CLinux"),
 
+        // The one door to C: every libc call, once, by name (Sys), EINTR retried and EAGAIN a
+        // value there, failures as SystemError with the errno's name. Shared by ShutterLinux
+        // and ShutterClient; only CLinux besides Glibc.
+        .target(name: "ShutterSys", dependencies: ["CLinux"]),
+
         // Pure logic: the capture-event model, mapping, client state, wire protocol, config.
         // No C import, no file descriptor.
         .target(name: "ShutterCore"),
@@ -36,18 +41,23 @@ let package = Package(
         // Everything that touches the kernel: udev, libevdev, epoll, sockets, signals.
         .target(
             name: "ShutterLinux",
-            dependencies: ["ShutterCore", "ShutterRecording", "CEvdev", "CUdev", "CSystemd", "CLinux"]),
+            dependencies: [
+                "ShutterCore", "ShutterRecording", "ShutterSys", "CEvdev", "CUdev", "CSystemd", "CLinux",
+            ]),
 
         // The client library: the protocol over the socket, for shutterctl and other packages.
-        // Only the standard library and Glibc; ShutterCore's parser stays out of its API.
-        .target(name: "ShutterClient", dependencies: ["ShutterCore"]),
+        // The standard library and the door to C (ShutterSys); ShutterCore's parser stays out
+        // of its API.
+        .target(name: "ShutterClient", dependencies: ["ShutterCore", "ShutterSys"]),
 
-        .executableTarget(name: "shutterd", dependencies: ["ShutterLinux", "ShutterRecording", "ShutterCore"]),
         .executableTarget(
-            name: "shutterctl", dependencies: ["ShutterClient", "ShutterLinux", "ShutterRecording", "ShutterCore"]),
+            name: "shutterd", dependencies: ["ShutterLinux", "ShutterSys", "ShutterRecording", "ShutterCore"]),
+        .executableTarget(
+            name: "shutterctl",
+            dependencies: ["ShutterClient", "ShutterLinux", "ShutterSys", "ShutterRecording", "ShutterCore"]),
         .executableTarget(
             name: "shutterd-mqtt",
-            dependencies: ["ShutterClient", "ShutterLinux", "ShutterBridge", "ShutterCore", "CMosquitto"]),
+            dependencies: ["ShutterClient", "ShutterLinux", "ShutterSys", "ShutterBridge", "ShutterCore", "CMosquitto"]),
         // The press path in one process, for instruction and allocation counts (bench/).
         .executableTarget(
             name: "presspath", dependencies: ["ShutterLinux", "ShutterCore"], path: "bench/presspath"),
@@ -57,7 +67,7 @@ let package = Package(
             exclude: ["Streams", "Recordings"]),
         .testTarget(
             name: "ShutterLinuxTests",
-            dependencies: ["ShutterLinux", "ShutterRecording", "ShutterCore", "ShutterClient"]),
+            dependencies: ["ShutterLinux", "ShutterSys", "ShutterRecording", "ShutterCore", "ShutterClient"]),
         .testTarget(name: "ShutterClientTests", dependencies: ["ShutterClient", "ShutterCore"]),
     ]
 )

@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <string.h>
 #include <sys/socket.h>
 #include "clinux.h"
 
@@ -67,4 +68,8 @@ long shutterd_release_code(void) {
     struct release_state state = {0, 0};
     dl_iterate_phdr(release_main_program, &state);
     return state.failed ? -1 : state.released;
+}
+
+const char *shutterd_errno_name(int e) {
+    return strerrorname_np(e);
 }

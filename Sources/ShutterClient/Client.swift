@@ -1,5 +1,5 @@
-import Glibc
 internal import ShutterCore
+import ShutterSys
 
 /// Why a `Client` call failed.
 public enum ClientError: Error, Equatable, CustomStringConvertible {
@@ -53,7 +53,7 @@ public final class Client {
 
     /// `$SHUTTERD_SOCKET` when set and not empty, else `defaultSocketPath`.
     public static var environmentSocketPath: String {
-        if let p = getenv("SHUTTERD_SOCKET"), p[0] != 0 { return String(cString: p) }
+        if let p = Sys.environment("SHUTTERD_SOCKET"), !p.isEmpty { return p }
         return defaultSocketPath
     }
 
@@ -295,11 +295,8 @@ public final class Client {
 /// Waits `d`, whatever signals arrive.
 func sleep(_ d: Duration) {
     let (s, atto) = d.components
-    var left = timespec(tv_sec: Int(clamping: s), tv_nsec: Int(atto / 1_000_000_000))
-    while true {
-        var asked = left
-        if nanosleep(&asked, &left) == 0 || errno != EINTR { return }
-    }
+    let micros = s.multipliedReportingOverflow(by: 1_000_000)
+    Sys.sleep(micros: micros.overflow ? Int64.max : micros.partialValue + atto / 1_000_000_000_000)
 }
 
 /// Text of the daemon's for a message: quoted and cut.

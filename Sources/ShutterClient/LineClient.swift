@@ -1,5 +1,5 @@
-import Glibc
 package import ShutterCore
+import ShutterSys
 
 /// One connection to shutterd's socket, line by line: send requests, read the daemon's
 /// lines with a deadline. `Client` speaks the protocol over it; the tests use it to write
@@ -15,39 +15,26 @@ package final class LineClient {
     /// Connects to the socket at `path`. `timeout` bounds the connect (a daemon whose
     /// listen backlog is full) and every send.
     package init(path: String, timeout: Duration = .seconds(5)) throws(ClientError) {
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else {
-            throw .cannotConnect(path: path, reason: String(cString: strerror(ENAMETOOLONG)))
+        let fd: Int32
+        do {
+            fd = try Sys.unixSocket()
+        } catch {
+            throw .system(error.description)
         }
-        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: bytes + [0]) }
-        let len = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + 1)
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw .system("socket: \(String(cString: strerror(errno)))") }
-        var tv = timeval(
-            tv_sec: Int(clamping: timeout.components.seconds),
-            tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
-        if tv.tv_sec == 0 && tv.tv_usec == 0 { tv.tv_usec = 1 }  // 0 would mean no timeout
-        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var result: Int32
-        repeat {
-            result = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, len) }
-            }
-        } while result < 0 && errno == EINTR
-        if result < 0 {
-            let e = errno
-            close(fd)
-            if e == EAGAIN {
+        do {
+            try Sys.setSendTimeout(fd, timeout)
+            try Sys.connect(fd, path: path)
+        } catch {
+            Sys.close(fd)
+            if error.errno == Errno.EAGAIN {
                 throw .timedOut("connecting to shutterd at \(path) took longer than \(seconds(timeout)) s")
             }
-            throw .cannotConnect(path: path, reason: String(cString: strerror(e)))
+            throw .cannotConnect(path: path, reason: error.message)
         }
         raw = fd
     }
 
-    deinit { close(raw) }
+    deinit { Sys.close(raw) }
 
     /// Sends one request (a newline is added).
     package func send(_ json: JSON) throws(ClientError) {
@@ -56,18 +43,20 @@ package final class LineClient {
 
     /// Sends bytes as they are, all of them.
     package func sendRaw(_ bytes: [UInt8]) throws(ClientError) {
+        let fd = raw
         var sent = 0
         while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { Glibc.send(raw, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n >= 0 {
-                sent += n
-            } else if errno == EAGAIN {
-                throw .timedOut("shutterd did not take a request for the send timeout")
-            } else if errno == EPIPE || errno == ECONNRESET {
-                throw .closed
-            } else if errno != EINTR {
-                throw .system("send: \(String(cString: strerror(errno)))")
+            let n: Int?
+            do {
+                n = try bytes[sent...].withUnsafeBytes { raw in
+                    Result { () throws(SystemError) in try Sys.send(fd, raw, wait: true) }
+                }.get()
+            } catch {
+                if error.errno == Errno.EPIPE || error.errno == Errno.ECONNRESET { throw .closed }
+                throw .system(error.description)
             }
+            guard let n else { throw .timedOut("shutterd did not take a request for the send timeout") }
+            sent += n
         }
     }
 
@@ -100,21 +89,24 @@ package final class LineClient {
             // A deadline already past still looks once (a zero wait): what has arrived is
             // read, so that a caller that polls the descriptor itself gets it.
             let wait = deadline.map { milliseconds(ContinuousClock.now.duration(to: $0)) } ?? -1
-            var p = pollfd(fd: raw, events: Int16(POLLIN), revents: 0)
-            let r = poll(&p, 1, wait)
-            if r < 0 {
-                if errno == EINTR { continue }
-                throw .system("poll: \(String(cString: strerror(errno)))")
+            let found: Sys.PollEvents?
+            do {
+                found = try Sys.poll(raw, .readable, timeout: wait)
+            } catch {
+                throw .system(error.description)
             }
-            if r == 0 {
+            guard let found else { continue }  // a signal: the wait is computed again
+            if found.isEmpty {
                 if let deadline, ContinuousClock.now >= deadline { return nil }
                 continue
             }
-            let n = buffer.withUnsafeMutableBytes { recv(raw, $0.baseAddress, $0.count, 0) }
-            if n < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
-                if errno == ECONNRESET { return .closed }
-                throw .system("recv: \(String(cString: strerror(errno)))")
+            let n: Int
+            do {
+                guard let count = try Sys.recv(raw, into: &buffer) else { continue }
+                n = count
+            } catch {
+                if error.errno == Errno.ECONNRESET { return .closed }
+                throw .system(error.description)
             }
             if n == 0 { return .closed }
             reader.append(buffer[0..<n])

@@ -1,5 +1,5 @@
-import Glibc
 import ShutterCore
+import ShutterSys
 
 /// Who may connect and who may grab, from the config's user and group lists.
 package struct AccessPolicy {
@@ -20,35 +20,21 @@ package struct AccessPolicy {
 
     static func uid(_ s: String) -> UInt32? {
         if let n = UInt32(s) { return n }
-        if let pw = getpwnam(s) { return pw.pointee.pw_uid }
+        if let uid = Sys.userID(s) { return uid }
         Log.error("config: unknown user '\(s)', ignoring")
         return nil
     }
 
     static func gid(_ s: String) -> UInt32? {
         if let n = UInt32(s) { return n }
-        if let gr = getgrnam(s) { return gr.pointee.gr_gid }
+        if let gid = Sys.groupID(s) { return gid }
         Log.error("config: unknown group '\(s)', ignoring")
         return nil
     }
 
     /// The peer's primary group and the supplementary groups of its user.
     static func groups(of peer: PeerCredentials) -> Set<UInt32> {
-        var result: Set<UInt32> = [peer.gid]
-        guard let pw = getpwuid(peer.uid) else { return result }
-        // When the list does not fit, getgrouplist returns -1 and sets `count` to the size it
-        // needs: grow the list and ask again (the group file may change in between).
-        var list = [gid_t](repeating: 0, count: 64)
-        while true {
-            var count = Int32(list.count)
-            if getgrouplist(pw.pointee.pw_name, peer.gid, &list, &count) >= 0 {
-                result.formUnion(list.prefix(Int(count)))
-                return result
-            }
-            // More than Linux's NGROUPS_MAX (65536) is not a size but a fault: no groups then.
-            guard list.count <= 65536 else { return result }
-            list = [gid_t](repeating: 0, count: max(Int(count), list.count * 2))
-        }
+        Set(Sys.groups(ofUser: peer.uid, primary: peer.gid)).union([peer.gid])
     }
 
     func mayConnect(_ peer: PeerCredentials) -> Bool {

@@ -1,6 +1,6 @@
 import CSystemd
-import Glibc
 import ShutterCore
+import ShutterSys
 
 /// BlueZ's devices as the system D-Bus tells them, on the daemon's loop: sd-bus's socket is
 /// one more descriptor in epoll, and a timerfd is armed only while sd-bus waits for a reply.

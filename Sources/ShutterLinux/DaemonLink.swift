@@ -1,5 +1,5 @@
-import Glibc
 import ShutterCore
+import ShutterSys
 
 extension HIDBattery {
     /// The capacity of the hid-input battery of the HID device an input node belongs to:
@@ -10,12 +10,8 @@ extension HIDBattery {
     static func read(inputSyspath: String) -> Int? {
         guard let hid = hidDevice(ofInput: inputSyspath) else { return nil }
         let dir = hid + "/power_supply"
-        guard let d = opendir(dir) else { return nil }
-        defer { closedir(d) }
-        while let entry = readdir(d) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
+        guard let names = try? Sys.directory(dir) else { return nil }
+        for name in names {
             guard name.hasPrefix("hid-"), let text = readSysfsAttribute(dir + "/" + name + "/capacity") else {
                 continue
             }

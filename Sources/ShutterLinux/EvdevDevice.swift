@@ -2,6 +2,7 @@ import CEvdev
 import CLinux
 import Glibc
 import ShutterCore
+import ShutterSys
 
 /// An evdev node read through libevdev. Owns the file descriptor and the libevdev handle.
 package final class EvdevDevice {
@@ -14,7 +15,7 @@ package final class EvdevDevice {
 
     /// Opens `node` read-only, non-blocking, with CLOCK_MONOTONIC timestamps.
     package convenience init(node: String) throws(SystemError) {
-        let raw = try sys("open", node) { open(node, O_RDONLY | O_NONBLOCK | O_CLOEXEC) }
+        let raw = try Sys.open(node, Sys.readOnly | Sys.nonBlock)
         try self.init(adopting: raw, node: node)
     }
 
@@ -23,7 +24,7 @@ package final class EvdevDevice {
         let owner = FileDescriptor(raw)
         var handle: OpaquePointer?
         // ENOTTY here means the descriptor is not an evdev node.
-        try negErrno("libevdev_new_from_fd", node, libevdev_new_from_fd(raw, &handle))
+        try Sys.negativeErrno("libevdev_new_from_fd", node, libevdev_new_from_fd(raw, &handle))
         guard let handle else { throw SystemError("libevdev_new_from_fd", errno: ENOMEM, subject: node) }
         if let e = Optional(libevdev_set_clock_id(handle, CLOCK_MONOTONIC)), e < 0 {
             libevdev_free(handle)
@@ -44,7 +45,7 @@ package final class EvdevDevice {
         readBuffer.deallocate()
     }
 
-    static func string(_ p: UnsafePointer<CChar>?) -> String? { p.map { String(cString: $0) } }
+    static func string(_ p: UnsafePointer<CChar>?) -> String? { Sys.string(p) }
 
     var name: String { Self.string(libevdev_get_name(dev)) ?? "" }
     var phys: String? { Self.string(libevdev_get_phys(dev)) }
@@ -107,7 +108,7 @@ package final class EvdevDevice {
         let buffer = readBuffer
         let size = MemoryLayout<input_event>.stride
         guard
-            let n = try sysNonBlocking("read", node, { Glibc.read(fd.raw, buffer.baseAddress, buffer.count * size) })
+            let n = try Sys.read(fd.raw, UnsafeMutableRawBufferPointer(buffer), node)
         else { return }
         for ev in buffer[..<(n / size)] {
             let event = RawEvent(
@@ -138,8 +139,8 @@ package final class EvdevDevice {
         guard !keyCodes.isEmpty else { return }
         let count = keyBits.count
         do {
-            _ = try keyBits.withUnsafeMutableBufferPointer { (p) throws(SystemError) -> Int32 in
-                try sys("ioctl EVIOCGKEY", node) { shutterd_evdev_key_state(fd.raw, p.baseAddress, Int32(count)) }
+            try keyBits.withUnsafeMutableBufferPointer { (p) throws(SystemError) in
+                try Sys.evdevKeyState(fd.raw, into: UnsafeMutableBufferPointer(rebasing: p[..<count]), node)
             }
         } catch {
             Log.error("\(nodeName) - \(name): cannot read the keys' state after dropped events: \(error)")
@@ -182,7 +183,7 @@ package final class EvdevDevice {
     /// Grabs (EVIOCGRAB) or releases the device: while grabbed, no other reader gets its events.
     func grab(_ on: Bool) throws(SystemError) {
         guard on != grabbed else { return }
-        try negErrno("libevdev_grab", node, libevdev_grab(dev, on ? LIBEVDEV_GRAB : LIBEVDEV_UNGRAB))
+        try Sys.negativeErrno("libevdev_grab", node, libevdev_grab(dev, on ? LIBEVDEV_GRAB : LIBEVDEV_UNGRAB))
         grabbed = on
     }
 

@@ -1,5 +1,4 @@
-import CLinux
-import Glibc
+import ShutterSys
 
 /// A single-threaded epoll loop: file descriptors and what to do when they are ready.
 /// It sleeps in `epoll_wait` with no timeout, so an idle daemon never wakes up.
@@ -11,7 +10,7 @@ package final class EventLoop {
     // remove descriptors, which never overlaps a read of these: no runtime exclusivity check.
     @exclusivity(unchecked) var handlers: [Int32: Handler] = [:]
     var running = false
-    @exclusivity(unchecked) var ready = [epoll_event](repeating: epoll_event(), count: 64)
+    @exclusivity(unchecked) var ready = Sys.EpollEvents(capacity: 64)
     /// Work a handler left for later so as not to keep others waiting (a client's backlog of
     /// requests). Run after a batch of ready descriptors when `workLeft` is set (by the
     /// handler that left it); while it returns true (more is left), the loop polls instead
@@ -19,30 +18,27 @@ package final class EventLoop {
     var deferredWork: (() -> Bool)?
     @exclusivity(unchecked) var workLeft = false
 
-    package static let readable = EPOLLIN.rawValue
-    package static let writable = EPOLLOUT.rawValue
-    package static let hangup = EPOLLHUP.rawValue | EPOLLERR.rawValue
+    package static let readable = Sys.epollIn
+    package static let writable = Sys.epollOut
+    package static let hangup = Sys.epollHangup
 
     package init() throws(SystemError) {
-        epoll = FileDescriptor(try sys("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) })
+        epoll = FileDescriptor(try Sys.epollCreate())
     }
 
     package func add(_ fd: Int32, events: UInt32, _ handler: @escaping Handler) throws(SystemError) {
-        var ev = epoll_event(events: events, data: epoll_data_t(fd: fd))
-        try sys("epoll_ctl(ADD)") { epoll_ctl(epoll.raw, EPOLL_CTL_ADD, fd, &ev) }
+        try Sys.epollControl(epoll.raw, .add, fd, events: events)
         handlers[fd] = handler
     }
 
     package func modify(_ fd: Int32, events: UInt32) {
-        var ev = epoll_event(events: events, data: epoll_data_t(fd: fd))
-        sysLogged("epoll_ctl(MOD)", "fd \(fd)") { epoll_ctl(epoll.raw, EPOLL_CTL_MOD, fd, &ev) }
+        logged { () throws(SystemError) in try Sys.epollControl(epoll.raw, .modify, fd, events: events) }
     }
 
     /// Stops watching `fd`; call before closing it.
     package func remove(_ fd: Int32) {
         guard handlers.removeValue(forKey: fd) != nil else { return }
-        var ev = epoll_event()
-        sysLogged("epoll_ctl(DEL)", "fd \(fd)") { epoll_ctl(epoll.raw, EPOLL_CTL_DEL, fd, &ev) }
+        logged { () throws(SystemError) in try Sys.epollControl(epoll.raw, .delete, fd, events: 0) }
     }
 
     /// Forgets `fd` without epoll_ctl: for a descriptor a library closed itself (libmosquitto's
@@ -69,15 +65,15 @@ package final class EventLoop {
     /// handlers; returns how many were ready. Tests step the loop with it.
     @discardableResult
     package func runOnce(timeout: Int32) throws(SystemError) -> Int {
-        let n = try sys("epoll_wait") { epoll_wait(epoll.raw, &ready, Int32(ready.count), workLeft ? 0 : timeout) }
-        for i in 0..<Int(n) {
-            let fd = ready[i].data.fd
+        let n = try Sys.epollWait(epoll.raw, &ready, timeout: workLeft ? 0 : timeout)
+        for i in 0..<n {
+            let fd = ready.fd(i)
             // A handler earlier in this batch may have removed this fd.
             guard let handler = handlers[fd] else { continue }
-            handler(ready[i].events)
+            handler(ready.events(i))
         }
         let deferred = workLeft
         if workLeft { workLeft = deferredWork?() ?? false }
-        return Int(n) + (deferred || workLeft ? 1 : 0)
+        return n + (deferred || workLeft ? 1 : 0)
     }
 }

@@ -1,4 +1,4 @@
-import Glibc
+import ShutterSys
 
 /// Owns a file descriptor and closes it once.
 final class FileDescriptor {
@@ -9,13 +9,13 @@ final class FileDescriptor {
     /// Opens `path` read-only, close-on-exec; nil when it cannot be (the reserve descriptor
     /// at the open-file limit).
     static func open(_ path: String) -> FileDescriptor? {
-        guard let raw = try? sys("open", path, { Glibc.open(path, O_RDONLY | O_CLOEXEC) }) else { return nil }
+        guard let raw = try? Sys.open(path, Sys.readOnly) else { return nil }
         return FileDescriptor(raw)
     }
 
     func close() {
         if raw >= 0 {
-            _ = Glibc.close(raw)
+            Sys.close(raw)
             raw = -1
         }
     }

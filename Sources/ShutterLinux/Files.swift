@@ -1,4 +1,4 @@
-import Glibc
+import ShutterSys
 
 /// Why a text file could not be read: the errno of the failing call (or EISDIR, EFBIG,
 /// EILSEQ for a file that is not what a text file should be) and a reason in words.
@@ -24,53 +24,56 @@ package func readTextFile(_ path: String, limit: Int = 1 << 20) throws(FileReadE
     }
     func failed(_ error: SystemError) -> FileReadError {
         let e = error.errno
-        let why = String(cString: strerror(e))
-        if e == EACCES || e == EPERM { return failure(e, "\(why) (reading as uid \(geteuid()))") }
+        let why = error.message
+        if e == Errno.EACCES || e == Errno.EPERM { return failure(e, "\(why) (reading as uid \(Sys.effectiveUID()))") }
         return failure(e, error.call == "open" ? why : "\(error.call): \(why)")
-    }
-    /// A call through the door to C (`sys`: EINTR retried), its failure in this file's words.
-    func call<T: BinaryInteger>(_ name: String, _ body: () -> T) throws(FileReadError) -> T {
-        do {
-            return try sys(name, path, body)
-        } catch {
-            throw failed(error)
-        }
     }
     let fd: FileDescriptor
     do {
-        fd = FileDescriptor(try sys("open", path) { open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY) })
+        fd = FileDescriptor(try Sys.open(path, Sys.readOnly | Sys.noControllingTerminal))
     } catch {
         // A dangling link says where it points (readlink fails for anything but a link).
-        var target = [UInt8](repeating: 0, count: Int(PATH_MAX))
-        if error.errno == ENOENT, let n = try? sys("readlink", path, { readlink(path, &target, target.count) }),
-            n > 0
-        {
-            let to = String(decoding: target[..<n], as: UTF8.self)
-            throw failure(ENOENT, "is a symbolic link to \(to), which does not exist")
+        if error.errno == Errno.ENOENT, let to = try? Sys.readlink(path), !to.isEmpty {
+            throw failure(Errno.ENOENT, "is a symbolic link to \(to), which does not exist")
         }
         throw failed(error)
     }
-    var st = stat()
-    try call("fstat") { fstat(fd.raw, &st) }
+    let st: Sys.FileStatus
+    do {
+        st = try Sys.status(fd.raw, path)
+    } catch {
+        throw failed(error)
+    }
     let tooLarge = "over the limit of \(sizeInWords(limit))"
-    switch st.st_mode & S_IFMT {
-    case S_IFDIR: throw failure(EISDIR, "is a directory, not a file")
-    case S_IFREG where st.st_size > limit: throw failure(EFBIG, "is \(st.st_size) bytes, \(tooLarge)")
+    switch st.kind {
+    case .directory: throw failure(Errno.EISDIR, "is a directory, not a file")
+    case .regular where st.size > limit: throw failure(Errno.EFBIG, "is \(st.size) bytes, \(tooLarge)")
     default: break
     }
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 16384)
     while true {
-        let n = try call("read") { chunk.withUnsafeMutableBytes { read(fd.raw, $0.baseAddress, $0.count) } }
+        // The descriptor blocks: read never says "nothing now".
+        let n: Int
+        do {
+            n =
+                try chunk.withUnsafeMutableBytes { raw in
+                    Result { () throws(SystemError) in try Sys.read(fd.raw, raw, path) }
+                }
+                .get() ?? 0
+        } catch {
+            throw failed(error)
+        }
         if n == 0 { break }
         bytes.append(contentsOf: chunk[0..<n])
         // A file that grows while read, or one whose size stat does not tell (a pipe).
-        guard bytes.count <= limit else { throw failure(EFBIG, "is \(tooLarge)") }
+        guard bytes.count <= limit else { throw failure(Errno.EFBIG, "is \(tooLarge)") }
     }
     if let text = String(validating: bytes, as: UTF8.self) { return text }
     let (offset, line) = firstInvalidUTF8(bytes)
     let byte = String(bytes[offset], radix: 16, uppercase: false)
-    throw failure(EILSEQ, "is not UTF-8 text: byte 0x\(byte) at offset \(offset) (line \(line)) is not valid UTF-8")
+    throw failure(
+        Errno.EILSEQ, "is not UTF-8 text: byte 0x\(byte) at offset \(offset) (line \(line)) is not valid UTF-8")
 }
 
 /// The offset of the first byte that does not begin a valid UTF-8 sequence, and its line.

@@ -1,5 +1,3 @@
-import Glibc
-
 /// Writes to stderr, one line per message; systemd's journal takes stderr. Logging never
 /// makes the daemon wait: what stderr does not take now is held (64 KiB) and written when it
 /// can be, from the event loop once `attach(to:)`; beyond that lines are dropped and counted.

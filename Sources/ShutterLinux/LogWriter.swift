@@ -1,4 +1,4 @@
-import Glibc
+import ShutterSys
 import Synchronization
 
 /// Log lines on their way to a descriptor (the daemon's stderr) that never make the caller
@@ -56,19 +56,20 @@ final class LogWriter: Sendable {
 
     deinit {
         state.withLock { s in
-            if case .own(let fd) = s.output { close(fd) }
+            if case .own(let fd) = s.output { Sys.close(fd) }
         }
     }
 
     static func output(for fd: Int32, reopen: Bool) -> Output {
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { return .none }
-        switch st.st_mode & S_IFMT {
-        case S_IFSOCK:
+        // A closed descriptor is no output (and not a programming error: it is the caller's).
+        guard Sys.isOpen(fd), let st = try? Sys.status(fd) else { return .none }
+        switch st.kind {
+        case .socket:
             return .socket(fd)
-        case S_IFIFO, S_IFCHR:
-            let own = reopen ? open("/proc/self/fd/\(fd)", O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) : -1
-            return own >= 0 ? .own(own) : .polled(fd)
+        case .fifo, .characterDevice:
+            let path = "/proc/self/fd/\(fd)"
+            let own = reopen ? try? Sys.open(path, Sys.writeOnly | Sys.nonBlock | Sys.noControllingTerminal) : nil
+            return own.map { .own($0) } ?? .polled(fd)
         default:
             return .plain(fd)
         }
@@ -112,8 +113,7 @@ final class LogWriter: Sendable {
             guard hasBacklog, let fd else { return }
             let left = (deadline - monotonicMicros()) / 1000
             guard left > 0 else { return }
-            var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-            _ = poll(&p, 1, Int32(min(left, 1000)))
+            _ = try? Sys.poll(fd, .writable, timeout: Int32(min(left, 1000)))
         }
     }
 
@@ -157,7 +157,7 @@ final class LogWriter: Sendable {
         while s.held > 0 {
             guard let n = s.backlog[s.sent...].withUnsafeBytes({ put($0, to: output) }) else {
                 // The output is gone (no reader left, or an error): nothing will be written.
-                if case .own(let fd) = output { close(fd) }
+                if case .own(let fd) = output { Sys.close(fd) }
                 s = State(output: .none)
                 return
             }
@@ -183,28 +183,17 @@ final class LogWriter: Sendable {
     /// Writes some of `bytes`: the count written, 0 when the output is full, nil when it
     /// failed for good.
     static func put(_ bytes: UnsafeRawBufferPointer, to output: Output) -> Int? {
-        while true {
-            let n: Int
-            switch output {
-            case .socket(let fd):
-                n = send(fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL))
-            case .own(let fd), .plain(let fd):
-                n = Glibc.write(fd, bytes.baseAddress, bytes.count)
-            case .polled(let fd):
-                var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                guard poll(&p, 1, 0) == 1 else { return 0 }
-                guard p.revents & Int16(POLLOUT) != 0 else { return nil }
-                // At most PIPE_BUF: a pipe with room takes it whole, without waiting.
-                n = Glibc.write(fd, bytes.baseAddress, min(bytes.count, Int(PIPE_BUF)))
-            case .none:
-                return nil
-            }
-            if n >= 0 { return n }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK: return 0
-            default: return nil
-            }
+        switch output {
+        case .socket(let fd):
+            return Sys.writeLog(fd, bytes, socket: true)
+        case .own(let fd), .plain(let fd):
+            return Sys.writeLog(fd, bytes, socket: false)
+        case .polled(let fd):
+            guard let found = try? Sys.poll(fd, .writable, timeout: 0), !found.isEmpty else { return 0 }
+            guard found.contains(.writable) else { return nil }
+            return Sys.writeLog(fd, UnsafeRawBufferPointer(rebasing: bytes.prefix(Sys.pipeBuffer)), socket: false)
+        case .none:
+            return nil
         }
     }
 }

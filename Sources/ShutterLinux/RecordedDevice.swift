@@ -2,6 +2,7 @@ import CEvdev
 import Glibc
 import ShutterCore
 import ShutterRecording
+import ShutterSys
 
 extension EvdevDevice {
     /// The node's description as a recording without events (`shutterctl record`): what
@@ -51,7 +52,7 @@ package final class UinputDevice {
     let fd: FileDescriptor
 
     package init(_ r: Recording) throws(SystemError) {
-        guard let dev = libevdev_new() else { throw SystemError("libevdev_new", errno: ENOMEM) }
+        let dev = try Sys.handle("libevdev_new", nil, libevdev_new())
         libevdev_set_name(dev, r.name)
         libevdev_set_id_bustype(dev, Int32(r.bus))
         libevdev_set_id_vendor(dev, Int32(r.vendor))
@@ -81,9 +82,9 @@ package final class UinputDevice {
         }
         let fd: FileDescriptor
         do {
-            fd = FileDescriptor(try sys("open", "/dev/uinput") { open("/dev/uinput", O_RDWR | O_CLOEXEC) })
+            fd = FileDescriptor(try Sys.open("/dev/uinput", Sys.readWrite))
             if let phys = r.phys {
-                _ = try sys("ioctl UI_SET_PHYS", "/dev/uinput") { shutterd_uinput_set_phys(fd.raw, phys) }
+                try Sys.check("ioctl UI_SET_PHYS", "/dev/uinput") { shutterd_uinput_set_phys(fd.raw, phys) }
             }
         } catch {
             libevdev_free(dev)
@@ -94,7 +95,7 @@ package final class UinputDevice {
         guard rc >= 0, let handle else {
             libevdev_free(dev)
             throw SystemError(
-                "libevdev_uinput_create_from_device", errno: rc < 0 ? -rc : ENOMEM, subject: "/dev/uinput")
+                "libevdev_uinput_create_from_device", errno: rc < 0 ? -rc : Errno.ENOMEM, subject: "/dev/uinput")
         }
         self.dev = dev
         self.fd = fd
@@ -107,10 +108,10 @@ package final class UinputDevice {
     }
 
     /// The new device's node (/dev/input/eventN), once the kernel made it.
-    package var devnode: String? { libevdev_uinput_get_devnode(uidev).map { String(cString: $0) } }
+    package var devnode: String? { Sys.string(libevdev_uinput_get_devnode(uidev)) }
 
     package func write(type: UInt16, code: UInt16, value: Int32) throws(SystemError) {
-        try negErrno(
+        try Sys.negativeErrno(
             "libevdev_uinput_write_event", devnode,
             libevdev_uinput_write_event(uidev, UInt32(type), UInt32(code), value))
     }

@@ -1,6 +1,5 @@
-import CLinux
 import CSystemd
-import Glibc
+import ShutterSys
 
 /// The systemd service protocol: readiness, status, watchdog, socket activation.
 /// Every call is a no-op when shutterd does not run under systemd.
@@ -11,15 +10,16 @@ enum Systemd {
 
     /// The listening socket systemd passed (LISTEN_FDS), if exactly one was passed.
     static func listenSocket() throws(SystemError) -> Int32? {
-        let n = try negErrno("sd_listen_fds", nil, sd_listen_fds(1))
+        let n = try Sys.negativeErrno("sd_listen_fds", nil, sd_listen_fds(1))
         if n == 0 { return nil }
         guard n == 1 else {
-            throw SystemError("sd_listen_fds", errno: E2BIG, subject: "(\(n) sockets passed, expected 1)")
+            throw SystemError("sd_listen_fds", errno: Errno.E2BIG, subject: "(\(n) sockets passed, expected 1)")
         }
         let fd = SD_LISTEN_FDS_START
-        guard sd_is_socket_unix(fd, Int32(SOCK_STREAM.rawValue), 1, nil, 0) > 0 else {
+        guard sd_is_socket_unix(fd, Sys.streamSocket, 1, nil, 0) > 0 else {
             throw SystemError(
-                "sd_is_socket_unix", errno: ENOTSOCK, subject: "(passed fd \(fd) is not a listening Unix stream socket)"
+                "sd_is_socket_unix", errno: Errno.ENOTSOCK,
+                subject: "(passed fd \(fd) is not a listening Unix stream socket)"
             )
         }
         return fd

@@ -1,5 +1,4 @@
-import CLinux
-import Glibc
+import ShutterSys
 
 /// A timerfd: a one-shot or repeating timer the event loop can wait on.
 package final class Timer {
@@ -7,29 +6,20 @@ package final class Timer {
     package var raw: Int32 { fd.raw }
 
     package init() throws(SystemError) {
-        fd = FileDescriptor(
-            try sys("timerfd_create") { timerfd_create(CLOCK_MONOTONIC, Int32(TFD_NONBLOCK | TFD_CLOEXEC)) })
+        fd = FileDescriptor(try Sys.timerCreate())
     }
 
     /// Arms the timer to fire after `micros`, then every `interval` micros (0 = once).
     package func arm(after micros: UInt64, interval: UInt64 = 0) {
-        func ts(_ us: UInt64) -> timespec { timespec(tv_sec: Int(us / 1_000_000), tv_nsec: Int(us % 1_000_000) * 1000) }
-        var spec = itimerspec(it_interval: ts(interval), it_value: ts(max(micros, 1)))
-        sysLogged("timerfd_settime") { timerfd_settime(fd.raw, 0, &spec, nil) }
+        logged { () throws(SystemError) in try Sys.timerSet(fd.raw, after: max(micros, 1), interval: interval) }
     }
 
     package func disarm() {
-        var spec = itimerspec()
-        sysLogged("timerfd_settime") { timerfd_settime(fd.raw, 0, &spec, nil) }
+        logged { () throws(SystemError) in try Sys.timerSet(fd.raw, after: 0, interval: 0) }
     }
 
     /// Consumes the expirations so the descriptor stops being readable.
     package func acknowledge() {
-        var count: UInt64 = 0
-        do {
-            _ = try sysNonBlocking("read", "timerfd") { read(fd.raw, &count, 8) }
-        } catch {
-            Log.error("\(error)")
-        }
+        logged { () throws(SystemError) in _ = try Sys.timerAcknowledge(fd.raw) }
     }
 }

@@ -1,5 +1,5 @@
 import CUdev
-import Glibc
+import ShutterSys
 
 /// One udev device as shutterd needs it.
 package struct UdevRecord: Sendable {
@@ -12,18 +12,20 @@ package struct UdevRecord: Sendable {
     package var initialized: Bool
     package var properties: [String: String]
 
-    init(_ d: OpaquePointer) {
-        syspath = String(cString: udev_device_get_syspath(d))
-        sysname = udev_device_get_sysname(d).map { String(cString: $0) } ?? ""
-        subsystem = udev_device_get_subsystem(d).map { String(cString: $0) } ?? ""
-        devnode = udev_device_get_devnode(d).map { String(cString: $0) }
-        action = udev_device_get_action(d).map { String(cString: $0) }
+    /// nil for a device without a syspath (libudev returns NULL on a failed allocation).
+    init?(_ d: OpaquePointer) {
+        guard let syspath = Sys.string(udev_device_get_syspath(d)) else { return nil }
+        self.syspath = syspath
+        sysname = Sys.string(udev_device_get_sysname(d)) ?? ""
+        subsystem = Sys.string(udev_device_get_subsystem(d)) ?? ""
+        devnode = Sys.string(udev_device_get_devnode(d))
+        action = Sys.string(udev_device_get_action(d))
         initialized = udev_device_get_is_initialized(d) > 0
         var props: [String: String] = [:]
         var entry = udev_device_get_properties_list_entry(d)
         while let e = entry {
-            if let n = udev_list_entry_get_name(e), let v = udev_list_entry_get_value(e) {
-                props[String(cString: n)] = String(cString: v)
+            if let n = Sys.string(udev_list_entry_get_name(e)), let v = Sys.string(udev_list_entry_get_value(e)) {
+                props[n] = v
             }
             entry = udev_list_entry_get_next(e)
         }
@@ -39,23 +41,22 @@ package final class Udev {
     let handle: OpaquePointer
 
     package init() throws(SystemError) {
-        guard let h = udev_new() else { throw SystemError("udev_new", errno: errno == 0 ? ENOMEM : errno) }
-        handle = h
+        handle = try Sys.handle("udev_new", nil, udev_new())
     }
 
     deinit { udev_unref(handle) }
 
     /// Every device of subsystem `input` udev knows now.
     package func enumerateInput() throws(SystemError) -> [UdevRecord] {
-        guard let e = udev_enumerate_new(handle) else { throw SystemError("udev_enumerate_new", errno: ENOMEM) }
+        let e = try Sys.handle("udev_enumerate_new", nil, udev_enumerate_new(handle))
         defer { udev_enumerate_unref(e) }
-        try negErrno("udev_enumerate_add_match_subsystem", nil, udev_enumerate_add_match_subsystem(e, "input"))
-        try negErrno("udev_enumerate_scan_devices", nil, udev_enumerate_scan_devices(e))
+        try Sys.negativeErrno("udev_enumerate_add_match_subsystem", nil, udev_enumerate_add_match_subsystem(e, "input"))
+        try Sys.negativeErrno("udev_enumerate_scan_devices", nil, udev_enumerate_scan_devices(e))
         var out: [UdevRecord] = []
         var entry = udev_enumerate_get_list_entry(e)
         while let item = entry {
             if let path = udev_list_entry_get_name(item), let d = udev_device_new_from_syspath(handle, path) {
-                out.append(UdevRecord(d))
+                if let record = UdevRecord(d) { out.append(record) }
                 udev_device_unref(d)
             }
             entry = udev_list_entry_get_next(item)
@@ -74,16 +75,17 @@ final class UdevMonitor {
     init(_ udev: Udev) throws(SystemError) {
         self.udev = udev
         guard let m = udev_monitor_new_from_netlink(udev.handle, "udev") else {
-            throw SystemError("udev_monitor_new_from_netlink", errno: errno == 0 ? EPROTONOSUPPORT : errno)
+            let e = Sys.errno
+            throw SystemError("udev_monitor_new_from_netlink", errno: e == 0 ? Errno.EPROTONOSUPPORT : e)
         }
         handle = m
-        try negErrno(
+        try Sys.negativeErrno(
             "udev_monitor_filter_add_match_subsystem_devtype", nil,
             udev_monitor_filter_add_match_subsystem_devtype(m, "input", nil))
-        try negErrno(
+        try Sys.negativeErrno(
             "udev_monitor_filter_add_match_subsystem_devtype", nil,
             udev_monitor_filter_add_match_subsystem_devtype(m, "power_supply", nil))
-        try negErrno("udev_monitor_enable_receiving", nil, udev_monitor_enable_receiving(m))
+        try Sys.negativeErrno("udev_monitor_enable_receiving", nil, udev_monitor_enable_receiving(m))
         fd = udev_monitor_get_fd(m)
         // libudev's socket is non-blocking already; make sure, since the loop relies on it.
         UnixSocket.setNonBlocking(fd)

@@ -1,5 +1,4 @@
-import CLinux
-import Glibc
+import ShutterSys
 
 /// The daemon's listening socket: bound by shutterd (with a lock against a second daemon)
 /// or passed in by systemd.
@@ -20,42 +19,34 @@ package final class UnixListener {
     /// socket tells a live daemon from a stale socket: only with the lock is an old socket
     /// removed, and without it shutterd refuses to start. Something at `path` that is not a
     /// socket is never removed: shutterd refuses to start.
-    package init(path: String, mode: mode_t = 0o660) throws(ListenerError) {
+    package init(path: String, mode: UInt32 = 0o660) throws(ListenerError) {
         self.path = path
         let dir = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         if !dir.isEmpty { UnixListener.makeDirectories(dir) }
         let lockPath = path + ".lock"
         lock = try UnixListener.takeLock(lockPath, socket: path)
-        var st = stat()
-        if try UnixListener.exists(path, &st) {
-            guard st.st_mode & S_IFMT == S_IFSOCK else {
+        if let st = try UnixListener.status(path) {
+            guard st.kind == .socket else {
                 throw .refused(
-                    "\(path) exists and is \(UnixListener.kind(st.st_mode)), not a socket; shutterd removes only a stale socket of its own: remove it or choose another --socket"
+                    "\(path) exists and is \(UnixListener.kind(st.kind)), not a socket; shutterd removes only a stale socket of its own: remove it or choose another --socket"
                 )
             }
             // A stale socket of a daemon that died: we hold the lock, so it is no one's.
             do {
-                try sys("unlink", path) { unlink(path) }
+                try Sys.unlink(path)
             } catch {
                 throw .system(error)
             }
         }
         do {
-            let raw = try sys("socket") {
-                socket(AF_UNIX, shutterd_sock_stream_cloexec | shutterd_sock_nonblock, 0)
-            }
+            let raw = try Sys.unixSocket(nonBlocking: true)
             fd = FileDescriptor(raw)
-            var (addr, len) = try UnixSocket.address(path)
-            try sys("bind", path) {
-                withUnsafePointer(to: &addr) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(raw, $0, len) }
-                }
-            }
-            try sys("lstat", path) { lstat(path, &st) }
-            bound = (UInt(st.st_dev), UInt(st.st_ino))
+            try Sys.bind(raw, path: path)
+            let st = try Sys.linkStatus(path)
+            bound = (st.device, st.inode)
             // bind follows the umask; the mode is part of the access model, so set it.
-            try sys("chmod", path) { chmod(path, mode) }
-            try sys("listen", path) { listen(raw, 128) }
+            try Sys.chmod(path, mode)
+            try Sys.listen(raw, backlog: 128, path)
         } catch {
             throw .system(error)
         }
@@ -67,64 +58,61 @@ package final class UnixListener {
         while true {
             // O_NONBLOCK: opening a FIFO or a device put there must not wait or act.
             let lock: FileDescriptor
-            var st = stat()
+            let st: Sys.FileStatus
             do {
                 lock = FileDescriptor(
-                    try sys("open", lockPath) {
-                        open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK, 0o600)
-                    })
-                try sys("fstat", lockPath) { fstat(lock.raw, &st) }
-            } catch  where error.errno == ELOOP {
+                    try Sys.open(
+                        lockPath, Sys.readWrite | Sys.create | Sys.noFollow | Sys.noControllingTerminal | Sys.nonBlock,
+                        mode: 0o600))
+                st = try Sys.status(lock.raw, lockPath)
+            } catch  where error.errno == Errno.ELOOP {
                 throw .refused("\(lockPath) is a symbolic link; shutterd does not follow links for its lock file")
             } catch {
                 throw .system(error)
             }
             let raw = lock.raw
-            guard st.st_mode & S_IFMT == S_IFREG else {
+            guard st.kind == .regular else {
                 throw .refused(
-                    "\(lockPath) is \(kind(st.st_mode)), not a regular file; remove it or choose another --socket")
+                    "\(lockPath) is \(kind(st.kind)), not a regular file; remove it or choose another --socket")
             }
-            let locked: Int32?
+            let locked: Bool
             do {
-                locked = try sysNonBlocking("flock", lockPath) { flock(raw, LOCK_EX | LOCK_NB) }
+                locked = try Sys.lockExclusive(raw, lockPath)
             } catch {
                 throw .system(error)
             }
-            guard locked != nil else {
+            guard locked else {
                 throw .inUse(
                     "another shutterd is running on \(path) (it holds \(lockPath)); stop it or choose another --socket")
             }
             // An older shutterd removed its lock file at exit: the file locked here may be gone
             // from the directory, and another daemon may lock a new one. Lock the file that is there.
-            var now = stat()
-            if try exists(lockPath, &now), now.st_dev == st.st_dev, now.st_ino == st.st_ino { return lock }
+            if let now = try status(lockPath), now.device == st.device, now.inode == st.inode { return lock }
         }
     }
 
-    /// lstat(2): whether something is at `path` (its status in `st`); false for ENOENT,
-    /// any other failure thrown.
-    static func exists(_ path: String, _ st: inout stat) throws(ListenerError) -> Bool {
+    /// lstat(2): what is at `path`; nil for nothing (ENOENT), any other failure thrown.
+    static func status(_ path: String) throws(ListenerError) -> Sys.FileStatus? {
         do {
-            try sys("lstat", path) { lstat(path, &st) }
-            return true
-        } catch  where error.errno == ENOENT {
-            return false
+            return try Sys.linkStatus(path)
+        } catch  where error.errno == Errno.ENOENT {
+            return nil
         } catch {
             throw .system(error)
         }
     }
 
-    /// "a regular file", "a directory", ...: what a file mode says the file is.
-    static func kind(_ mode: mode_t) -> String {
-        switch mode & S_IFMT {
-        case S_IFREG: "a regular file"
-        case S_IFDIR: "a directory"
-        case S_IFLNK: "a symbolic link"
-        case S_IFIFO: "a FIFO"
-        case S_IFCHR: "a character device"
-        case S_IFBLK: "a block device"
-        case S_IFSOCK: "a socket"
-        default: "of an unknown type"
+    /// "a regular file", "a directory", ...: what a file's status says it is.
+    static func kind(_ kind: Sys.FileStatus.Kind) -> String {
+        switch kind {
+        case .regular: "a regular file"
+        case .directory: "a directory"
+        case .symbolicLink: "a symbolic link"
+        case .fifo: "a FIFO"
+        case .characterDevice: "a character device"
+        case .blockDevice: "a block device"
+        case .socket: "a socket"
+        case .other: "of an unknown type"
         }
     }
 
@@ -141,7 +129,7 @@ package final class UnixListener {
         var prefix = ""
         for part in dir.split(separator: "/") {
             prefix += "/" + part
-            _ = mkdir(prefix, 0o755)
+            try? Sys.mkdir(prefix, 0o755)
         }
     }
 
@@ -150,8 +138,8 @@ package final class UnixListener {
     func accept() throws(SystemError) -> Int32? {
         while true {
             do {
-                return try sysNonBlocking("accept", path) { shutterd_accept4(fd.raw) }
-            } catch  where error.errno == ECONNABORTED {
+                return try Sys.accept(fd.raw, path)
+            } catch  where error.errno == Errno.ECONNABORTED {
                 continue  // The peer gave up while queued: take the next.
             }
         }
@@ -163,10 +151,9 @@ package final class UnixListener {
         // At shutdown a failure can only be logged: the socket stays, and the next start
         // removes it as stale (it holds the lock then).
         if let bound {
-            var st = stat()
             do {
-                if try UnixListener.exists(path, &st), UInt(st.st_dev) == bound.dev, UInt(st.st_ino) == bound.ino {
-                    try sys("unlink", path) { unlink(path) }
+                if let st = try UnixListener.status(path), st.device == bound.dev, st.inode == bound.ino {
+                    try Sys.unlink(path)
                 }
             } catch {
                 Log.error("\(path): not removed: \(error)")

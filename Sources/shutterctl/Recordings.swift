@@ -1,8 +1,8 @@
-import Glibc
 import ShutterClient
 import ShutterCore
 import ShutterLinux
 import ShutterRecording
+import ShutterSys
 
 let recordUsage = """
     Usage: shutterctl record [--device PATTERN] [--duration SECONDS] FILE
@@ -41,48 +41,47 @@ let latencyUsage = """
 /// Failures say what went wrong and with which file.
 @MainActor final class RecordingFile {
     let path: String
-    let file: UnsafeMutablePointer<FILE>
+    let fd: Int32
 
     init?(_ path: String, header: String) {
         self.path = path
-        guard let f = fopen(path, "w") else {
-            say(Self.cannotWrite(path))
+        do {
+            fd = try Sys.open(path, Sys.writeOnly | Sys.create | Sys.truncate, mode: 0o666)
+        } catch {
+            say(Self.cannotWrite(path, error))
             return nil
         }
-        file = f
         guard append(header) else {
-            fclose(f)
+            Sys.close(fd)
             return nil
         }
     }
 
     /// Writes `text` through to the file; false (said) when it cannot.
     func append(_ text: String) -> Bool {
-        guard fputs(text, file) >= 0, fflush(file) == 0 else {
-            say(Self.cannotWrite(path))
+        do {
+            try Sys.writeAll(fd, Array(text.utf8))
+            return true
+        } catch {
+            say(Self.cannotWrite(path, error))
             return false
         }
-        return true
     }
 
-    /// Closes the file; false (said) when what was held could not be written.
+    /// Closes the file (each append was written through already).
     func close() -> Bool {
-        guard fclose(file) == 0 else {
-            say(Self.cannotWrite(path))
-            return false
-        }
+        Sys.close(fd)
         return true
     }
 
-    /// What went wrong with `path`, from errno.
-    static func cannotWrite(_ path: String) -> String {
-        "shutterctl: cannot write \(path): \(String(cString: strerror(errno)))"
+    /// What went wrong with `path`.
+    static func cannotWrite(_ path: String, _ error: SystemError) -> String {
+        "shutterctl: cannot write \(path): \(error.message)"
     }
 }
 
-/// Says why a node or /dev/uinput could not be opened, naming the rights it takes.
 @MainActor func rightsHint(_ errno: Int32, _ what: String) -> String {
-    errno == EACCES || errno == EPERM ? " (\(what))" : ""
+    errno == Errno.EACCES || errno == Errno.EPERM ? " (\(what))" : ""
 }
 
 // MARK: record
@@ -116,7 +115,7 @@ let latencyUsage = """
             do {
                 evdev = try EvdevDevice(node: node)
             } catch {
-                if error.errno == EACCES || error.errno == EPERM { denied.append(node) }
+                if error.errno == Errno.EACCES || error.errno == Errno.EPERM { denied.append(node) }
                 continue
             }
             let facts = Admission.UdevFacts(
@@ -154,7 +153,7 @@ let latencyUsage = """
 
     let signals: SignalSource
     do {
-        signals = try SignalSource([SIGINT, SIGTERM])
+        signals = try SignalSource([Sys.interrupt, Sys.terminate])
     } catch {
         say("shutterctl: \(error)")
         return 1
@@ -173,16 +172,19 @@ let latencyUsage = """
     var written = 0
     var failed = false
     recording: while true {
-        var fds = [
-            pollfd(fd: chosen.evdev.raw, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: signals.raw, events: Int16(POLLIN), revents: 0),
-        ]
         let timeout = deadline.map { Int32(clamping: max(0, ($0 - monotonicMicros() + 999) / 1000)) } ?? -1
         if let deadline, monotonicMicros() >= deadline { break }
-        let n = poll(&fds, 2, timeout)
-        if n < 0 && errno == EINTR { continue }
-        if fds[1].revents != 0 { break }
-        guard fds[0].revents != 0 else { continue }
+        let found: [Sys.PollEvents]
+        do {
+            guard let f = try Sys.poll([(chosen.evdev.raw, .readable), (signals.raw, .readable)], timeout: timeout)
+            else { continue }
+            found = f
+        } catch {
+            say("shutterctl: \(error); stopping")
+            break recording
+        }
+        if !found[1].isEmpty { break }
+        guard !found[0].isEmpty else { continue }
         events.removeAll(keepingCapacity: true)
         do {
             try chosen.evdev.read(into: &events)
@@ -216,10 +218,10 @@ let latencyUsage = """
         return try Recording(parsing: try readTextFile(file, limit: 64 << 20))
     } catch let error as RecordingError {
         say("shutterctl: \(file): \(error)")
-        exit(65)
+        Sys.exit(65)
     } catch {
         say("shutterctl: cannot read recording \(error)")
-        exit(66)
+        Sys.exit(66)
     }
 }
 
@@ -246,7 +248,7 @@ let latencyUsage = """
         uinput = try UinputDevice(recording)
     } catch {
         let hint =
-            error.errno == ENOENT
+            error.errno == Errno.ENOENT
             ? " (no /dev/uinput: modprobe uinput)"
             : rightsHint(error.errno, "creating a uinput device needs root: write access to /dev/uinput")
         say("shutterctl: cannot create the device: \(error)\(hint)")
@@ -268,7 +270,7 @@ let latencyUsage = """
         // queue every replayed event for it.
         client.close()
     } else {
-        usleep(UInt32(min(wait, 1) * 1_000_000))
+        Sys.sleep(micros: Int64(min(wait, 1) * 1_000_000))
     }
     let origin = monotonicMicros()
     do {
@@ -276,7 +278,7 @@ let latencyUsage = """
             if speed > 0 {
                 let due = origin + Recording.offset(e.time, speed: speed)
                 let now = monotonicMicros()
-                if due > now { usleep(UInt32(clamping: due - now)) }
+                if due > now { Sys.sleep(micros: due - now) }
             }
             try uinput.write(type: e.type, code: e.code, value: e.value)
         }
@@ -284,7 +286,7 @@ let latencyUsage = """
         say("shutterctl: \(error)")
         return 1
     }
-    usleep(UInt32(hold * 1_000_000))
+    Sys.sleep(micros: Int64(hold * 1_000_000))
     say("played \(recording.events.count) events on \(node)")
     return 0
 }

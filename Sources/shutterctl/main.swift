@@ -1,5 +1,5 @@
-import Glibc
 import ShutterClient
+import ShutterSys
 
 import enum ShutterLinux.KeyNames
 import let ShutterLinux.shutterdVersion
@@ -67,19 +67,17 @@ enum Exit {
 }
 
 @MainActor func say(_ s: String) {
-    var line = Array(s.utf8)
-    line.append(0x0A)
-    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    Sys.writeStandardError(s + "\n")
 }
 
 @MainActor func out(_ s: String) {
     print(s)
-    fflush(nil)
+    Sys.flushOutput()
 }
 
 @MainActor func usageError(_ message: String, _ usage: String) -> Never {
     say("shutterctl: \(message)\n\n\(usage)")
-    exit(Exit.usage)
+    Sys.exit(Exit.usage)
 }
 
 var socketPath = Client.environmentSocketPath
@@ -108,7 +106,7 @@ if let i = args.firstIndex(of: "--socket") {
     case .daemon(_, let message): say("shutterctl: shutterd refused: \(message)")
     default: say("shutterctl: \(error)")
     }
-    exit(Exit.unreachable)
+    Sys.exit(Exit.unreachable)
 }
 
 /// Sets the interaction, or exits saying why. A connection that closed meanwhile is no
@@ -231,7 +229,7 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
             guard case .cannotConnect = error else { unreachable(error) }
             if !said { say("shutterctl: \(error); retrying every second") }
             said = true
-            sleep(1)
+            Sys.sleep(micros: 1_000_000)
         }
     }
     let c = client!
@@ -266,7 +264,7 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
             say("shutterctl: shutterd: \(code): \(message)")
         } catch {
             say("shutterctl: \(error)")
-            exit(Exit.unreachable)
+            Sys.exit(Exit.unreachable)
         }
     }
 }
@@ -300,18 +298,13 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
         """
     if let failure { xml += "      <failure message=\"\(xmlEscape(failure))\"/>\n" }
     xml += "    </testcase>\n  </testsuite>\n</testsuites>\n"
-    guard let f = fopen(path, "w") else {
-        say("shutterctl: cannot write the JUnit report \(path): \(String(cString: strerror(errno)))")
+    do {
+        try Sys.writeFile(path, xml)
+        return true
+    } catch {
+        say("shutterctl: cannot write the JUnit report \(path): \(error.message)")
         return false
     }
-    let wrote = fputs(xml, f) >= 0 && fflush(f) == 0
-    let e = errno
-    let closed = fclose(f) == 0
-    guard wrote, closed else {
-        say("shutterctl: cannot write the JUnit report \(path): \(String(cString: strerror(wrote ? errno : e)))")
-        return false
-    }
-    return true
 }
 
 @MainActor func verifyCommand() -> Int32 {
@@ -373,17 +366,17 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
 guard let command = args.first else { usageError("no command given", mainUsage) }
 args.removeFirst()
 switch command {
-case "devices": exit(devicesCommand())
-case "watch": exit(watchCommand())
-case "verify": exit(verifyCommand())
-case "record": exit(recordCommand())
-case "replay": exit(replayCommand())
-case "latency": exit(latencyCommand())
+case "devices": Sys.exit(devicesCommand())
+case "watch": Sys.exit(watchCommand())
+case "verify": Sys.exit(verifyCommand())
+case "record": Sys.exit(recordCommand())
+case "replay": Sys.exit(replayCommand())
+case "latency": Sys.exit(latencyCommand())
 case "--help", "-h", "help":
     out(mainUsage)
-    exit(0)
+    Sys.exit(0)
 case "--version":
     out("shutterctl \(shutterdVersion)")
-    exit(0)
+    Sys.exit(0)
 default: usageError("unknown command '\(command)'", mainUsage)
 }

@@ -1,8 +1,8 @@
-import Glibc
 import ShutterBridge
 import ShutterClient
 import ShutterCore
 import ShutterLinux
+import ShutterSys
 
 /// shutterd's socket on one side, the broker on the other, one epoll loop between them.
 /// Events go into the spool and out to the broker, oldest first, while it is connected and
@@ -220,7 +220,5 @@ final class Bridge {
 
 /// Microseconds of CLOCK_REALTIME.
 func wallMicros() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
+    Sys.wallClockMicros()
 }

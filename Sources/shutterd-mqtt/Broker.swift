@@ -1,8 +1,8 @@
 import CMosquitto
-import Glibc
 import ShutterBridge
 import ShutterCore
 import ShutterLinux
+import ShutterSys
 
 /// One MQTT connection through libmosquitto, driven by the bridge's epoll loop (libmosquitto's
 /// external-loop API: no thread of its own). It reconnects by itself, backing off from half a
@@ -42,7 +42,7 @@ final class Broker {
         self.settings = settings
         self.loop = loop
         guard let m = mosquitto_new(clientID, true, nil) else {
-            throw BridgeError("mosquitto_new: \(String(cString: strerror(errno)))")
+            throw BridgeError("mosquitto_new: \(Sys.errnoMessage(Sys.errno))")
         }
         mosq = m
         do {
@@ -107,6 +107,12 @@ final class Broker {
         }
     }
 
+    /// mosquitto_lib_init: once, before the first Broker.
+    static func libraryInit() { _ = mosquitto_lib_init() }
+
+    /// mosquitto_lib_cleanup: once, after the last Broker.
+    static func libraryCleanup() { _ = mosquitto_lib_cleanup() }
+
     static func from(_ context: UnsafeMutableRawPointer?) -> Broker {
         Unmanaged<Broker>.fromOpaque(context!).takeUnretainedValue()
     }
@@ -117,8 +123,8 @@ final class Broker {
 
     /// libmosquitto's words for `rc`, with errno's for a failed system call.
     static func describe(_ rc: Int32) -> String {
-        if rc == MOSQ_ERR_ERRNO.rawValue { return String(cString: strerror(errno)) }
-        return String(cString: mosquitto_strerror(rc)) + " (\(rc))"
+        if rc == MOSQ_ERR_ERRNO.rawValue { return Sys.errnoMessage(Sys.errno) }
+        return (Sys.string(mosquitto_strerror(rc)) ?? "error") + " (\(rc))"
     }
 
     /// `describe(rc)`, and for a TLS failure OpenSSL's reason as libmosquitto logged it
@@ -284,8 +290,7 @@ final class Broker {
         _ = mosquitto_disconnect(mosq)
         let deadline = ContinuousClock.now + .seconds(1)
         while let fd = watched, mosquitto_want_write(mosq), ContinuousClock.now < deadline {
-            var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-            _ = poll(&p, 1, 100)
+            _ = try? Sys.poll(fd, .writable, timeout: 100)
             _ = mosquitto_loop_write(mosq, 1)
         }
     }

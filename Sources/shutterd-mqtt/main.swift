@@ -1,9 +1,8 @@
-import CMosquitto
-import Glibc
 import ShutterBridge
 import ShutterClient
 import ShutterCore
 import ShutterLinux
+import ShutterSys
 
 let usage = """
     Usage: shutterd-mqtt [--config FILE] [--socket PATH] [--host HOST] [--port N]
@@ -38,10 +37,10 @@ let usage = """
 func fail(_ message: String, code: Int32) -> Never {
     Log.error("shutterd-mqtt: \(message)")
     Log.finish()
-    exit(code)
+    Sys.exit(code)
 }
 
-signal(SIGPIPE, SIG_IGN)
+Sys.ignore(Sys.brokenPipe)
 
 var configPath: String?
 var socketPath: String?
@@ -66,17 +65,17 @@ while let arg = args.popFirst() {
         Log.verbose = true
     case "--version":
         print("shutterd-mqtt \(shutterdVersion)")
-        exit(0)
+        Sys.exit(0)
     case "--help", "-h":
         print(usage)
-        exit(0)
+        Sys.exit(0)
     default:
         // Not the usage itself: the log escapes its line breaks.
         fail("unknown argument '\(arg)' (shutterd-mqtt --help lists the options)", code: 64)
     }
 }
 
-let env = { (name: String) -> String? in getenv(name).flatMap { $0[0] == 0 ? nil : String(cString: $0) } }
+let env = { (name: String) -> String? in Sys.environment(name).flatMap { $0.isEmpty ? nil : $0 } }
 let file = configPath ?? env("SHUTTERD_CONFIG") ?? "/etc/shutterd/shutterd.conf"
 var settings = MQTTSettings()
 do {
@@ -86,7 +85,7 @@ do {
     } catch {
         fail("\(file): \(error)", code: 78)
     }
-} catch  where error.errno == ENOENT && configPath == nil {
+} catch  where error.errno == Errno.ENOENT && configPath == nil {
     Log.debug("config: no \(file), using the defaults")
 } catch {
     fail("cannot read config file \(error)", code: 78)
@@ -100,15 +99,13 @@ for (key, value) in overrides {
 }
 if let problem = settings.inconsistency { fail(problem, code: 64) }
 
-var name = [CChar](repeating: 0, count: 256)
-gethostname(&name, name.count - 1)
-let host = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+let host = Sys.hostName() ?? ""
 
-mosquitto_lib_init()
+Broker.libraryInit()
 do {
     let loop = try EventLoop()
     Log.attach(to: loop)
-    let signals = try SignalSource([SIGTERM, SIGINT])
+    let signals = try SignalSource([Sys.terminate, Sys.interrupt])
     let bridge = try Bridge(
         settings: settings, socketPath: socketPath ?? Client.environmentSocketPath, host: host, loop: loop)
     try loop.add(signals.raw, events: EventLoop.readable) { _ in
@@ -123,5 +120,5 @@ do {
 } catch {
     fail("\(error)", code: 1)
 }
-mosquitto_lib_cleanup()
+Broker.libraryCleanup()
 Log.finish()

@@ -1,7 +1,7 @@
-import Glibc
 import ShutterCore
 import ShutterLinux
 import ShutterRecording
+import ShutterSys
 
 let usage = """
     Usage: shutterd [--socket PATH] [--config FILE] [--verbose]
@@ -37,7 +37,7 @@ let usage = """
 func fail(_ message: String, code: Int32) -> Never {
     Log.error("shutterd: \(message)")
     Log.finish()
-    exit(code)
+    Sys.exit(code)
 }
 
 /// A mistake on the command line: the message as a log line (what it quotes escaped, as in
@@ -48,15 +48,13 @@ func usageError(_ message: String) -> Never {
     Log.finish()
     // A failure to write stderr cannot be told anywhere: the exit status still says it.
     try? writeAll(2, Array(("\n" + usage + "\n").utf8))
-    exit(64)
+    Sys.exit(64)
 }
 
 // A log line written to a pipe whose reader is gone fails with EPIPE; it must not kill.
-signal(SIGPIPE, SIG_IGN)
+Sys.ignore(Sys.brokenPipe)
 // Descriptors 0 to 2 closed at start would be taken by sockets, and the log written into one.
-for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 {
-    _ = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY)
-}
+Sys.openStandardDescriptors()
 
 var socketPath: String?
 var configPath: String?
@@ -93,10 +91,10 @@ while let arg = args.popFirst() {
         Log.verbose = true
     case "--version":
         print("shutterd \(shutterdVersion)")
-        exit(0)
+        Sys.exit(0)
     case "--help", "-h":
         print(usage)
-        exit(0)
+        Sys.exit(0)
     default:
         usageError("unknown argument '\(arg)'")
     }
@@ -111,7 +109,7 @@ if replayLoop && replaySpeed == 0 {
     usageError("--replay-loop with --replay-speed 0 would replay without a pause for ever: give a speed above 0")
 }
 
-let env = { (name: String) -> String? in getenv(name).map { String(cString: $0) } }
+let env = { (name: String) -> String? in Sys.environment(name) }
 let path =
     socketPath ?? env("RUNTIME_DIRECTORY").map { dir in
         // systemd may list several directories separated by ':'; the first is ours.
@@ -119,7 +117,7 @@ let path =
     } ?? "/run/shutterd/shutterd.sock"
 
 /// Whether something is at `path`: a symbolic link to nothing is.
-func isThere(_ path: String) -> Bool { faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0 }
+func isThere(_ path: String) -> Bool { Sys.exists(path) }
 
 // Only a missing default file means the defaults: a file that is there but cannot be read
 // (its mode, a directory, too large, not UTF-8) may hold allow-lists, so it stops the daemon.
@@ -134,7 +132,7 @@ do {
         fail("\(file): \(error)", code: 78)
     }
     Log.info("config: read \(file)")
-} catch  where error.errno == ENOENT && !configRequired && !isThere(file) {
+} catch  where error.errno == Errno.ENOENT && !configRequired && !isThere(file) {
     Log.info("config: no \(file), using the defaults")
 } catch {
     fail("cannot read config file \(error)", code: 78)

@@ -28,4 +28,7 @@ void shutterd_trim_heap(void);
    from there. Segments that are written (data, relocations) are left alone. The bytes
    advised, or -1 with errno when a madvise failed. */
 long shutterd_release_code(void);
+/* strerrorname_np (glibc 2.32, _GNU_SOURCE): the errno's name, "EACCES"; NULL for a
+   number glibc has no name for. */
+const char *shutterd_errno_name(int e);
 #endif

@@ -1,8 +1,0 @@
-import Glibc
-
-/// CLOCK_MONOTONIC now, in microseconds.
-package func monotonicMicros() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
-}

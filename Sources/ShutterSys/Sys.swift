@@ -1,0 +1,605 @@
+import CLinux
+import Glibc
+
+/// The one door to C: every libc call the program makes, each once, by name. A call that
+/// returns -1 and sets errno is retried on EINTR here; on a non-blocking descriptor EAGAIN
+/// comes back as nil, a value; any other failure is thrown as a `SystemError` naming the
+/// call, what it was made on and the errno. The calls on the press path (send, sendmsg,
+/// recv, read, epoll_wait, clock_gettime, timerfd_settime) are `@inlinable`, so that they
+/// cost what the call itself costs in the module that makes it.
+package enum Sys {
+    /// Runs a call that returns -1 and sets errno on failure, retrying on EINTR.
+    @inlinable @discardableResult
+    package static func check<T: BinaryInteger>(
+        _ call: String, _ subject: String? = nil, _ body: () -> T
+    ) throws(SystemError) -> T {
+        while true {
+            let r = body()
+            if r != -1 { return r }
+            let e = Glibc.errno
+            if e == EINTR { continue }
+            throw failure(call, subject, e)
+        }
+    }
+
+    /// A call on a non-blocking descriptor: its result, or nil when it would block (EAGAIN,
+    /// EWOULDBLOCK). EINTR is retried; anything else is thrown, as by `check`.
+    @inlinable
+    package static func nonBlocking<T: BinaryInteger>(
+        _ call: String, _ subject: String? = nil, _ body: () -> T
+    ) throws(SystemError) -> T? {
+        while true {
+            let r = body()
+            if r != -1 { return r }
+            let e = Glibc.errno
+            if e == EINTR { continue }
+            if e == EAGAIN || e == EWOULDBLOCK { return nil }
+            throw failure(call, subject, e)
+        }
+    }
+
+    /// Checks the result of a C library that returns a negative errno on failure (libevdev,
+    /// libudev, libsystemd).
+    @discardableResult
+    package static func negativeErrno(_ call: String, _ subject: String? = nil, _ rc: Int32) throws(SystemError)
+        -> Int32
+    {
+        if rc < 0 { throw failure(call, subject, -rc) }
+        return rc
+    }
+
+    /// Checks a C library's handle: nil is a failure whose reason is errno (ENOMEM when the
+    /// library left none).
+    package static func handle<P>(_ call: String, _ subject: String? = nil, _ pointer: P?) throws(SystemError) -> P {
+        guard let pointer else {
+            let e = Glibc.errno
+            throw failure(call, subject, e > 0 ? e : ENOMEM)
+        }
+        return pointer
+    }
+
+    /// A C string from a library: nil for NULL, never a crash.
+    package static func string(_ pointer: UnsafePointer<CChar>?) -> String? {
+        pointer.map { String(cString: $0) }
+    }
+}
+
+// MARK: Files
+
+extension Sys {
+    package static let readOnly = O_RDONLY
+    package static let writeOnly = O_WRONLY
+    package static let readWrite = O_RDWR
+    package static let create = O_CREAT
+    package static let nonBlock = O_NONBLOCK
+    package static let noFollow = O_NOFOLLOW
+    package static let truncate = O_TRUNC
+    package static let noControllingTerminal = O_NOCTTY
+
+    /// open(2), always close-on-exec; `flags` from the constants above.
+    package static func open(_ path: String, _ flags: Int32, mode: UInt32 = 0) throws(SystemError) -> Int32 {
+        try check("open", path) { Glibc.open(path, flags | O_CLOEXEC, mode) }
+    }
+
+    /// close(2). Not retried: on Linux the descriptor is gone even when close says EINTR.
+    package static func close(_ fd: Int32) {
+        _ = Glibc.close(fd)
+    }
+
+    /// read(2) on a non-blocking descriptor: the count, 0 at end of file, nil when nothing
+    /// is there now.
+    @inlinable
+    package static func read(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, _ subject: String? = nil)
+        throws(SystemError) -> Int?
+    {
+        try nonBlocking("read", subject) { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+    }
+
+    /// write(2): the count written, nil when the (non-blocking) descriptor takes nothing now.
+    @inlinable
+    package static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, _ subject: String? = nil)
+        throws(SystemError) -> Int?
+    {
+        try nonBlocking("write", subject) { Glibc.write(fd, bytes.baseAddress, bytes.count) }
+    }
+
+    /// At most PIPE_BUF bytes, a pipe with room takes whole, without waiting.
+    package static let pipeBuffer = Int(PIPE_BUF)
+
+    /// A write for the log, which must never stop the program: the count written, 0 when
+    /// the output takes nothing now, nil when it failed for good (EBADF included: stderr
+    /// is the caller's, which may have closed it). On a socket, send(2) with MSG_NOSIGNAL.
+    package static func writeLog(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, socket: Bool) -> Int? {
+        while true {
+            let n =
+                socket
+                ? Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL))
+                : Glibc.write(fd, bytes.baseAddress, bytes.count)
+            if n >= 0 { return n }
+            switch Glibc.errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: return 0
+            default: return nil
+            }
+        }
+    }
+
+    /// Writes all of `bytes` to a blocking descriptor, a short write continued.
+    package static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(SystemError) {
+        var rest = bytes[...]
+        while !rest.isEmpty {
+            let n =
+                try rest.withUnsafeBytes { raw in Result { () throws(SystemError) in try write(fd, raw) } }.get() ?? 0
+            guard n > 0 else { return }
+            rest = rest.dropFirst(n)
+        }
+    }
+
+    /// Writes `text` to the file at `path`, created or emptied first (mode 0666 less the
+    /// umask, as fopen's "w").
+    package static func writeFile(_ path: String, _ text: String) throws(SystemError) {
+        let fd = try open(path, writeOnly | create | truncate, mode: 0o666)
+        defer { close(fd) }
+        try writeAll(fd, Array(text.utf8))
+    }
+
+    /// What stat says of a file, in the words the program uses.
+    package struct FileStatus: Equatable {
+        package enum Kind: Equatable {
+            case regular, directory, symbolicLink, fifo, characterDevice, blockDevice, socket, other
+        }
+        package var kind: Kind
+        package var size: Int
+        package var device: UInt
+        package var inode: UInt
+
+        init(_ st: stat) {
+            kind =
+                switch st.st_mode & S_IFMT {
+                case S_IFREG: .regular
+                case S_IFDIR: .directory
+                case S_IFLNK: .symbolicLink
+                case S_IFIFO: .fifo
+                case S_IFCHR: .characterDevice
+                case S_IFBLK: .blockDevice
+                case S_IFSOCK: .socket
+                default: .other
+                }
+            size = st.st_size
+            device = st.st_dev
+            inode = st.st_ino
+        }
+    }
+
+    /// fstat(2).
+    package static func status(_ fd: Int32, _ subject: String? = nil) throws(SystemError) -> FileStatus {
+        var st = Glibc.stat()
+        try check("fstat", subject) { () -> Int32 in Glibc.fstat(fd, &st) }
+        return FileStatus(st)
+    }
+
+    /// stat(2), which follows a symbolic link.
+    package static func status(_ path: String) throws(SystemError) -> FileStatus {
+        var st = Glibc.stat()
+        try check("stat", path) { fstatat(AT_FDCWD, path, &st, 0) }
+        return FileStatus(st)
+    }
+
+    /// lstat(2): of a symbolic link itself.
+    package static func linkStatus(_ path: String) throws(SystemError) -> FileStatus {
+        var st = Glibc.stat()
+        try check("lstat", path) { () -> Int32 in Glibc.lstat(path, &st) }
+        return FileStatus(st)
+    }
+
+    /// Where a symbolic link points.
+    package static func readlink(_ path: String) throws(SystemError) -> String {
+        var target = [UInt8](repeating: 0, count: Int(PATH_MAX))
+        let n = try check("readlink", path) { Glibc.readlink(path, &target, target.count) }
+        return String(decoding: target[..<n], as: UTF8.self)
+    }
+
+    package static func unlink(_ path: String) throws(SystemError) {
+        try check("unlink", path) { Glibc.unlink(path) }
+    }
+
+    package static func chmod(_ path: String, _ mode: UInt32) throws(SystemError) {
+        try check("chmod", path) { Glibc.chmod(path, mode) }
+    }
+
+    package static func mkdir(_ path: String, _ mode: UInt32) throws(SystemError) {
+        try check("mkdir", path) { Glibc.mkdir(path, mode) }
+    }
+
+    /// flock(LOCK_EX | LOCK_NB): false when another process holds the lock.
+    package static func lockExclusive(_ fd: Int32, _ subject: String? = nil) throws(SystemError) -> Bool {
+        try nonBlocking("flock", subject) { flock(fd, LOCK_EX | LOCK_NB) } != nil
+    }
+
+    /// fcntl(F_SETFL, O_NONBLOCK), added to the descriptor's flags.
+    package static func setNonBlocking(_ fd: Int32) throws(SystemError) {
+        let flags = try check("fcntl(F_GETFL)") { fcntl(fd, F_GETFL) }
+        try check("fcntl(F_SETFL, O_NONBLOCK)") { fcntl(fd, F_SETFL, flags | O_NONBLOCK) }
+    }
+
+    /// Whether `fd` is open (fcntl(F_GETFD)).
+    package static func isOpen(_ fd: Int32) -> Bool { fcntl(fd, F_GETFD) != -1 }
+
+    /// The names in a directory, "." and ".." left out.
+    package static func directory(_ path: String) throws(SystemError) -> [String] {
+        let d = try handle("opendir", path, opendir(path))
+        defer { closedir(d) }
+        var names: [String] = []
+        while let entry = readdir(d) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+}
+
+// MARK: Devices
+
+extension Sys {
+    /// EVIOCGKEY: the state of every key of an evdev node, one bit per code, into `bits`.
+    package static func evdevKeyState(_ fd: Int32, into bits: UnsafeMutableBufferPointer<UInt8>, _ subject: String?)
+        throws(SystemError)
+    {
+        try check("ioctl EVIOCGKEY", subject) { shutterd_evdev_key_state(fd, bits.baseAddress, Int32(bits.count)) }
+    }
+}
+
+// MARK: Unix sockets
+
+extension Sys {
+    /// A `sockaddr_un` for `path`; throws ENAMETOOLONG (as `call`) when it does not fit.
+    package static func unixAddress(_ path: String, for call: String) throws(SystemError) -> (sockaddr_un, socklen_t) {
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else {
+            throw SystemError(call, errno: ENAMETOOLONG, subject: path)
+        }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return (addr, socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + 1))
+    }
+
+    /// SOCK_STREAM, for a library that asks of a socket's type (sd_is_socket_unix).
+    package static let streamSocket = Int32(SOCK_STREAM.rawValue)
+
+    /// A Unix stream socket, close-on-exec (and non-blocking if asked).
+    package static func unixSocket(nonBlocking: Bool = false) throws(SystemError) -> Int32 {
+        try check("socket") {
+            socket(AF_UNIX, shutterd_sock_stream_cloexec | (nonBlocking ? shutterd_sock_nonblock : 0), 0)
+        }
+    }
+
+    /// connect(2) to the Unix socket at `path`. EINTR is retried; on a socket with a send
+    /// timeout, EAGAIN (the listener's backlog full for that long) is thrown.
+    package static func connect(_ fd: Int32, path: String) throws(SystemError) {
+        var (addr, len) = try unixAddress(path, for: "connect")
+        try check("connect", path) {
+            withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, len) }
+            }
+        }
+    }
+
+    package static func bind(_ fd: Int32, path: String) throws(SystemError) {
+        var (addr, len) = try unixAddress(path, for: "bind")
+        try check("bind", path) {
+            withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, len) }
+            }
+        }
+    }
+
+    package static func listen(_ fd: Int32, backlog: Int32, _ subject: String? = nil) throws(SystemError) {
+        try check("listen", subject) { Glibc.listen(fd, backlog) }
+    }
+
+    /// accept4(SOCK_NONBLOCK | SOCK_CLOEXEC): the new descriptor, nil when none is waiting.
+    package static func accept(_ fd: Int32, _ subject: String? = nil) throws(SystemError) -> Int32? {
+        try nonBlocking("accept", subject) { shutterd_accept4(fd) }
+    }
+
+    /// SO_SNDTIMEO: `send` and `connect` give up with EAGAIN after `timeout` (at least 1 µs;
+    /// 0 would mean never).
+    package static func setSendTimeout(_ fd: Int32, _ timeout: Duration) throws(SystemError) {
+        var tv = timeval(
+            tv_sec: Int(clamping: timeout.components.seconds),
+            tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
+        if tv.tv_sec == 0 && tv.tv_usec == 0 { tv.tv_usec = 1 }
+        try check("setsockopt(SO_SNDTIMEO)") {
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        }
+    }
+
+    /// SO_PEERCRED: the pid, uid and gid of the peer, nil when the kernel does not say.
+    package static func peerCredentials(_ fd: Int32) -> (pid: Int32, uid: UInt32, gid: UInt32)? {
+        var pid: Int32 = 0
+        var uid: UInt32 = 0
+        var gid: UInt32 = 0
+        guard shutterd_peercred(fd, &pid, &uid, &gid) == 0 else { return nil }
+        return (pid, uid, gid)
+    }
+
+    /// send(2) with MSG_NOSIGNAL, never raising SIGPIPE: the bytes sent, nil when the
+    /// socket takes nothing now (its buffer full, or its send timeout passed when
+    /// `wait`). Without `wait`, MSG_DONTWAIT.
+    @inlinable
+    package static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, wait: Bool = false) throws(SystemError)
+        -> Int?
+    {
+        let flags = Int32(MSG_NOSIGNAL) | (wait ? 0 : Int32(MSG_DONTWAIT))
+        return try nonBlocking("send") { Glibc.send(fd, bytes.baseAddress, bytes.count, flags) }
+    }
+
+    /// sendmsg(2) of two pieces as one message's bytes, MSG_NOSIGNAL | MSG_DONTWAIT: the
+    /// bytes sent, nil when the socket buffer is full.
+    @inlinable
+    package static func sendmsg(_ fd: Int32, _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer)
+        throws(SystemError) -> Int?
+    {
+        var pieces = (
+            iovec(iov_base: UnsafeMutableRawPointer(mutating: first.baseAddress), iov_len: first.count),
+            iovec(iov_base: UnsafeMutableRawPointer(mutating: second.baseAddress), iov_len: second.count)
+        )
+        return try withUnsafeMutableBytes(of: &pieces) { raw throws(SystemError) -> Int? in
+            var message = msghdr()
+            message.msg_iov = raw.baseAddress!.assumingMemoryBound(to: iovec.self)
+            message.msg_iovlen = 2
+            return try nonBlocking("sendmsg") {
+                Glibc.sendmsg(fd, &message, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+            }
+        }
+    }
+
+    /// recv(2): the count, 0 at end of stream, nil when nothing is there now. Without
+    /// `wait`, MSG_DONTWAIT.
+    @inlinable
+    package static func recv(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, wait: Bool = false)
+        throws(SystemError) -> Int?
+    {
+        try nonBlocking("recv") { Glibc.recv(fd, buffer.baseAddress, buffer.count, wait ? 0 : Int32(MSG_DONTWAIT)) }
+    }
+
+    /// recv(2), MSG_DONTWAIT, into all of `buffer`: the count, 0 at end of stream, nil when
+    /// nothing is there now.
+    @inlinable
+    package static func recv(_ fd: Int32, into buffer: inout [UInt8]) throws(SystemError) -> Int? {
+        try nonBlocking("recv") {
+            buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        }
+    }
+
+    /// shutdown(SHUT_RDWR).
+    package static func shutdown(_ fd: Int32, _ subject: String? = nil) throws(SystemError) {
+        try check("shutdown", subject) { Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+}
+
+// MARK: Waiting
+
+extension Sys {
+    /// What `poll` waits for on a descriptor and what it found.
+    package struct PollEvents: OptionSet, Sendable {
+        package var rawValue: Int16
+        package init(rawValue: Int16) { self.rawValue = rawValue }
+        package static let readable = PollEvents(rawValue: Int16(POLLIN))
+        package static let writable = PollEvents(rawValue: Int16(POLLOUT))
+        package static let error = PollEvents(rawValue: Int16(POLLERR))
+        package static let hangup = PollEvents(rawValue: Int16(POLLHUP))
+    }
+
+    /// poll(2) on descriptors for `timeout` milliseconds (-1: for ever): what each found,
+    /// empty for none; nil when a signal interrupted the wait (a caller with a deadline
+    /// computes the wait again).
+    package static func poll(_ fds: [(Int32, PollEvents)], timeout: Int32) throws(SystemError) -> [PollEvents]? {
+        var set = fds.map { pollfd(fd: $0.0, events: $0.1.rawValue, revents: 0) }
+        let n = Glibc.poll(&set, nfds_t(set.count), timeout)
+        if n < 0 {
+            let e = Glibc.errno
+            if e == EINTR { return nil }
+            throw failure("poll", nil, e)
+        }
+        return set.map { PollEvents(rawValue: $0.revents) }
+    }
+
+    /// poll(2) on one descriptor: what it found (empty on timeout), nil when interrupted.
+    package static func poll(_ fd: Int32, _ events: PollEvents, timeout: Int32) throws(SystemError) -> PollEvents? {
+        try poll([(fd, events)], timeout: timeout)?[0]
+    }
+
+    /// Sleeps `micros` microseconds, the whole time (nanosleep, continued after a signal).
+    package static func sleep(micros: Int64) {
+        guard micros > 0 else { return }
+        var asked = timespec(tv_sec: Int(micros / 1_000_000), tv_nsec: Int(micros % 1_000_000) * 1000)
+        var left = timespec()
+        while nanosleep(&asked, &left) != 0 && Glibc.errno == EINTR { asked = left }
+    }
+
+    /// CLOCK_MONOTONIC now, in microseconds.
+    @inlinable
+    package static func monotonicMicros() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
+    }
+
+    /// CLOCK_REALTIME now, in microseconds since 1970.
+    package static func wallClockMicros() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
+    }
+}
+
+// MARK: epoll, timerfd, signalfd
+
+extension Sys {
+    package static let epollIn = EPOLLIN.rawValue
+    package static let epollOut = EPOLLOUT.rawValue
+    package static let epollHangup = EPOLLHUP.rawValue | EPOLLERR.rawValue
+
+    package static func epollCreate() throws(SystemError) -> Int32 {
+        try check("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) }
+    }
+
+    package enum EpollChange {
+        case add, modify, delete
+    }
+
+    package static func epollControl(_ epfd: Int32, _ change: EpollChange, _ fd: Int32, events: UInt32)
+        throws(SystemError)
+    {
+        var ev = epoll_event(events: events, data: epoll_data_t(fd: fd))
+        switch change {
+        case .add: try check("epoll_ctl(ADD)", "fd \(fd)") { epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) }
+        case .modify: try check("epoll_ctl(MOD)", "fd \(fd)") { epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) }
+        case .delete: try check("epoll_ctl(DEL)", "fd \(fd)") { epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &ev) }
+        }
+    }
+
+    /// Ready descriptors as epoll_wait fills them in: a fixed buffer, read by index.
+    package struct EpollEvents {
+        @usableFromInline var events: [epoll_event]
+        package init(capacity: Int) { events = [epoll_event](repeating: epoll_event(), count: capacity) }
+        @inlinable package func fd(_ i: Int) -> Int32 { events[i].data.fd }
+        @inlinable package func events(_ i: Int) -> UInt32 { events[i].events }
+    }
+
+    /// epoll_wait(2), retried on EINTR: how many of `ready` it filled in.
+    @inlinable
+    package static func epollWait(_ epfd: Int32, _ ready: inout EpollEvents, timeout: Int32) throws(SystemError)
+        -> Int
+    {
+        Int(try check("epoll_wait") { epoll_wait(epfd, &ready.events, Int32(ready.events.count), timeout) })
+    }
+
+    /// A non-blocking CLOCK_MONOTONIC timerfd.
+    package static func timerCreate() throws(SystemError) -> Int32 {
+        try check("timerfd_create") { timerfd_create(CLOCK_MONOTONIC, Int32(TFD_NONBLOCK | TFD_CLOEXEC)) }
+    }
+
+    /// timerfd_settime(2): first after `micros` (0: disarmed), then every `interval` (0: once).
+    @inlinable
+    package static func timerSet(_ fd: Int32, after micros: UInt64, interval: UInt64) throws(SystemError) {
+        func ts(_ us: UInt64) -> timespec { timespec(tv_sec: Int(us / 1_000_000), tv_nsec: Int(us % 1_000_000) * 1000) }
+        var spec = itimerspec(it_interval: ts(interval), it_value: ts(micros))
+        try check("timerfd_settime") { timerfd_settime(fd, 0, &spec, nil) }
+    }
+
+    /// Reads a timerfd's expirations (nil when there are none), so it stops being readable.
+    @inlinable
+    package static func timerAcknowledge(_ fd: Int32) throws(SystemError) -> UInt64? {
+        var count: UInt64 = 0
+        guard try nonBlocking("read", "timerfd", { Glibc.read(fd, &count, 8) }) != nil else { return nil }
+        return count
+    }
+
+    package static let terminate = SIGTERM
+    package static let interrupt = SIGINT
+    package static let hangUp = SIGHUP
+    package static let brokenPipe = SIGPIPE
+
+    /// Blocks `signals` and returns a non-blocking signalfd that reads them.
+    package static func signalDescriptor(_ signals: [Int32]) throws(SystemError) -> Int32 {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for s in signals { sigaddset(&set, s) }
+        try check("sigprocmask") { sigprocmask(SIG_BLOCK, &set, nil) }
+        return try check("signalfd") { signalfd(-1, &set, Int32(SFD_NONBLOCK | SFD_CLOEXEC)) }
+    }
+
+    /// The next signal a signalfd holds, nil when none.
+    package static func nextSignal(_ fd: Int32) throws(SystemError) -> Int32? {
+        var info = signalfd_siginfo()
+        let size = MemoryLayout<signalfd_siginfo>.size
+        let n = try nonBlocking("read", "signalfd") { Glibc.read(fd, &info, size) }
+        return n == size ? Int32(info.ssi_signo) : nil
+    }
+
+    /// Ignores a signal (SIG_IGN): SIGPIPE, for a program that writes to sockets.
+    package static func ignore(_ signal: Int32) {
+        _ = Glibc.signal(signal, SIG_IGN)
+    }
+}
+
+// MARK: The process
+
+extension Sys {
+    package static func environment(_ name: String) -> String? {
+        getenv(name).map { String(cString: $0) }
+    }
+
+    package static func effectiveUID() -> UInt32 { geteuid() }
+
+    /// Whether anything is at `path`, a symbolic link not followed (a dangling one is there).
+    package static func exists(_ path: String) -> Bool { faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0 }
+
+    /// Descriptors 0 to 2 that are closed are opened on /dev/null, so that sockets opened
+    /// later do not take them (and the log is not written into one).
+    package static func openStandardDescriptors() {
+        for fd: Int32 in 0...2 where !isOpen(fd) {
+            _ = Glibc.open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY)
+        }
+    }
+
+    package static func hostName() -> String? {
+        var name = [CChar](repeating: 0, count: 256)
+        guard gethostname(&name, name.count - 1) == 0 else { return nil }
+        return String(cString: name)
+    }
+
+    /// Ends the process now, after the C library's buffers are flushed.
+    package static func exit(_ status: Int32) -> Never { Glibc.exit(status) }
+
+    /// Flushes the C library's output buffers (what `print` wrote).
+    package static func flushOutput() { fflush(nil) }
+
+    /// Writes a message to stderr as it is, blocking (for a command-line tool).
+    package static func writeStandardError(_ text: String) {
+        try? writeAll(2, Array(text.utf8))
+    }
+
+    /// setrlimit(RLIMIT_NOFILE).
+    package static func setOpenFileLimit(soft: UInt64, hard: UInt64) throws(SystemError) {
+        var r = rlimit(rlim_cur: rlim_t(soft), rlim_max: rlim_t(hard))
+        try check("setrlimit(RLIMIT_NOFILE)") { setrlimit(Int32(RLIMIT_NOFILE.rawValue), &r) }
+    }
+
+    /// RLIMIT_NOFILE: the soft and the hard limit on open files.
+    package static func openFileLimit() throws(SystemError) -> (soft: UInt64, hard: UInt64) {
+        var r = rlimit()
+        try check("getrlimit(RLIMIT_NOFILE)") { getrlimit(Int32(RLIMIT_NOFILE.rawValue), &r) }
+        return (UInt64(r.rlim_cur), UInt64(r.rlim_max))
+    }
+
+    /// A user's uid by name (getpwnam), nil when there is no such user.
+    package static func userID(_ name: String) -> UInt32? { getpwnam(name)?.pointee.pw_uid }
+
+    /// A group's gid by name (getgrnam), nil when there is no such group.
+    package static func groupID(_ name: String) -> UInt32? { getgrnam(name)?.pointee.gr_gid }
+
+    /// The groups of the user `uid`, with `gid` (getpwuid, then getgrouplist, the list
+    /// grown when it does not fit); just `gid` when there is no such user.
+    package static func groups(ofUser uid: UInt32, primary gid: UInt32) -> [UInt32] {
+        guard let pw = getpwuid(uid) else { return [gid] }
+        // When the list does not fit, getgrouplist returns -1 and sets `count` to the size it
+        // needs: grow the list and ask again (the group file may change in between).
+        var list = [gid_t](repeating: 0, count: 64)
+        while true {
+            var count = Int32(list.count)
+            if getgrouplist(pw.pointee.pw_name, gid, &list, &count) >= 0 { return Array(list.prefix(Int(count))) }
+            // More than Linux's NGROUPS_MAX (65536) is not a size but a fault: no groups then.
+            guard list.count <= 65536 else { return [gid] }
+            list = [gid_t](repeating: 0, count: max(Int(count), list.count * 2))
+        }
+    }
+}

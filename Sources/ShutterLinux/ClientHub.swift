@@ -1,6 +1,5 @@
-import CLinux
-import Glibc
 import ShutterCore
+import ShutterSys
 
 /// What the client side asks of the rest of the daemon.
 package protocol ClientHubDelegate: AnyObject {
@@ -130,7 +129,7 @@ package final class ClientHub {
                 guard let accepted = try listener.accept() else { return }
                 fd = accepted
             } catch {
-                guard [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(error.errno) else {
+                guard [Errno.EMFILE, Errno.ENFILE, Errno.ENOBUFS, Errno.ENOMEM].contains(error.errno) else {
                     Log.error("\(error), ignoring")
                     return
                 }
@@ -164,7 +163,7 @@ package final class ClientHub {
                     FileDescriptor(waiting),
                     RequestError(
                         .tooManyClients,
-                        "shutterd cannot take another client now (\(String(cString: strerror(error.errno)))); try again later"
+                        "shutterd cannot take another client now (\(error.message)); try again later"
                     ))
             }
             reserve = FileDescriptor.open("/dev/null")
@@ -415,7 +414,8 @@ package final class ClientHub {
         if let failure {
             closeClient(
                 peer,
-                why: failure.errno == EPIPE || failure.errno == ECONNRESET ? "disconnected" : failure.description)
+                why: failure.errno == Errno.EPIPE || failure.errno == Errno.ECONNRESET
+                    ? "disconnected" : failure.description)
             return
         }
         if sentAll {
@@ -488,7 +488,7 @@ package final class ClientHub {
         releasedSinceTrim += bytes
         guard releasedSinceTrim >= Self.trimAfter else { return }
         releasedSinceTrim = 0
-        shutterd_trim_heap()
+        Sys.trimHeap()
     }
 
     /// Arms the gesture timer for the earliest long press pending, or disarms it.

@@ -1,6 +1,5 @@
-import CLinux
-import Glibc
 import ShutterCore
+import ShutterSys
 
 /// shutterd's version, reported in `hello` and `--version`.
 package let shutterdVersion = "0.1.0"
@@ -68,12 +67,12 @@ package final class Daemon {
     /// ready (and says so to systemd) when this returns.
     package init(options: DaemonOptions) throws(DaemonError) {
         self.options = options
-        signal(SIGPIPE, SIG_IGN)
+        Sys.ignore(Sys.brokenPipe)
         Daemon.raiseDescriptorLimit(for: options.config.limits)
         do {
             loop = try EventLoop()
             Log.attach(to: loop)
-            signals = try SignalSource([SIGTERM, SIGINT, SIGHUP])
+            signals = try SignalSource([Sys.terminate, Sys.interrupt, Sys.hangUp])
             if let fd = try Systemd.listenSocket() {
                 listener = UnixListener(adopting: fd, path: options.socketPath)
                 Log.info("listening on the socket passed by systemd")
@@ -143,11 +142,11 @@ package final class Daemon {
     /// them): a press, a client or a hot-plug maps back what it runs, as minor faults.
     /// docs/DESIGN.md, "Binaries and memory", gives the figures.
     func releaseStartCode() {
-        let bytes = shutterd_release_code()
-        if bytes < 0 {
-            Log.debug(SystemError("madvise(MADV_DONTNEED)", errno: errno, subject: "of the program's code").description)
-        } else {
+        do {
+            let bytes = try Sys.releaseProgramCode()
             Log.debug("start-up code unmapped: \(bytes / 1024) KiB advised")
+        } catch {
+            Log.debug(error.description)
         }
     }
 
@@ -158,12 +157,14 @@ package final class Daemon {
     /// plus the daemon's own descriptors). shutterd never uses select(), so a high limit is
     /// safe. Beyond the limit, clients are refused with a clear error (ClientHub).
     static func raiseDescriptorLimit(for limits: ClientLimits) {
-        var r = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &r) == 0 else { return }
-        let wanted = rlim_t(limits.maxClients + 256)
-        guard r.rlim_cur < wanted else { return }
-        r.rlim_cur = min(wanted, r.rlim_max)
-        sysLogged("setrlimit(RLIMIT_NOFILE)") { setrlimit(Int32(RLIMIT_NOFILE.rawValue), &r) }
+        guard let limit = try? Sys.openFileLimit() else { return }
+        let wanted = UInt64(limits.maxClients + 256)
+        guard limit.soft < wanted else { return }
+        do {
+            try Sys.setOpenFileLimit(soft: min(wanted, limit.hard), hard: limit.hard)
+        } catch {
+            Log.error("\(error)")
+        }
     }
 
     /// Runs until SIGTERM or SIGINT; then cancels held presses, tells the clients and exits.
@@ -294,7 +295,7 @@ package final class Daemon {
         for i in occurrences.indices { occurrences[i].receiveTime = now }
         hub.publish(occurrences)
         if let gone {
-            removeDevice(device.handle, why: gone.errno == ENODEV ? "unplugged" : gone.description)
+            removeDevice(device.handle, why: gone.errno == Errno.ENODEV ? "unplugged" : gone.description)
         } else if device.grabPending {
             updateGrab(device)
         }
@@ -370,7 +371,7 @@ package final class Daemon {
     func signalReady() {
         while let s = signals.next() {
             switch s {
-            case SIGHUP:
+            case Sys.hangUp:
                 Log.info("SIGHUP: re-reading devices and batteries, reporting dropped events")
                 for device in devices.values { device.evdev.logUnreportedDrops() }
                 rereadBatteries()

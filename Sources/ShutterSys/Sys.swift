@@ -6,11 +6,14 @@ import Glibc
 /// comes back as nil, a value; any other failure is thrown as a `SystemError` naming the
 /// call, what it was made on and the errno. The calls on the press path (send, sendmsg,
 /// recv, read, epoll_wait, clock_gettime, timerfd_settime) are `@inlinable`, so that they
-/// cost what the call itself costs in the module that makes it.
-package enum Sys {
+/// cost what the call itself costs in the module that makes it; those made per client per
+/// press (send, sendmsg, recv, and `check`/`nonBlocking` under them) are `public` too,
+/// since this toolchain does not inline an `@inlinable package` function in another
+/// module. No product exports this module.
+public enum Sys {
     /// Runs a call that returns -1 and sets errno on failure, retrying on EINTR.
     @inlinable @discardableResult
-    package static func check<T: BinaryInteger>(
+    public static func check<T: BinaryInteger>(
         _ call: String, _ subject: String? = nil, _ body: () -> T
     ) throws(SystemError) -> T {
         while true {
@@ -25,7 +28,7 @@ package enum Sys {
     /// A call on a non-blocking descriptor: its result, or nil when it would block (EAGAIN,
     /// EWOULDBLOCK). EINTR is retried; anything else is thrown, as by `check`.
     @inlinable
-    package static func nonBlocking<T: BinaryInteger>(
+    public static func nonBlocking<T: BinaryInteger>(
         _ call: String, _ subject: String? = nil, _ body: () -> T
     ) throws(SystemError) -> T? {
         while true {
@@ -89,7 +92,7 @@ extension Sys {
     /// read(2) on a non-blocking descriptor: the count, 0 at end of file, nil when nothing
     /// is there now.
     @inlinable
-    package static func read(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, _ subject: String? = nil)
+    public static func read(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, _ subject: String? = nil)
         throws(SystemError) -> Int?
     {
         try nonBlocking("read", subject) { Glibc.read(fd, buffer.baseAddress, buffer.count) }
@@ -97,7 +100,7 @@ extension Sys {
 
     /// write(2): the count written, nil when the (non-blocking) descriptor takes nothing now.
     @inlinable
-    package static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, _ subject: String? = nil)
+    public static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, _ subject: String? = nil)
         throws(SystemError) -> Int?
     {
         try nonBlocking("write", subject) { Glibc.write(fd, bytes.baseAddress, bytes.count) }
@@ -333,37 +336,17 @@ extension Sys {
     /// socket takes nothing now (its buffer full, or its send timeout passed when
     /// `wait`). Without `wait`, MSG_DONTWAIT.
     @inlinable
-    package static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, wait: Bool = false) throws(SystemError)
+    public static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, wait: Bool = false) throws(SystemError)
         -> Int?
     {
         let flags = Int32(MSG_NOSIGNAL) | (wait ? 0 : Int32(MSG_DONTWAIT))
         return try nonBlocking("send") { Glibc.send(fd, bytes.baseAddress, bytes.count, flags) }
     }
 
-    /// sendmsg(2) of two pieces as one message's bytes, MSG_NOSIGNAL | MSG_DONTWAIT: the
-    /// bytes sent, nil when the socket buffer is full.
-    @inlinable
-    package static func sendmsg(_ fd: Int32, _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer)
-        throws(SystemError) -> Int?
-    {
-        var pieces = (
-            iovec(iov_base: UnsafeMutableRawPointer(mutating: first.baseAddress), iov_len: first.count),
-            iovec(iov_base: UnsafeMutableRawPointer(mutating: second.baseAddress), iov_len: second.count)
-        )
-        return try withUnsafeMutableBytes(of: &pieces) { raw throws(SystemError) -> Int? in
-            var message = msghdr()
-            message.msg_iov = raw.baseAddress!.assumingMemoryBound(to: iovec.self)
-            message.msg_iovlen = 2
-            return try nonBlocking("sendmsg") {
-                Glibc.sendmsg(fd, &message, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
-            }
-        }
-    }
-
     /// recv(2): the count, 0 at end of stream, nil when nothing is there now. Without
     /// `wait`, MSG_DONTWAIT.
     @inlinable
-    package static func recv(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, wait: Bool = false)
+    public static func recv(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, wait: Bool = false)
         throws(SystemError) -> Int?
     {
         try nonBlocking("recv") { Glibc.recv(fd, buffer.baseAddress, buffer.count, wait ? 0 : Int32(MSG_DONTWAIT)) }
@@ -372,7 +355,7 @@ extension Sys {
     /// recv(2), MSG_DONTWAIT, into all of `buffer`: the count, 0 at end of stream, nil when
     /// nothing is there now.
     @inlinable
-    package static func recv(_ fd: Int32, into buffer: inout [UInt8]) throws(SystemError) -> Int? {
+    public static func recv(_ fd: Int32, into buffer: inout [UInt8]) throws(SystemError) -> Int? {
         try nonBlocking("recv") {
             buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
         }
@@ -426,7 +409,7 @@ extension Sys {
 
     /// CLOCK_MONOTONIC now, in microseconds.
     @inlinable
-    package static func monotonicMicros() -> Int64 {
+    public static func monotonicMicros() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
@@ -467,16 +450,16 @@ extension Sys {
     }
 
     /// Ready descriptors as epoll_wait fills them in: a fixed buffer, read by index.
-    package struct EpollEvents {
+    public struct EpollEvents {
         @usableFromInline var events: [epoll_event]
         package init(capacity: Int) { events = [epoll_event](repeating: epoll_event(), count: capacity) }
-        @inlinable package func fd(_ i: Int) -> Int32 { events[i].data.fd }
-        @inlinable package func events(_ i: Int) -> UInt32 { events[i].events }
+        @inlinable public func fd(_ i: Int) -> Int32 { events[i].data.fd }
+        @inlinable public func events(_ i: Int) -> UInt32 { events[i].events }
     }
 
     /// epoll_wait(2), retried on EINTR: how many of `ready` it filled in.
     @inlinable
-    package static func epollWait(_ epfd: Int32, _ ready: inout EpollEvents, timeout: Int32) throws(SystemError)
+    public static func epollWait(_ epfd: Int32, _ ready: inout EpollEvents, timeout: Int32) throws(SystemError)
         -> Int
     {
         Int(try check("epoll_wait") { epoll_wait(epfd, &ready.events, Int32(ready.events.count), timeout) })
@@ -489,7 +472,7 @@ extension Sys {
 
     /// timerfd_settime(2): first after `micros` (0: disarmed), then every `interval` (0: once).
     @inlinable
-    package static func timerSet(_ fd: Int32, after micros: UInt64, interval: UInt64) throws(SystemError) {
+    public static func timerSet(_ fd: Int32, after micros: UInt64, interval: UInt64) throws(SystemError) {
         func ts(_ us: UInt64) -> timespec { timespec(tv_sec: Int(us / 1_000_000), tv_nsec: Int(us % 1_000_000) * 1000) }
         var spec = itimerspec(it_interval: ts(interval), it_value: ts(micros))
         try check("timerfd_settime") { timerfd_settime(fd, 0, &spec, nil) }
@@ -497,7 +480,7 @@ extension Sys {
 
     /// Reads a timerfd's expirations (nil when there are none), so it stops being readable.
     @inlinable
-    package static func timerAcknowledge(_ fd: Int32) throws(SystemError) -> UInt64? {
+    public static func timerAcknowledge(_ fd: Int32) throws(SystemError) -> UInt64? {
         var count: UInt64 = 0
         guard try nonBlocking("read", "timerfd", { Glibc.read(fd, &count, 8) }) != nil else { return nil }
         return count
@@ -523,6 +506,19 @@ extension Sys {
         let size = MemoryLayout<signalfd_siginfo>.size
         let n = try nonBlocking("read", "signalfd") { Glibc.read(fd, &info, size) }
         return n == size ? Int32(info.ssi_signo) : nil
+    }
+
+    /// Gives the heap's free memory back to the system (malloc_trim, through CLinux).
+    package static func trimHeap() { shutterd_trim_heap() }
+
+    /// Unmaps the resident pages of the program's own read-only segments (madvise
+    /// MADV_DONTNEED, through CLinux): the bytes advised.
+    package static func releaseProgramCode() throws(SystemError) -> Int {
+        let bytes = shutterd_release_code()
+        if bytes < 0 {
+            throw SystemError("madvise(MADV_DONTNEED)", errno: Glibc.errno, subject: "of the program's code")
+        }
+        return Int(bytes)
     }
 
     /// Ignores a signal (SIG_IGN): SIGPIPE, for a program that writes to sockets.

@@ -1,13 +1,15 @@
 import CLinux
 import Glibc
 
-/// A failed system or library call: which call, on what, and the errno.
-package struct SystemError: Error, CustomStringConvertible, Equatable, Sendable {
-    package var call: String
-    package var errno: Int32
-    package var subject: String?
+/// A failed system or library call: which call, on what, and the errno. Public, as `Sys`
+/// is, only so that the press path's calls are inlined in the modules that make them (an
+/// `@inlinable package` function is not); no product exports this module.
+public struct SystemError: Error, CustomStringConvertible, Equatable, Sendable {
+    public var call: String
+    public var errno: Int32
+    public var subject: String?
 
-    package init(_ call: String, errno: Int32, subject: String? = nil) {
+    public init(_ call: String, errno: Int32, subject: String? = nil) {
         self.call = call
         self.errno = errno
         self.subject = subject
@@ -19,7 +21,7 @@ package struct SystemError: Error, CustomStringConvertible, Equatable, Sendable 
     /// The errno in words (strerror): "Permission denied".
     package var message: String { Sys.errnoMessage(errno) }
 
-    package var description: String {
+    public var description: String {
         let what = subject.map { "\(call) \($0)" } ?? call
         return "\(what): \(message) (errno \(errno))"
     }

@@ -3,10 +3,6 @@ import ShutterSys
 
 /// What the client side asks of the rest of the daemon.
 package protocol ClientHubDelegate: AnyObject {
-    /// The devices as now open, for `hello` and `listDevices`.
-    var deviceList: [DeviceRecord] { get }
-    /// Some interaction's grab wish may have changed.
-    func grabWishesChanged()
     /// The number of clients changed.
     func clientCountChanged()
 }
@@ -51,7 +47,13 @@ package final class ClientHub {
     package weak var delegate: ClientHubDelegate?
     /// Numbers a client's own cancels in the daemon's sequence.
     let engine: Engine
+    /// The open devices' grabs, looked at again when grab wishes may have changed.
+    let grabs: Grabs
     var clients: [Int32: Client] = [:]
+    /// The devices as now open, in the order they came (by handle), for `hello` and
+    /// `listDevices`: kept from what the daemon tells every client (`deviceAdded`,
+    /// `deviceRemoved`, `deviceChanged`), not asked of it.
+    private(set) var devices: [DeviceRecord] = []
     /// The clients' side of publishing, as values; its plan is carried out by `carryOut`.
     // Walked and written for every event, on the loop's one thread, never across a call that
     // changes it: no runtime exclusivity check.
@@ -89,13 +91,15 @@ package final class ClientHub {
     var refusedAtLimit: Int?
 
     package init(
-        loop: EventLoop, listener: UnixListener, access: AccessPolicy, limits: ClientLimits, engine: Engine
+        loop: EventLoop, listener: UnixListener, access: AccessPolicy, limits: ClientLimits, engine: Engine,
+        grabs: Grabs
     ) throws(SystemError) {
         self.loop = loop
         self.listener = listener
         self.access = access
         self.limits = limits
         self.engine = engine
+        self.grabs = grabs
         fanout = Fanout(limits: limits)
         closeTimer = try Timer()
         gestureTimer = try Timer()
@@ -217,7 +221,7 @@ package final class ClientHub {
         clients[fd] = client
         client.fan = fanout.add(id: fd, mayGrab: client.mayGrab)
         Log.info("\(client.label): connected")
-        fanout.send(Message.hello(version: shutterdVersion, devices: delegate?.deviceList ?? []), to: client.fan)
+        fanout.send(Message.hello(version: shutterdVersion, devices: devices), to: client.fan)
         carryOut()
         delegate?.clientCountChanged()
     }
@@ -306,7 +310,7 @@ package final class ClientHub {
         case .ping:
             fanout.send(Message.reply(line.request, id: line.id), to: client.fan)
         case .listDevices:
-            fanout.send(Message.devices(id: line.id, delegate?.deviceList ?? []), to: client.fan)
+            fanout.send(Message.devices(id: line.id, devices), to: client.fan)
         case .setInteraction(let interaction):
             if interaction.grab && !client.mayGrab {
                 let who = client.peer.map { "uid \($0.uid)" } ?? "this client"
@@ -341,7 +345,7 @@ package final class ClientHub {
         if !fanout.fellBehind.isEmpty { logFellBehind() }
         // Devices are grabbed or released before the reply that asked for it is written, and
         // before a client that fell behind is sent anything more.
-        if fanout.grabsChanged && fanout.takeGrabsChanged() { delegate?.grabWishesChanged() }
+        if fanout.grabsChanged && fanout.takeGrabsChanged() { updateGrabs() }
         if fanout.sendCount > 0 {
             // Nothing closes a client on the way: a failed send is kept, and the write of what
             // is kept meets the error again and closes the client there.
@@ -368,10 +372,10 @@ package final class ClientHub {
         }
         if fanout.released > 0 { released(fanout.released) }
         // A client closed on the way may have changed the grab wishes again.
-        let grabs = fanout.grabsChanged
+        let grabsChanged = fanout.grabsChanged
         if fanout.longPressMoved { armGestureTimer(fanout.longPressDue) }
         fanout.planDone()
-        if grabs { delegate?.grabWishesChanged() }
+        if grabsChanged { updateGrabs() }
     }
 
     func logFellBehind() {
@@ -382,6 +386,11 @@ package final class ClientHub {
                 "\(client.label): fell behind by \(behind.messages) messages, \(behind.bytes) bytes (limits \(q.limit), \(q.byteLimit)), disconnecting"
             )
         }
+    }
+
+    /// Has every open device's grab looked at again, by what the clients now wish.
+    func updateGrabs() {
+        grabs.updateAll { fanout.wantsGrab($0) }
     }
 
     /// Gives a closing client its deadline.
@@ -508,9 +517,29 @@ package final class ClientHub {
         carryOut()
     }
 
-    /// Sends every client the same message (device added or removed).
-    package func broadcast(_ message: [UInt8]) {
+    /// Sends every client the same message.
+    func broadcast(_ message: [UInt8]) {
         fanout.broadcast(message)
         carryOut()
+    }
+
+    /// A device was added: it joins the list and every client is told (`deviceAdded`).
+    package func deviceAdded(_ record: DeviceRecord) {
+        let at = devices.firstIndex { $0.handle > record.handle } ?? devices.endIndex
+        devices.insert(record, at: at)
+        broadcast(Message.device(added: true, record))
+    }
+
+    /// A device was removed: it leaves the list and every client is told (`deviceRemoved`).
+    package func deviceRemoved(_ record: DeviceRecord) {
+        devices.removeAll { $0.handle == record.handle }
+        broadcast(Message.device(added: false, record))
+    }
+
+    /// A device's object changed (link state, battery): the list has the new one and every
+    /// client is told (`deviceChanged`).
+    package func deviceChanged(_ record: DeviceRecord) {
+        if let i = devices.firstIndex(where: { $0.handle == record.handle }) { devices[i] = record }
+        broadcast(Message.deviceChanged(record))
     }
 }

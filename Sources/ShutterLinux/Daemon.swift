@@ -55,6 +55,8 @@ package final class Daemon {
     /// BlueZ on the system bus; nil when replaying.
     var bluez: BluezWatcher?
     let engine = Engine(name: { KeyNames.name(type: $0, code: $1) })
+    /// The open devices' grabs (the hub has them looked at again when grab wishes change).
+    let grabs: Grabs
     var devices: [Int: OpenDevice] = [:]
     var bySyspath: [String: Int] = [:]
     var lastHandle = 0
@@ -67,6 +69,7 @@ package final class Daemon {
     /// ready (and says so to systemd) when this returns.
     package init(options: DaemonOptions) throws(DaemonError) {
         self.options = options
+        grabs = Grabs(engine: engine)
         Sys.ignore(Sys.brokenPipe)
         Daemon.raiseDescriptorLimit(for: options.config.limits)
         do {
@@ -101,7 +104,7 @@ package final class Daemon {
             try loop.add(signals.raw, events: EventLoop.readable) { [unowned self] _ in signalReady() }
             hub = try ClientHub(
                 loop: loop, listener: listener, access: AccessPolicy(options.config),
-                limits: options.config.limits, engine: engine)
+                limits: options.config.limits, engine: engine, grabs: grabs)
             hub.delegate = self
             try loop.add(hub.gestureTimer.raw, events: EventLoop.readable) { [unowned self] _ in longPressesDue() }
             if options.replay == nil {
@@ -251,11 +254,12 @@ package final class Daemon {
             return
         }
         devices[device.handle] = device
+        grabs.add(device)
         bySyspath[record.syspath] = device.handle
         engine.addDevice(device.record, mapping: plan.mapping)
         Log.info("\(evdev.nodeName) - \(name): added id=\(info.id) kind=\(plan.kind.rawValue) bus=\(info.busName)")
-        hub.broadcast(Message.device(added: true, device.record))
-        updateGrab(device)
+        hub.deviceAdded(device.record)
+        grabs.update(device, wanted: hub.wantsGrab(device.info))
         Systemd.notify("STATUS=\(status)")
         // Events that arrived before the fd was watched are pending and readable: epoll
         // reports them at once, as it is level-triggered.
@@ -297,7 +301,7 @@ package final class Daemon {
         if let gone {
             removeDevice(device.handle, why: gone.errno == Errno.ENODEV ? "unplugged" : gone.description)
         } else if device.grabPending {
-            updateGrab(device)
+            grabs.update(device, wanted: hub.wantsGrab(device.info))
         }
     }
 
@@ -325,45 +329,14 @@ package final class Daemon {
 
     func removeDevice(_ handle: Int, why: String) {
         guard let device = devices.removeValue(forKey: handle) else { return }
+        grabs.remove(handle)
         bySyspath[device.info.syspath] = nil
         hub.publish(engine.removeDevice(handle: handle, now: monotonicMicros()))
         loop.remove(device.evdev.raw)
         device.evdev.logUnreportedDrops()
         Log.info("\(device.evdev.nodeName) - \(device.info.name): removed (\(why))")
-        hub.broadcast(Message.device(added: false, device.record))
+        hub.deviceRemoved(device.record)
         Systemd.notify("STATUS=\(status)")
-    }
-
-    /// Grabs the device when an enabled interaction asks for it and no key is held (mapped
-    /// or not, by libevdev's state), and releases it when none asks.
-    func updateGrab(_ device: OpenDevice) {
-        let action = Admission.grabAction(
-            wanted: hub.wantsGrab(device.info), grabbed: device.evdev.grabbed,
-            anyKeyDown: engine.heldCount(device.handle) > 0 || device.evdev.anyKeyDown)
-        device.grabPending = action == .waitForRelease
-        let label = "\(device.evdev.nodeName) - \(device.info.name)"
-        switch action {
-        case .grab:
-            do {
-                try device.evdev.grab(true)
-                Log.info("\(label): grabbed")
-            } catch {
-                Log.error("\(label): grab failed: \(error), ignoring")
-            }
-        case .release:
-            try? device.evdev.grab(false)
-            Log.info("\(label): released")
-        case .waitForRelease, .nothing:
-            break
-        }
-    }
-
-    func updateGrabs() {
-        for device in devices.values { updateGrab(device) }
-    }
-
-    package var deviceList: [DeviceRecord] {
-        (devices.values.map(\.record) + (replayer?.records ?? [])).sorted { $0.handle < $1.handle }
     }
 
     // MARK: Signals
@@ -385,7 +358,6 @@ package final class Daemon {
 }
 
 extension Daemon: ClientHubDelegate {
-    package func grabWishesChanged() { updateGrabs() }
     package func clientCountChanged() {
         Systemd.notify("STATUS=\(status)")
         if hub.count > 0 { replayer?.start() }

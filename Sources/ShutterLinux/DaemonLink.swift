@@ -91,7 +91,7 @@ extension Daemon {
         if old.battery != new.info.battery { what.append("battery=\(new.info.battery.map(String.init) ?? "-")") }
         if old.alias != new.info.alias { what.append("alias=\(new.info.alias ?? "-")") }
         Log.info("\(device.evdev.nodeName) - \(new.info.name): \(what.joined(separator: " "))")
-        hub.broadcast(Message.deviceChanged(new))
+        hub.deviceChanged(new)
     }
 
     /// Events from a device BlueZ calls disconnected should not come; they are passed on

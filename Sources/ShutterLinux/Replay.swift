@@ -90,7 +90,7 @@ final class Replayer {
         Log.info(
             "\(label): added id=\(info.id) kind=\(decided.plan.kind.rawValue) bus=\(info.busName) (replayed, \(recording.events.count) events)"
         )
-        daemon.hub.broadcast(Message.device(added: true, track.record))
+        daemon.hub.deviceAdded(track.record)
     }
 
     /// Starts playback (the first client is there); later calls do nothing.
@@ -162,7 +162,7 @@ final class Replayer {
         t.removed = true
         daemon.hub.publish(daemon.engine.removeDevice(handle: t.record.handle, now: now))
         Log.info("\(t.path) - \(t.recording.name): removed (end of the recording)")
-        daemon.hub.broadcast(Message.device(added: false, t.record))
+        daemon.hub.deviceRemoved(t.record)
         Systemd.notify("STATUS=\(daemon.status)")
     }
 }

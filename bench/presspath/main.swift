@@ -16,8 +16,6 @@ import ShutterCore
 import ShutterLinux
 
 final class Delegate: ClientHubDelegate {
-    var deviceList: [DeviceRecord] { [] }
-    func grabWishesChanged() {}
     func clientCountChanged() {}
 }
 
@@ -35,7 +33,8 @@ func run() throws {
     let listener = try UnixListener(path: path)
     let engine = Engine(name: { KeyNames.name(type: $0, code: $1) })
     let hub = try ClientHub(
-        loop: loop, listener: listener, access: AccessPolicy(Config()), limits: ClientLimits(), engine: engine)
+        loop: loop, listener: listener, access: AccessPolicy(Config()), limits: ClientLimits(), engine: engine,
+        grabs: Grabs(engine: engine))
     let delegate = Delegate()
     hub.delegate = delegate
     let info = DeviceInfo(

@@ -133,6 +133,20 @@ package struct Fanout: ~Copyable {
     package mutating func remove(_ peer: Peer) {
         guard let i = peers.firstIndex(where: { $0 === peer }) else { return }
         peers.remove(at: i)
+        // Nothing planned for it is carried out: its socket is closed, and its number may
+        // be another client's soon.
+        if peer.listed {
+            toWrite.removeAll { $0 === peer }
+            peer.listed = false
+        }
+        if sendCount > 0 {
+            var kept = 0
+            for j in 0..<sendCount where sends[j].socket != peer.id {
+                sends[kept] = sends[j]
+                kept += 1
+            }
+            sendCount = kept
+        }
         if peer.session.interaction.grab {
             grabsChanged = true
             planned = true

@@ -201,6 +201,19 @@ struct FanoutTests {
         #expect(f.longPressPeers == 0 && f.longPressDue == nil && f.longPressMoved)
     }
 
+    @Test("a client removed with something planned for it leaves the plan: nothing is sent or written to its socket")
+    func removedLeavesPlan() {
+        var f = Fanout(limits: ClientLimits())
+        let a = f.add(id: 1, mayGrab: false)
+        let b = f.add(id: 2, mayGrab: false)
+        f.publish([Self.three[0]])
+        #expect(f.sendCount == 2)
+        f.send(Array("reply\n".utf8), to: a)
+        f.remove(a)
+        #expect(f.sendCount == 1 && f.sends[0].socket == b.id)
+        #expect(f.toWrite.isEmpty)
+    }
+
     @Test("a broadcast is queued for every client that is not closing")
     func broadcast() {
         var f = Fanout(limits: ClientLimits())

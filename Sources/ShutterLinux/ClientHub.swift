@@ -1,12 +1,6 @@
 import ShutterCore
 import ShutterSys
 
-/// What the client side asks of the rest of the daemon.
-package protocol ClientHubDelegate: AnyObject {
-    /// The number of clients changed.
-    func clientCountChanged()
-}
-
 /// The socket side of the daemon: accepts clients, reads their requests, and carries out
 /// what the fan-out (ShutterCore's `Fanout`, which writes each client the events its
 /// interaction selects) plans, never blocking on any client.
@@ -44,7 +38,6 @@ package final class ClientHub {
     let access: AccessPolicy
     let limits: ClientLimits
     let closeTimer: Timer
-    package weak var delegate: ClientHubDelegate?
     /// Numbers a client's own cancels in the daemon's sequence.
     let engine: Engine
     /// The open devices' grabs, looked at again when grab wishes may have changed.
@@ -104,7 +97,6 @@ package final class ClientHub {
         closeTimer = try Timer()
         gestureTimer = try Timer()
         reserve = FileDescriptor.open("/dev/null")
-        try loop.add(listener.raw, events: EventLoop.readable) { [unowned self] _ in acceptClients() }
         try loop.add(closeTimer.raw, events: EventLoop.readable) { [unowned self] _ in closeTimerFired() }
         loop.deferredWork = { [unowned self] in serveBacklog() }
     }
@@ -126,27 +118,34 @@ package final class ClientHub {
         loop.remove(gestureTimer.raw)
     }
 
-    func acceptClients() {
+    /// The listening socket is readable (its owner watches it, as an input like any other):
+    /// accepts the clients waiting; returns how many were admitted.
+    @discardableResult
+    package func acceptClients() -> Int {
+        var admitted = 0
         while true {
             let fd: Int32
             do {
-                guard let accepted = try listener.accept() else { return }
+                guard let accepted = try listener.accept() else { return admitted }
                 fd = accepted
             } catch {
                 guard [Errno.EMFILE, Errno.ENFILE, Errno.ENOBUFS, Errno.ENOMEM].contains(error.errno) else {
                     Log.error("\(error), ignoring")
-                    return
+                    return admitted
                 }
-                guard refuseAtLimit(error) else { return }
+                guard refuseAtLimit(error) else { return admitted }
                 continue
             }
             if let refused = refusedAtLimit {
                 Log.info("accepting clients again (\(refused) refused at the limit)")
                 refusedAtLimit = nil
             }
-            admit(fd)
+            if admit(fd) { admitted += 1 }
         }
     }
+
+    /// systemd's STATUS line: the devices and the clients (shutterd.service's status).
+    var status: String { "\(devices.count) devices, \(clients.count) clients" }
 
     /// At a descriptor or memory limit: accepts one waiting connection with the reserve
     /// descriptor, tells it why, and closes it, so the listener does not stay readable with
@@ -184,7 +183,8 @@ package final class ClientHub {
         socket.close()
     }
 
-    func admit(_ fd: Int32) {
+    @discardableResult
+    func admit(_ fd: Int32) -> Bool {
         let socket = FileDescriptor(fd)  // Closed with the client, or when refused below.
         let peer = UnixSocket.peerCredentials(fd)
         accepted += 1
@@ -197,7 +197,7 @@ package final class ClientHub {
                     .notPermitted,
                     "uid \(peer.uid) is not allowed to use shutterd (see allow-users and allow-groups in shutterd.conf)"
                 ))
-            return
+            return false
         }
         if clients.count >= limits.maxClients {
             Log.info("\(client.label): refused, \(clients.count) clients are connected (max-clients)")
@@ -207,7 +207,7 @@ package final class ClientHub {
                     .tooManyClients,
                     "shutterd has \(clients.count) clients, its limit (max-clients in shutterd.conf); try again later"
                 ))
-            return
+            return false
         }
         do {
             try loop.add(fd, events: EventLoop.readable) { [unowned self, unowned client] events in
@@ -216,14 +216,15 @@ package final class ClientHub {
         } catch {
             Log.error("\(client.label): \(error), ignoring")
             socket.close()
-            return
+            return false
         }
         clients[fd] = client
         client.fan = fanout.add(id: fd, mayGrab: client.mayGrab)
         Log.info("\(client.label): connected")
         fanout.send(Message.hello(version: shutterdVersion, devices: devices), to: client.fan)
         carryOut()
-        delegate?.clientCountChanged()
+        Systemd.notify("STATUS=\(status)")
+        return true
     }
 
     func clientReady(_ client: Client, _ events: UInt32) {
@@ -457,7 +458,7 @@ package final class ClientHub {
         client.socket.close()
         if let why { Log.info("\(client.label): \(why)") }
         carryOut()
-        delegate?.clientCountChanged()
+        Systemd.notify("STATUS=\(status)")
         // A descriptor is free again: a listener paused at the limit may accept.
         if reserve == nil {
             reserve = FileDescriptor.open("/dev/null")

@@ -105,7 +105,7 @@ package final class Daemon {
             hub = try ClientHub(
                 loop: loop, listener: listener, access: AccessPolicy(options.config),
                 limits: options.config.limits, engine: engine, grabs: grabs)
-            hub.delegate = self
+            try loop.add(listener.raw, events: EventLoop.readable) { [unowned self] _ in clientsArrived() }
             try loop.add(hub.gestureTimer.raw, events: EventLoop.readable) { [unowned self] _ in longPressesDue() }
             if options.replay == nil {
                 let watcher = BluezWatcher(loop: loop) { [unowned self] address in linkChanged(address: address) }
@@ -357,10 +357,11 @@ package final class Daemon {
     }
 }
 
-extension Daemon: ClientHubDelegate {
-    package func clientCountChanged() {
-        Systemd.notify("STATUS=\(status)")
-        if hub.count > 0 { replayer?.start() }
+extension Daemon {
+    /// The listening socket is readable: the hub accepts the clients waiting; `--replay`'s
+    /// playback starts with the first.
+    func clientsArrived() {
+        if hub.acceptClients() > 0 { replayer?.start() }
     }
 }
 

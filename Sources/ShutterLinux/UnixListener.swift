@@ -13,7 +13,7 @@ package final class UnixListener {
     /// one (nil when systemd passed the socket in).
     let bound: (dev: UInt, ino: UInt)?
 
-    var raw: Int32 { fd.raw }
+    package var raw: Int32 { fd.raw }
 
     /// Binds `path`, mode 0660. The directory is made when missing. A lock file beside the
     /// socket tells a live daemon from a stale socket: only with the lock is an old socket

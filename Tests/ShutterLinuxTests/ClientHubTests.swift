@@ -6,7 +6,7 @@ import Testing
 
 /// The socket server in-process, over a real Unix socket and the real event loop, fed by
 /// the real engine. The loop is stepped by the test, so every client runs in one thread.
-final class HubHarness: ClientHubDelegate {
+final class HubHarness {
     let dir = temporaryDirectory()
     let path: String
     let loop: EventLoop
@@ -30,7 +30,7 @@ final class HubHarness: ClientHubDelegate {
         hub = try ClientHub(
             loop: loop, listener: listener, access: AccessPolicy(Config()), limits: limits, engine: engine,
             grabs: Grabs(engine: engine))
-        hub.delegate = self
+        try loop.add(listener.raw, events: EventLoop.readable) { [unowned self] _ in hub.acceptClients() }
         // As the daemon does: the gesture timer is an input; the devices are read (here,
         // counted) before the long presses due are sent.
         try loop.add(hub.gestureTimer.raw, events: EventLoop.readable) { [unowned self] _ in
@@ -51,7 +51,6 @@ final class HubHarness: ClientHubDelegate {
         removeTree(dir)
     }
 
-    func clientCountChanged() {}
     var readsBeforeGestures = 0
 
     /// Runs the loop until nothing is ready.

@@ -15,10 +15,6 @@ import Glibc
 import ShutterCore
 import ShutterLinux
 
-final class Delegate: ClientHubDelegate {
-    func clientCountChanged() {}
-}
-
 func run() throws {
     let args = CommandLine.arguments
     let presses = args.count > 1 ? Int(args[1]) ?? 10000 : 10000
@@ -35,8 +31,7 @@ func run() throws {
     let hub = try ClientHub(
         loop: loop, listener: listener, access: AccessPolicy(Config()), limits: ClientLimits(), engine: engine,
         grabs: Grabs(engine: engine))
-    let delegate = Delegate()
-    hub.delegate = delegate
+    try loop.add(listener.raw, events: EventLoop.readable) { _ in hub.acceptClients() }
     let info = DeviceInfo(
         name: "AB Shutter3", bus: 5, vendor: 0x2717, product: 0x0040, version: 0x23, uniq: "c2:1a:55:0e:b3:05",
         phys: nil, syspath: "/sys/devices/virtual/misc/uhid/0005:2717:0040.0001/input/input1/event1",

@@ -13,7 +13,7 @@ package struct Fanout: ~Copyable {
     package final class Peer {
         /// The socket owner's key for the client (its descriptor).
         package let id: Int32
-        package let mayGrab: Bool
+        let mayGrab: Bool
         // Touched for every client on every event, on the one thread, never held across a
         // call that reaches them again: the runtime's exclusivity check would cost more than
         // the rest of the client's step.
@@ -91,7 +91,7 @@ package struct Fanout: ~Copyable {
         self.limits = limits
     }
 
-    package var count: Int { peers.count }
+    var count: Int { peers.count }
 
     /// Hands over the plan's grab change (to act on before the writes, as the grab comes
     /// before the reply that says it is wished).

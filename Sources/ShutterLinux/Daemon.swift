@@ -135,7 +135,7 @@ package final class Daemon {
         } else {
             Log.info("ready: \(devices.count) devices")
         }
-        Systemd.notify("READY=1\nSTATUS=\(status)")
+        Systemd.notify("READY=1\nSTATUS=\(hub.status)")
     }
 
     /// Most of the daemon's own code runs only to start it (options, config, enumeration,
@@ -153,8 +153,6 @@ package final class Daemon {
         }
     }
 
-    var status: String { "\(devices.count + (replayer?.count ?? 0)) devices, \(hub.count) clients" }
-
     /// Raises the soft descriptor limit towards the hard one, as far as max-clients and the
     /// devices need (systemd's default soft limit, 1024, is below the default max-clients
     /// plus the daemon's own descriptors). shutterd never uses select(), so a high limit is
@@ -163,11 +161,7 @@ package final class Daemon {
         guard let limit = try? Sys.openFileLimit() else { return }
         let wanted = UInt64(limits.maxClients + 256)
         guard limit.soft < wanted else { return }
-        do {
-            try Sys.setOpenFileLimit(soft: min(wanted, limit.hard), hard: limit.hard)
-        } catch {
-            Log.error("\(error)")
-        }
+        logged { () throws(SystemError) in try Sys.setOpenFileLimit(soft: min(wanted, limit.hard), hard: limit.hard) }
     }
 
     /// Runs until SIGTERM or SIGINT; then cancels held presses, tells the clients and exits.
@@ -260,7 +254,7 @@ package final class Daemon {
         Log.info("\(evdev.nodeName) - \(name): added id=\(info.id) kind=\(plan.kind.rawValue) bus=\(info.busName)")
         hub.deviceAdded(device.record)
         grabs.update(device, wanted: hub.wantsGrab(device.info))
-        Systemd.notify("STATUS=\(status)")
+        Systemd.notify("STATUS=\(hub.status)")
         // Events that arrived before the fd was watched are pending and readable: epoll
         // reports them at once, as it is level-triggered.
     }
@@ -336,7 +330,7 @@ package final class Daemon {
         device.evdev.logUnreportedDrops()
         Log.info("\(device.evdev.nodeName) - \(device.info.name): removed (\(why))")
         hub.deviceRemoved(device.record)
-        Systemd.notify("STATUS=\(status)")
+        Systemd.notify("STATUS=\(hub.status)")
     }
 
     // MARK: Signals

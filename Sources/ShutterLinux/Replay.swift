@@ -64,9 +64,6 @@ final class Replayer {
         try daemon.loop.add(timer.raw, events: EventLoop.readable) { [unowned self] _ in fire() }
     }
 
-    var count: Int { tracks.count(where: { !$0.removed }) }
-    var records: [DeviceRecord] { tracks.filter { !$0.removed }.map(\.record) }
-
     /// Admits a recording as its device would be admitted.
     func add(_ path: String, _ recording: Recording) {
         let label = "\(path) - \(recording.name)"
@@ -98,7 +95,7 @@ final class Replayer {
         guard !started else { return }
         started = true
         for (path, recording) in options.recordings { add(path, recording) }
-        Systemd.notify("STATUS=\(daemon.status)")
+        Systemd.notify("STATUS=\(daemon.hub.status)")
         let now = monotonicMicros()
         for t in tracks { t.origin = now }
         Log.info("replay: playing \(tracks.count) recordings at speed \(options.speed)")
@@ -163,6 +160,6 @@ final class Replayer {
         daemon.hub.publish(daemon.engine.removeDevice(handle: t.record.handle, now: now))
         Log.info("\(t.path) - \(t.recording.name): removed (end of the recording)")
         daemon.hub.deviceRemoved(t.record)
-        Systemd.notify("STATUS=\(daemon.status)")
+        Systemd.notify("STATUS=\(daemon.hub.status)")
     }
 }

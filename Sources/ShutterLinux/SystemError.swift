@@ -17,10 +17,5 @@ func logged(_ body: () throws(SystemError) -> Void) {
     }
 }
 
-/// `logged` for a libc call made in place, which returns -1 and sets errno (EINTR retried).
-func sysLogged<T: BinaryInteger>(_ call: String, _ subject: String? = nil, _ body: () -> T) {
-    logged { () throws(SystemError) in try Sys.check(call, subject, body) }
-}
-
 /// Writes all of `bytes` to a blocking descriptor, a short write continued.
 package func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(SystemError) { try Sys.writeAll(fd, bytes) }

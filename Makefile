@@ -75,7 +75,7 @@ DOCS = $(wildcard README.md docs/*.md)
 
 .PHONY: all build units install post-install uninstall check check-units check-format check-door \
 	check-rules check-man check-install check-systemd test run clean bench load \
-	bench-hostile fuzz deb check-deb hot-order
+	bench-hostile fuzz deb check-deb hot-order generate check-generated
 
 all: build units
 
@@ -210,7 +210,20 @@ uninstall:
 	fi
 	@echo "The user and group shutterd, if created, are left in place (userdel shutterd)."
 
-check: check-units check-rules check-man check-install check-format check-door
+check: check-units check-rules check-man check-install check-format check-door check-generated
+
+# The Python client's message classes, from the protocol's one declaration
+# (Sources/ShutterCore/Schema.swift) through `shutterctl schema`.
+MESSAGES_PY = clients/python/shutterd/_messages.py
+generate:
+	@[ -x $(SWIFT_BIN)/shutterctl ] || { echo "$(SWIFT_BIN)/shutterctl is missing: run 'make' first" >&2; exit 1; }
+	$(SWIFT_BIN)/shutterctl schema | python3 scripts/gen-python-messages > $(MESSAGES_PY).tmp
+	mv $(MESSAGES_PY).tmp $(MESSAGES_PY)
+
+check-generated:
+	@[ -x $(SWIFT_BIN)/shutterctl ] || { echo "$(SWIFT_BIN)/shutterctl is missing: run 'make' first" >&2; exit 1; }
+	@$(SWIFT_BIN)/shutterctl schema | python3 scripts/gen-python-messages | diff -u $(MESSAGES_PY) - || \
+		{ echo "$(MESSAGES_PY) differs from the schema: run 'make generate'" >&2; exit 1; }
 
 # Only the door to C (ShutterSys and the files on scripts/check-c-door's list) imports a C
 # module or calls libc; the script is tested on copies of Sources/ with a mistake each.

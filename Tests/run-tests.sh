@@ -4,7 +4,7 @@
 #   2. swift test: the pure logic (recorded event streams), the C boundary with real file
 #      descriptors, the socket server over a real Unix socket, and the built programs
 #   3. the systemd units, the udev rules, the man pages, a staged install, the sources'
-#      format and the one door to C (make check)
+#      format, the one door to C and the generated Python messages (make check)
 #   3b. the Debian packages: make deb (release binaries that stand alone: no RUNPATH, no
 #      library outside Debian's directories) and lintian on them (make check-deb)
 #   4. hostile clients against the built shutterd: floods, hoarders, slow and many
@@ -77,7 +77,7 @@ fi
 echo "== units, udev rules, man pages, install, format, the door to C"
 # A check that cannot run here exits 0 after saying '...; skipped' (with CI=true it
 # fails instead): it is reported, not counted as passed.
-for target in check-units check-rules check-man check-install check-format check-door; do
+for target in check-units check-rules check-man check-install check-format check-door check-generated; do
     if make -s "$target" SWIFT_BIN=.build/debug >"$log" 2>&1; then
         tail -n 3 "$log"
         if grep -q '; skipped' "$log"; then

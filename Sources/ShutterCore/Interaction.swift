@@ -89,7 +89,7 @@ package struct Gestures: Equatable, Sendable {
     }
 }
 
-enum Handler: String, Sendable {
+enum Handler: String, CaseIterable, Sendable {
     case primary, secondary
 }
 

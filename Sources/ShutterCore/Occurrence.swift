@@ -1,10 +1,10 @@
 /// A phase of a press, as on iOS.
-enum Phase: String, Sendable {
+enum Phase: String, CaseIterable, Sendable {
     case began, ended, cancelled
 }
 
 /// Why a press was cancelled.
-enum CancelReason: String, Sendable {
+enum CancelReason: String, CaseIterable, Sendable {
     /// The device went away with the key held.
     case removed
     /// Events were dropped (SYN_DROPPED) and the release with them.

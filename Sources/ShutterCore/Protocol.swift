@@ -23,7 +23,7 @@ package enum Request: Equatable, Sendable {
 }
 
 /// The error codes of an `error` message.
-package enum ErrorCode: String, Sendable {
+package enum ErrorCode: String, CaseIterable, Sendable {
     case lineTooLong, invalidJSON, unknownRequest, invalidRequest, notPermitted, tooManyClients
 
     /// Whether the connection is closed after this error.

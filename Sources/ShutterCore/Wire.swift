@@ -274,27 +274,6 @@ package enum Message {
     }
 }
 
-extension DeviceInfo {
-    /// The device object of the protocol (docs/PROTOCOL.md, "Device").
-    var json: JSON {
-        var m: [(String, JSON)] = [
-            ("id", .string(id)), ("group", .string(group)), ("name", .string(name)),
-            ("bus", .string(busName)), ("vendor", .string(hex(vendor, width: 4))),
-            ("product", .string(hex(product, width: 4))), ("version", .string(hex(version, width: 4))),
-        ]
-        if let uniq { m.append(("uniq", .string(uniq))) }
-        if let phys { m.append(("phys", .string(phys))) }
-        m.append(("syspath", .string(syspath)))
-        m.append(("node", .string(node)))
-        m.append(("kind", .string(kind.rawValue)))
-        if replayed { m.append(("replayed", .bool(true))) }
-        if let connected { m.append(("connected", .bool(connected))) }
-        if let battery { m.append(("battery", .int(Int64(battery)))) }
-        if let alias { m.append(("alias", .string(alias))) }
-        return .object(m)
-    }
-}
-
 extension Interaction {
     /// The interaction as in force, in a setInteraction reply.
     package var json: JSON {

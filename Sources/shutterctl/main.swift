@@ -14,6 +14,7 @@ let mainUsage = """
       record    record an input device's events into a file (evemu format)
       replay    re-create a recorded device through uinput and play it (root)
       latency   measure presses: kernel to shutterd to client, percentiles and histogram
+      schema    print the protocol's messages and fields as JSON
 
     Run 'shutterctl COMMAND --help' for a command's options. The socket defaults to
     $SHUTTERD_SOCKET, else /run/shutterd/shutterd.sock.
@@ -372,6 +373,7 @@ case "verify": Sys.exit(verifyCommand())
 case "record": Sys.exit(recordCommand())
 case "replay": Sys.exit(replayCommand())
 case "latency": Sys.exit(latencyCommand())
+case "schema": Sys.exit(schemaCommand())
 case "--help", "-h", "help":
     out(mainUsage)
     Sys.exit(0)

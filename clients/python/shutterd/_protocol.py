@@ -8,17 +8,19 @@ version does not know are kept (and otherwise ignored), as docs/PROTOCOL.md asks
 from __future__ import annotations
 
 import collections
-import fnmatch
 import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-#: The protocol this package speaks: a daemon with another major is refused, a newer
-#: minor accepted (what it adds is kept in ``raw``). 1.2: gestures, ``Device.replayed``, a
-#: device's link (``Device.connected``, ``.battery``, ``.alias``; ``DeviceChanged``).
-PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 2
+from ._base import Message, get_field
+from ._messages import (MESSAGE_TYPES, PROTOCOL_MAJOR, PROTOCOL_MINOR, Capture, Control, Device, DeviceAdded,
+                        DeviceChanged, DeviceRemoved, Gesture, Hello, Key, Overflow, Reply)
+
+#: The protocol this package speaks (PROTOCOL_MAJOR, PROTOCOL_MINOR) and the message
+#: classes come from the daemon's schema (_messages.py, generated). 1.2: gestures,
+#: ``Device.replayed``, a device's link (``Device.connected``, ``.battery``, ``.alias``;
+#: ``DeviceChanged``).
 
 #: Where the daemon listens unless told otherwise.
 DEFAULT_SOCKET = "/run/shutterd/shutterd.sock"
@@ -103,182 +105,7 @@ class PressTimeout(PressFailed, TimeoutError):
 # --- messages ------------------------------------------------------------------------------
 
 
-def _get(obj: dict, name: str, kind: Union[type, Tuple[type, ...]], default: Any = None) -> Any:
-    """obj[name] when it is of the kind (a JSON true is no number), else default."""
-    value = obj.get(name)
-    if isinstance(value, bool) and kind is not bool:
-        return default
-    return value if isinstance(value, kind) else default
-
-
-@dataclass
-class Device:
-    """An input node shutterd reads (docs/PROTOCOL.md, "Device")."""
-
-    id: str
-    name: str
-    group: str = ""
-    bus: str = ""
-    vendor: str = ""
-    product: str = ""
-    version: str = ""
-    kind: str = ""
-    uniq: Optional[str] = None
-    phys: Optional[str] = None
-    syspath: Optional[str] = None
-    node: Optional[str] = None
-    #: True for a recording played by ``shutterd --replay``, not hardware (protocol 1.2).
-    replayed: bool = False
-    #: For a Bluetooth device BlueZ knows: whether it is connected now, else None (1.2).
-    connected: Optional[bool] = None
-    #: The battery in percent when known, else None (1.2).
-    battery: Optional[int] = None
-    #: BlueZ's alias of a Bluetooth device, else None (1.2).
-    alias: Optional[str] = None
-    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def from_json(cls, obj: Any) -> "Device":
-        obj = obj if isinstance(obj, dict) else {}
-        s = lambda k, d="": _get(obj, k, str, d)  # noqa: E731
-        return cls(id=s("id"), name=s("name"), group=s("group"), bus=s("bus"), vendor=s("vendor"),
-                   product=s("product"), version=s("version"), kind=s("kind"), uniq=s("uniq", None),
-                   phys=s("phys", None), syspath=s("syspath", None), node=s("node", None),
-                   replayed=_get(obj, "replayed", bool, False), connected=_get(obj, "connected", bool),
-                   battery=_get(obj, "battery", int), alias=s("alias", None), raw=obj)
-
-    def matches(self, pattern: str) -> bool:
-        """Whether ``pattern`` selects this device, as shutterctl verify's --device does: a
-        shell pattern on the name, or the exact id or group."""
-        return fnmatch.fnmatchcase(self.name, pattern) or pattern in (self.id, self.group)
-
-
-@dataclass
-class Key:
-    """A key or axis (docs/PROTOCOL.md, "Key")."""
-
-    code: int
-    name: str
-    scancode: Optional[int] = None
-    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def from_json(cls, obj: Any) -> "Key":
-        obj = obj if isinstance(obj, dict) else {}
-        return cls(code=_get(obj, "code", int, -1), name=_get(obj, "name", str, ""),
-                   scancode=_get(obj, "scancode", int), raw=obj)
-
-
-@dataclass
-class Message:
-    """Any message from the daemon; ``raw`` is the whole decoded object."""
-
-    type: str
-    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-
-@dataclass
-class Hello(Message):
-    protocol_major: int = 0
-    protocol_minor: int = 0
-    daemon_name: str = ""
-    daemon_version: str = ""
-    devices: List[Device] = field(default_factory=list)
-
-
-@dataclass
-class Capture(Message):
-    """A press of a key mapped to a handler: ``phase`` is began, ended or cancelled;
-    ``reason`` is set on cancelled only."""
-
-    seq: int = 0
-    client_seq: int = 0
-    handler: str = ""
-    phase: str = ""
-    press: int = 0
-    should_play_sound: bool = False
-    device: Device = field(default_factory=lambda: Device.from_json({}))
-    key: Key = field(default_factory=lambda: Key.from_json({}))
-    kernel_time: int = 0
-    receive_time: int = 0
-    reason: Optional[str] = None
-
-    def describe(self) -> str:
-        """In words, as shutterctl verify says it: "KEY_ENTER from 'AB Shutter3 Keyboard'
-        (primary)"."""
-        return "%s from '%s' (%s)" % (self.key.name or "?", self.device.name or "?", self.handler or "?")
-
-
-@dataclass
-class Control(Message):
-    """The Camera Control analog: ``event`` is active, inactive or slider (with ``delta``
-    and ``value``); active and inactive carry ``press``, an early inactive a ``reason``."""
-
-    seq: int = 0
-    client_seq: int = 0
-    event: str = ""
-    press: Optional[int] = None
-    delta: Optional[int] = None
-    value: Optional[int] = None
-    device: Device = field(default_factory=lambda: Device.from_json({}))
-    key: Key = field(default_factory=lambda: Key.from_json({}))
-    kernel_time: int = 0
-    receive_time: int = 0
-    reason: Optional[str] = None
-
-
-@dataclass
-class Gesture(Message):
-    """A gesture this client asked for (protocol 1.2, set_interaction's ``long_press`` and
-    ``double_press``): ``gesture`` is longPress (``press`` has been held that long; its
-    ended follows as usual) or doublePress (``press`` began soon after the release of
-    ``first_press``, the same key of the same device). ``handler`` is the one the press's
-    began gave; ``kernel_time`` the moment the press became long, or the second press's
-    began. Gestures have no daemon-wide ``seq``."""
-
-    client_seq: int = 0
-    gesture: str = ""
-    handler: str = ""
-    press: int = 0
-    first_press: Optional[int] = None
-    device: Device = field(default_factory=lambda: Device.from_json({}))
-    key: Key = field(default_factory=lambda: Key.from_json({}))
-    kernel_time: int = 0
-    receive_time: int = 0
-
-
-@dataclass
-class DeviceAdded(Message):
-    device: Device = field(default_factory=lambda: Device.from_json({}))
-
-
-@dataclass
-class DeviceRemoved(Message):
-    device: Device = field(default_factory=lambda: Device.from_json({}))
-
-
-@dataclass
-class DeviceChanged(Message):
-    """A device's link state, battery or alias changed (1.2): the whole new object."""
-
-    device: Device = field(default_factory=lambda: Device.from_json({}))
-
-
-@dataclass
-class Overflow(Message):
-    """The last message to a client that fell behind; the daemon then disconnects it."""
-
-    queued: int = 0
-    bytes: int = 0
-    message: str = ""
-
-
-@dataclass
-class Reply(Message):
-    """The answer to a request: ``request`` names it, ``id`` is the request's."""
-
-    request: str = ""
-    id: Any = None
+_get = get_field
 
 
 @dataclass
@@ -349,13 +176,6 @@ class Interaction:
             raw=obj)
 
 
-def _common(obj: dict) -> dict:
-    return dict(seq=_get(obj, "seq", int, 0), client_seq=_get(obj, "clientSeq", int, 0),
-                device=Device.from_json(obj.get("device")), key=Key.from_json(obj.get("key")),
-                kernel_time=_get(obj, "kernelTime", int, 0), receive_time=_get(obj, "receiveTime", int, 0),
-                reason=_get(obj, "reason", str))
-
-
 def parse_line(line: bytes) -> Message:
     """One line from the daemon (without its newline) as a message. An ``error`` is
     returned as a Message of type error (the caller raises ErrorReply); a line that is not
@@ -370,41 +190,10 @@ def parse_line(line: bytes) -> Message:
 
 
 def parse(obj: dict) -> Message:
-    t = obj["type"]
-    if t == "hello":
-        proto = _get(obj, "protocol", dict, {})
-        daemon = _get(obj, "daemon", dict, {})
-        devices = obj.get("devices") if isinstance(obj.get("devices"), list) else []
-        return Hello(t, obj, protocol_major=_get(proto, "major", int, -1), protocol_minor=_get(proto, "minor", int, 0),
-                     daemon_name=_get(daemon, "name", str, ""), daemon_version=_get(daemon, "version", str, ""),
-                     devices=[Device.from_json(d) for d in devices])
-    if t == "capture":
-        return Capture(t, obj, handler=_get(obj, "handler", str, ""), phase=_get(obj, "phase", str, ""),
-                       press=_get(obj, "press", int, 0),
-                       should_play_sound=_get(obj, "shouldPlaySound", bool, False), **_common(obj))
-    if t == "control":
-        return Control(t, obj, event=_get(obj, "event", str, ""), press=_get(obj, "press", int),
-                       delta=_get(obj, "delta", int), value=_get(obj, "value", int), **_common(obj))
-    if t == "gesture":
-        return Gesture(t, obj, client_seq=_get(obj, "clientSeq", int, 0), gesture=_get(obj, "gesture", str, ""),
-                       handler=_get(obj, "handler", str, ""), press=_get(obj, "press", int, 0),
-                       first_press=_get(obj, "firstPress", int), device=Device.from_json(obj.get("device")),
-                       key=Key.from_json(obj.get("key")), kernel_time=_get(obj, "kernelTime", int, 0),
-                       receive_time=_get(obj, "receiveTime", int, 0))
-    if t == "deviceAdded":
-        return DeviceAdded(t, obj, device=Device.from_json(obj.get("device")))
-    if t == "deviceRemoved":
-        return DeviceRemoved(t, obj, device=Device.from_json(obj.get("device")))
-    if t == "deviceChanged":
-        return DeviceChanged(t, obj, device=Device.from_json(obj.get("device")))
-    if t == "overflow":
-        return Overflow(t, obj, queued=_get(obj, "queued", int, 0), bytes=_get(obj, "bytes", int, 0),
-                        message=_get(obj, "message", str, ""))
-    if t == "reply":
-        return Reply(t, obj, request=_get(obj, "request", str, ""), id=obj.get("id"))
-    if t == "error":
-        return Message(t, obj)
-    return Unknown(t, obj)
+    """A decoded message as its class (MESSAGE_TYPES); a type this version does not know as
+    Unknown."""
+    cls = MESSAGE_TYPES.get(obj["type"])
+    return cls.from_json(obj) if cls is not None else Unknown(obj["type"], obj)
 
 
 def error_of(msg: Message) -> ErrorReply:

@@ -1,0 +1,146 @@
+import Testing
+
+@testable import ShutterCore
+
+/// Every message shutterd writes, of every kind and with every optional field present and
+/// absent, checked against the one declaration of the protocol (Schema): a field written
+/// that the schema does not declare, or a declared field left out, fails here.
+@Suite("Schema")
+struct SchemaTests {
+    static func record(_ configure: (inout DeviceInfo) -> Void = { _ in }) -> DeviceRecord {
+        var info = DeviceInfo(
+            name: "AB Shutter3 Keyboard", bus: 5, vendor: 0x248a, product: 0x8266, version: 1, uniq: nil, phys: nil,
+            syspath: "/sys/devices/virtual/input/input7/event7", node: "/dev/input/event7", kind: .remote)
+        configure(&info)
+        return DeviceRecord(handle: 1, info: info)
+    }
+
+    /// A device with every property present, and one with only those always present.
+    static let full = record {
+        $0.uniq = "c2:1a:55:0e:b3:05"
+        $0.phys = "usb-0000:00:14.0-2/input1"
+        $0.replayed = true
+        $0.connected = true
+        $0.battery = 80
+        $0.alias = "desk remote"
+    }
+    static let bare = record()
+
+    static func line(_ o: Occurrence, handler: Handler? = .primary) throws -> JSON {
+        var out: [UInt8] = []
+        Wire.event(
+            o, Wire.SharedPart(o), clientSeq: 7, handler: handler, shouldPlaySound: true, sliderValue: 42, into: &out)
+        #expect(out.last == 0x0A)
+        return try JSON.parse(out.dropLast())
+    }
+
+    static func occurrence(
+        _ kind: Occurrence.Kind, reason: CancelReason? = nil, device: DeviceRecord = full, scancode: Int32? = 0x70028
+    ) -> Occurrence {
+        Occurrence(
+            seq: 12, kind: kind, press: 3, reason: reason, device: device,
+            key: KeyInfo(code: 28, name: "KEY_ENTER", scancode: scancode), kernelTime: 1_000, receiveTime: 1_100)
+    }
+
+    /// Each event kind, with and without its optional fields.
+    static let events: [Occurrence] = [
+        occurrence(.capture(.primary, .began)),
+        occurrence(.capture(.secondary, .ended), device: bare, scancode: nil),
+        occurrence(.capture(.primary, .cancelled), reason: .disconnected),
+        occurrence(.focus(.began)),
+        occurrence(.focus(.cancelled), reason: .removed),
+        occurrence(.slider(delta: -3)),
+        occurrence(.gesture(.longPress)),
+        occurrence(.gesture(.doublePress(first: 2)), device: bare),
+    ]
+
+    @Test("every event kind has exactly the fields the schema declares", arguments: events.indices)
+    func event(_ i: Int) throws {
+        let m = try Self.line(Self.events[i])
+        #expect(Schema.problems(m) == [], "\(m.serialized)")
+    }
+
+    @Test("every other message has exactly the fields the schema declares")
+    func messages() throws {
+        let lines: [[UInt8]] = [
+            Message.hello(version: "1.2.3", devices: [Self.full, Self.bare]),
+            Message.hello(version: "1.2.3", devices: []),
+            Message.reply(.ping, id: "3"),
+            Message.reply(.setInteraction(Interaction()), id: nil, [("interaction", Interaction().json)]),
+            Message.devices(id: #""x""#, [Self.full]),
+            Message.error(RequestError(.unknownRequest, "nope", id: "[1]")),
+            Message.error(RequestError(.lineTooLong, "too long")),
+            Message.device(added: true, Self.full), Message.device(added: false, Self.bare),
+            Message.deviceChanged(Self.full),
+            Message.overflow(queued: 600, bytes: 262_100, limits: ClientLimits()),
+        ]
+        var types: Set<String> = []
+        for bytes in lines {
+            let m = try JSON.parse(bytes.dropLast())
+            #expect(Schema.problems(m) == [], "\(m.serialized)")
+            types.insert(m["type"]?.stringValue ?? "")
+        }
+        for o in Self.events { types.insert(try Self.line(o)["type"]?.stringValue ?? "") }
+        #expect(types == Set(Schema.messages.map(\.type)), "each declared type is written above, and no other")
+    }
+
+    @Test("the check finds a field the schema does not declare, a missing one and a wrong value")
+    func problemsFound() throws {
+        var m = try Self.line(Self.events[0])
+        var members = try #require(m.objectValue)
+        members.append(("battery", .int(3)))
+        members.removeAll { $0.0 == "press" }
+        if let i = members.firstIndex(where: { $0.0 == "phase" }) { members[i].1 = .string("held") }
+        m = .object(members)
+        let problems = Schema.problems(m)
+        #expect(problems.contains("capture.battery is not in the schema"))
+        #expect(problems.contains("capture.press is missing"))
+        #expect(problems.contains(#"capture.phase "held" is not one of ["began", "ended", "cancelled"]"#))
+        #expect(Schema.problems(.object([("type", .string("hello"))])).count == 3, "protocol, daemon, devices")
+        #expect(Schema.problems(.object([("type", .string("nope"))])) == [#"no message type "nope" in the schema"#])
+        let replayedFalse = try JSON.parse(Array(#"{"type":"deviceAdded","device":{"replayed":false}}"#.utf8))
+        #expect(Schema.problems(replayedFalse).contains("deviceAdded.device.replayed is false, which is left out"))
+    }
+
+    @Test("the device object is the table's properties, in order, those without a value left out")
+    func deviceObject() {
+        let names = DeviceInfo.properties.map(\.field.name)
+        #expect(Self.full.info.json.objectValue?.map(\.0) == names)
+        let bare = Self.bare.info.json.objectValue?.map(\.0) ?? []
+        #expect(bare == DeviceInfo.properties.filter { $0.field.presence == .always }.map(\.field.name))
+    }
+
+    @Test("shutterctl schema's JSON holds every message, field and device property")
+    func json() throws {
+        let j = Schema.json
+        #expect(j["protocol"]?["minor"]?.intValue == Int64(ProtocolVersion.minor))
+        #expect(
+            j["device"]?.arrayValue?.compactMap { $0["name"]?.stringValue } == DeviceInfo.properties.map(\.field.name))
+        let messages = j["messages"]?.arrayValue ?? []
+        #expect(messages.compactMap { $0["type"]?.stringValue } == Schema.messages.map(\.type))
+        let hello = messages.first { $0["type"]?.stringValue == "hello" }
+        let proto = hello?["fields"]?.arrayValue?.first
+        #expect(proto?["kind"]?.stringValue == "object")
+        #expect(proto?["fields"]?.arrayValue?.compactMap { $0["name"]?.stringValue } == ["major", "minor"])
+        let replayed = j["device"]?.arrayValue?.first { $0["name"]?.stringValue == "replayed" }
+        #expect(replayed?["presence"]?.stringValue == "omittedWhen" && replayed?["omittedWhen"]?.boolValue == false)
+    }
+
+    @Test("PROTOCOL.md names every message type and every field")
+    func documented() {
+        let file = #filePath
+        // This file is Tests/ShutterCoreTests/SchemaTests.swift in the repository.
+        let parts = file.split(separator: "/", omittingEmptySubsequences: false).dropLast(3)
+        let doc = Files.read(parts.joined(separator: "/") + "/docs/PROTOCOL.md")
+        func fields(_ list: [FieldSpec]) -> [String] {
+            list.flatMap { f -> [String] in
+                if case .object(let inner) = f.kind { return [f.name] + fields(inner) }
+                return [f.name]
+            }
+        }
+        var names = Set(fields(DeviceInfo.properties.map(\.field)) + fields(Schema.key))
+        for m in Schema.messages { names.formUnion([m.type] + fields(m.fields)) }
+        let missing = names.filter { !doc.contains("`\($0)`") && !doc.contains("\"\($0)\"") }.sorted()
+        #expect(missing == [], "PROTOCOL.md should name these (as `name` or \"name\")")
+    }
+}

@@ -39,6 +39,19 @@ SLIDER = ('{"type":"setInteraction","id":1,"interaction":{"slider":'
 DIAL_NAME = "shutterd-bench dial"
 
 
+def unit_nice():
+    """shutterd runs at the nice value its systemd unit gives it (Nice= in
+    systemd/shutterd.service.in), as a rig runs it; the other contenders at 0."""
+    unit = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "systemd", "shutterd.service.in")
+    for line in open(unit):
+        if line.startswith("Nice="):
+            return ["nice", "-n", line.split("=", 1)[1].strip()]
+    return []
+
+
+NICE = unit_nice()
+
+
 def log(msg):
     print("bench: %s" % msg, flush=True)
 
@@ -313,7 +326,7 @@ class Bench:
         figures) and leaves it running: shutterd.testing's wait would connect a client, and
         the idle memory and allocation counts read next must not have seen one. Returns
         (pid, ns to READY=1)."""
-        p = subprocess.run([self.b("notifywait"), WORK + "/notify.sock", str(timeout), logfile] + list(wrapper)
+        p = subprocess.run([self.b("notifywait"), WORK + "/notify.sock", str(timeout), logfile] + NICE + list(wrapper)
                            + [self.b("shutterd"), "--socket", sock], capture_output=True, text=True,
                            timeout=timeout + 30)
         words = p.stdout.split()

@@ -6,6 +6,8 @@
       versions) to what bench/guest.py measured, writes OUT_DIR/results.json and
       OUT_DIR/results.md, and prints the tables; COUNTED_RAW_JSON is the counted boot's
       raw.json (bench/guest.py --counted), when there is one
+  report.py --counted COUNTED_RAW_JSON
+      the counted boot's table and summary alone, printed (bench/run.sh --counted)
 
 It measures nothing: the same raw.json always gives the same report.
 """
@@ -420,6 +422,11 @@ def report(raw_path, facts_path, outdir, counted_path=None):
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--counted":
+        raw = {"counted": json.load(open(sys.argv[2])).get("counted")}
+        rounds = counted_rows(raw)
+        print("\n".join(counted_section(raw, rounds) + [""] + counted_summary(rounds)))
+        return
     if len(sys.argv) not in (4, 5):
         print(__doc__, file=sys.stderr)
         sys.exit(64)

@@ -84,7 +84,7 @@ package enum Wire {
     }
 
     /// The room a client's head takes at most (see `event`).
-    static let headCapacity = 256
+    package static let headCapacity = 256
 
     /// The shared tail of `text`: the part of every client's line for its occurrence after
     /// the client's head.

@@ -338,8 +338,8 @@ package final class ClientHub {
         carryOut()
     }
 
-    /// Carries out the fan-out's plan: the direct lines (a head and the shared tail in one
-    /// `sendmsg`), the clients that fell behind (logged; closed once they read the notice or
+    /// Carries out the fan-out's plan: the direct lines (a head and the shared tail, put
+    /// together and sent with one `send`), the clients that fell behind (logged; closed once they read the notice or
     /// their grace is over), the clients with something queued (written now unless the
     /// socket is known to be full), the grab wishes and the long-press timer.
     func carryOut() {

@@ -54,28 +54,6 @@ package enum UnixSocket {
         try Sys.send(fd, bytes) ?? 0
     }
 
-    /// Sends two pieces as one message's bytes, with one `sendmsg` (never raising SIGPIPE).
-    /// Returns the bytes sent, 0 when the socket buffer is full; throws when the peer is gone.
-    /// The one sendmsg(2) of the program, made here rather than in `Sys`: it runs for every
-    /// client on every press, and a call into another module is not inlined (EINTR and
-    /// EAGAIN are still judged by `Sys.nonBlocking`).
-    static func send(
-        _ fd: Int32, _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer
-    ) throws(SystemError) -> Int {
-        var pieces = (
-            iovec(iov_base: UnsafeMutableRawPointer(mutating: first.baseAddress), iov_len: first.count),
-            iovec(iov_base: UnsafeMutableRawPointer(mutating: second.baseAddress), iov_len: second.count)
-        )
-        return try withUnsafeMutableBytes(of: &pieces) { raw throws(SystemError) -> Int in
-            var message = msghdr()
-            message.msg_iov = raw.baseAddress!.assumingMemoryBound(to: iovec.self)
-            message.msg_iovlen = 2
-            return try Sys.nonBlocking("sendmsg") {
-                sendmsg(fd, &message, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
-            } ?? 0
-        }
-    }
-
     /// Reads what is available into `buffer`; returns the count, 0 at end of stream, nil when
     /// nothing is available now.
     package static func receive(_ fd: Int32, into buffer: inout [UInt8]) throws(SystemError) -> Int? {

@@ -4,10 +4,10 @@ import Glibc
 /// The one door to C: every libc call the program makes, each once, by name. A call that
 /// returns -1 and sets errno is retried on EINTR here; on a non-blocking descriptor EAGAIN
 /// comes back as nil, a value; any other failure is thrown as a `SystemError` naming the
-/// call, what it was made on and the errno. The calls on the press path (send, sendmsg,
+/// call, what it was made on and the errno. The calls on the press path (send,
 /// recv, read, epoll_wait, clock_gettime, timerfd_settime) are `@inlinable`, so that they
 /// cost what the call itself costs in the module that makes it; those made per client per
-/// press (send, sendmsg, recv, and `check`/`nonBlocking` under them) are `public` too,
+/// press (send, recv, and `check`/`nonBlocking` under them) are `public` too,
 /// since this toolchain does not inline an `@inlinable package` function in another
 /// module. No product exports this module.
 public enum Sys {

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 #: minor accepted (what it adds is kept in ``raw``). 1.2: gestures, ``Device.replayed``, a
 #: device's link (``Device.connected``, ``.battery``, ``.alias``; ``DeviceChanged``).
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 2
+PROTOCOL_MINOR = 3
 
 #: Where the daemon listens unless told otherwise.
 DEFAULT_SOCKET = "/run/shutterd/shutterd.sock"

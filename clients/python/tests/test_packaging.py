@@ -73,6 +73,9 @@ def test_building_and_installing_leave_nothing_in_the_source_directory(tmp_path,
     sh(py, "-m", "pip", "wheel", *quiet, "--no-deps", "-w", str(tmp_path / "dist"), source, cwd=str(tmp_path))
     sh(py, "-c", "import _shutterd_build as b; b.build_sdist(%r)" % str(tmp_path / "sdist"), cwd=source)
     assert _files(source) == before
+    out = sh(py, "-c", "import shutterd.testing as t; print(t.recording('ab-shutter3-volumeup.evemu'))",
+             cwd=str(tmp_path))
+    assert out.strip().startswith(venv) and os.path.isfile(out.strip())
 
 
 def test_the_wheel_holds_the_package_its_type_marker_and_the_entry_point(tmp_path, source, venv):
@@ -86,6 +89,7 @@ def test_the_wheel_holds_the_package_its_type_marker_and_the_entry_point(tmp_pat
     for module in ("__init__", "_client", "_protocol", "aio", "pytest_plugin", "testing"):
         assert "shutterd/%s.py" % module in names
     assert "shutterd/py.typed" in names
+    assert "shutterd/recordings/ab-shutter3-volumeup.evemu" in names
     assert "_shutterd_build.py" not in names
     assert not any(n.startswith("tests/") for n in names)
     assert "[pytest11]\nshutterd = shutterd.pytest_plugin" in entry_points

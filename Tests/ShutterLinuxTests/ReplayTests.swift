@@ -134,10 +134,16 @@ struct ReplayTests {
     }
 
     /// Sends a request and returns the next reply or error (events before it are skipped).
-    func answer(_ client: LineClient, _ request: [(String, JSON)]) throws -> JSON? {
+    func answer(_ client: LineClient, _ request: [(String, JSON)], afterEvents: Bool = false) throws -> JSON? {
         try client.send(.object(request))
+        return try answerOnly(client, afterEvents: afterEvents)
+    }
+
+    /// The next reply or error; unless `afterEvents`, an event before it is an issue.
+    func answerOnly(_ client: LineClient, afterEvents: Bool = false) throws -> JSON? {
         while case .message(let m) = try client.next(timeout: 10_000) {
             if ["reply", "error"].contains(m["type"]?.stringValue) { return m }
+            if !afterEvents { Issue.record("\(m.serialized) before a reply") }
         }
         return nil
     }
@@ -172,9 +178,16 @@ struct ReplayTests {
                     ("interaction", .object([("secondary", .bool(false))])),
                 ])
             #expect(set?["request"]?.stringValue == "setInteraction")
-            let started = try answer(client, Self.start + [("id", .int(7))])
+            // Both starts in one write, so that the daemon reads them in one turn: the second
+            // finds playback started whatever the speed (at 0 it may have ended before a
+            // start sent after the first's reply).
+            try client.sendRaw(
+                Array(
+                    (#"{"type":"replay","action":"start","id":7}"# + "\n"
+                        + #"{"type":"replay","action":"start","id":"x"}"# + "\n").utf8))
+            let started = try answerOnly(client)
             #expect(started?.serialized == #"{"type":"reply","request":"replay","id":7,"action":"start"}"#)
-            let again = try answer(client, Self.start + [("id", .string("x"))])
+            let again = try answerOnly(client)
             #expect(again?["code"]?.stringValue == "invalidState")
             #expect(again?["id"]?.stringValue == "x")
             #expect(again?["message"]?.stringValue == "replay: the recordings are playing already")
@@ -222,7 +235,7 @@ struct ReplayTests {
         let (onConnect, first) = try startShutterd(
             socket: dir + "/r.sock", ["--replay", dir + "/shutter.evemu", "--replay-loop"], directory: dir)
         _ = try #require(try first.next(type: "hello", timeout: 5000))
-        let late = try answer(first, Self.start)
+        let late = try answer(first, Self.start, afterEvents: true)
         #expect(late?["code"]?.stringValue == "invalidState")
         #expect(
             late?["message"]?.stringValue

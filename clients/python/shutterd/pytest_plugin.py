@@ -20,6 +20,7 @@ Fixtures:
 
 from __future__ import annotations
 
+import os
 from typing import Callable, Iterator, Optional
 
 import pytest
@@ -86,7 +87,9 @@ def shutterd_replay(request) -> Iterator[Callable[..., Client]]:
     made = []
     setattr(request.node, _REPLAYS, made)
     binary = request.config.getoption("shutterd_bin")
-    base = str(request.node.fspath.dirname) if getattr(request.node, "fspath", None) else None
+    # The test's file (pytest 7's node.path; fspath before it), for recordings beside it.
+    where = getattr(request.node, "path", None) or getattr(request.node, "fspath", None)
+    base = os.path.dirname(str(where)) if where else None
 
     def start(*recordings: str, **options) -> Client:
         options.setdefault("binary", binary)

@@ -215,6 +215,14 @@ public final class Client {
         _ = try request("ping")
     }
 
+    /// Starts the playback of a `shutterd --replay FILE... --replay-wait` (protocol 1.3):
+    /// call it once the interaction is set, and every event played comes after it returns,
+    /// as that interaction selects it. A daemon that does not replay, or whose playback has
+    /// started or ended, refuses: `ClientError.daemon(code: "invalidState", ...)`.
+    public func startReplay() throws(ClientError) {
+        _ = try request("replay", [("action", .string("start"))])
+    }
+
     // MARK: events
 
     /// The next event, waiting at most `timeout` (nil: for ever); nil when none came in

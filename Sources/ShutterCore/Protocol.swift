@@ -1,7 +1,7 @@
 /// The protocol version spoken; see docs/PROTOCOL.md.
 package enum ProtocolVersion {
     package static let major = 1
-    package static let minor = 2
+    package static let minor = 3
 }
 
 /// The longest request line accepted, without its newline.
@@ -12,19 +12,31 @@ package enum Request: Equatable, Sendable {
     case setInteraction(Interaction)
     case listDevices
     case ping
+    /// Since 1.3: playback of `shutterd --replay --replay-wait`'s recordings.
+    case replay(ReplayAction)
 
     var name: String {
         switch self {
         case .setInteraction: "setInteraction"
         case .listDevices: "listDevices"
         case .ping: "ping"
+        case .replay: "replay"
         }
     }
+}
+
+/// What a `replay` request asks of the playback.
+package enum ReplayAction: String, CaseIterable, Equatable, Sendable {
+    /// Play the recordings from their start (once, or looping with --replay-loop).
+    case start
 }
 
 /// The error codes of an `error` message.
 package enum ErrorCode: String, CaseIterable, Sendable {
     case lineTooLong, invalidJSON, unknownRequest, invalidRequest, notPermitted, tooManyClients
+    /// Since 1.3: a well-formed request that the daemon's state does not allow now (a
+    /// replay start on a daemon that does not replay, or that plays or has played).
+    case invalidState
 
     /// Whether the connection is closed after this error.
     package var closes: Bool { self == .lineTooLong || self == .invalidJSON || self == .tooManyClients }
@@ -128,7 +140,25 @@ extension Request {
         ),
         ("listDevices", { _ in .listDevices }),
         ("ping", { _ in .ping }),
+        ("replay", { (r: JSON) throws(FieldError) in .replay(try ReplayAction(request: r)) }),
     ]
+}
+
+extension ReplayAction {
+    /// Reads `"action"` of a replay request: required, one of the known actions.
+    init(request json: JSON) throws(FieldError) {
+        let known = Self.allCases.map { quoted($0.rawValue) }.joined(separator: ", ")
+        guard let value = json["action"] else {
+            throw FieldError(message: "\"action\" is missing (known: \(known))")
+        }
+        guard let name = value.stringValue else {
+            throw FieldError(message: "\"action\" must be a string, not \(value.typeName)")
+        }
+        guard let action = Self(rawValue: name) else {
+            throw FieldError(message: "unknown action \(quoted(name)) (known: \(known))")
+        }
+        self = action
+    }
 }
 
 /// A client's string as it may appear in a message or the log: in JSON's quotes and

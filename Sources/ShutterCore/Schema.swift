@@ -242,6 +242,9 @@ package enum Schema {
                 FieldSpec(
                     "interaction", .interaction, "For setInteraction: the interaction in force.", presence: .sometimes),
                 FieldSpec("devices", .devices, "For listDevices: the devices open now.", presence: .sometimes),
+                FieldSpec(
+                    "action", .string, "For replay (1.3): the action carried out.", presence: .sometimes,
+                    values: ReplayAction.allCases.map(\.rawValue)),
             ]),
         MessageSpec(
             type: "error", doc: "A request that could not be carried out, or a line that is not a request.",

@@ -42,6 +42,9 @@ package final class ClientHub {
     let engine: Engine
     /// The open devices' grabs, looked at again when grab wishes may have changed.
     let grabs: Grabs
+    /// `--replay`'s playback, which a client's `replay` request starts; nil when the daemon
+    /// reads devices.
+    let replayer: Replayer?
     var clients: [Int32: Client] = [:]
     /// The devices as now open, in the order they came (by handle), for `hello` and
     /// `listDevices`: kept from what the daemon tells every client (`deviceAdded`,
@@ -88,7 +91,7 @@ package final class ClientHub {
 
     package init(
         loop: EventLoop, listener: UnixListener, access: AccessPolicy, limits: ClientLimits, engine: Engine,
-        grabs: Grabs
+        grabs: Grabs, replayer: Replayer? = nil
     ) throws(SystemError) {
         self.loop = loop
         self.listener = listener
@@ -96,6 +99,7 @@ package final class ClientHub {
         self.limits = limits
         self.engine = engine
         self.grabs = grabs
+        self.replayer = replayer
         fanout = Fanout(limits: limits)
         closeTimer = try Timer()
         gestureTimer = try Timer()
@@ -334,6 +338,25 @@ package final class ClientHub {
             fanout.send(
                 Message.reply(line.request, id: line.id, [("interaction", client.fan.session.interaction.json)]),
                 to: client.fan)
+        case .replay(let action):
+            guard let replayer else {
+                refuse(
+                    client,
+                    RequestError(
+                        .invalidState,
+                        "replay: shutterd is not playing recordings (shutterd --replay FILE... --replay-wait plays them on this request)",
+                        id: line.id))
+                return
+            }
+            // The timer is armed here and fires on a later turn of the loop: the reply goes
+            // out before the first event played.
+            if let why = replayer.start(now: monotonicMicros()) {
+                refuse(client, RequestError(.invalidState, "replay: \(why)", id: line.id))
+                return
+            }
+            Log.info("\(client.label): replay \(action.rawValue)")
+            fanout.send(
+                Message.reply(line.request, id: line.id, [("action", .string(action.rawValue))]), to: client.fan)
         }
         carryOut()
     }

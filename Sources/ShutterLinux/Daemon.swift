@@ -102,9 +102,14 @@ package final class Daemon {
                 monitor = nil
             }
             try loop.add(signals.raw, events: EventLoop.readable) { [unowned self] _ in signalReady() }
+            if let replay = options.replay {
+                let replayer = try Replayer(replay)
+                try loop.add(replayer.timer.raw, events: EventLoop.readable) { [unowned self] _ in replayDue() }
+                self.replayer = replayer
+            }
             hub = try ClientHub(
                 loop: loop, listener: listener, access: AccessPolicy(options.config),
-                limits: options.config.limits, engine: engine, grabs: grabs)
+                limits: options.config.limits, engine: engine, grabs: grabs, replayer: replayer)
             try loop.add(listener.raw, events: EventLoop.readable) { [unowned self] _ in clientsArrived() }
             try loop.add(hub.gestureTimer.raw, events: EventLoop.readable) { [unowned self] _ in longPressesDue() }
             if options.replay == nil {
@@ -113,7 +118,8 @@ package final class Daemon {
                 watcher.start()
             }
             for record in present { addDevice(record) }
-            if let replay = options.replay { replayer = try Replayer(self, replay) }
+            // Played on a client's request: the devices are there for every hello.
+            if options.replay?.onRequest == true { addRecordings() }
             if let usec = Systemd.watchdogMicros() {
                 let t = try Timer()
                 t.arm(after: usec / 2, interval: usec / 2)
@@ -131,7 +137,9 @@ package final class Daemon {
             throw DaemonError("\(error)")
         }
         if let replay = options.replay {
-            Log.info("ready: \(replay.recordings.count) recordings, played when the first client connects")
+            Log.info(
+                "ready: \(replay.recordings.count) recordings, played "
+                    + (replay.onRequest ? "when a client asks (replay start)" : "when the first client connects"))
         } else {
             Log.info("ready: \(devices.count) devices")
         }
@@ -352,10 +360,51 @@ package final class Daemon {
 }
 
 extension Daemon {
-    /// The listening socket is readable: the hub accepts the clients waiting; `--replay`'s
-    /// playback starts with the first.
+    /// The listening socket is readable: the hub accepts the clients waiting. Without
+    /// `--replay-wait`, `--replay`'s devices come and playback starts with the first.
     func clientsArrived() {
-        if hub.acceptClients() > 0 { replayer?.start() }
+        guard hub.acceptClients() > 0, let replayer, !replayer.options.onRequest, replayer.state == .waiting else {
+            return
+        }
+        addRecordings()
+        _ = replayer.start(now: monotonicMicros())
+    }
+
+    /// The recordings' devices join the engine and the hub (every client is told), as a
+    /// device plugged in would.
+    func addRecordings() {
+        guard let replayer else { return }
+        for (record, mapping) in replayer.admit(config: options.config, firstHandle: lastHandle + 1) {
+            lastHandle = record.handle
+            engine.addDevice(record, mapping: mapping)
+            hub.deviceAdded(record)
+        }
+        Systemd.notify("STATUS=\(hub.status)")
+    }
+
+    /// The replay timer fired: each track's due events go to the engine as one read of a
+    /// node would, and what they make to the hub; a track played to its end removes its
+    /// device.
+    func replayDue() {
+        guard let replayer else { return }
+        replayer.timer.acknowledge()
+        let now = monotonicMicros()
+        for track in replayer.tracks where !track.removed {
+            events.removeAll(keepingCapacity: true)
+            let ended = replayer.play(track, now: now, into: &events)
+            if !events.isEmpty {
+                occurrences.removeAll(keepingCapacity: true)
+                engine.handle(track.record.handle, events, now: now, into: &occurrences)
+                hub.publish(occurrences)
+            }
+            if ended {
+                hub.publish(engine.removeDevice(handle: track.record.handle, now: now))
+                Log.info("\(track.path) - \(track.recording.name): removed (end of the recording)")
+                hub.deviceRemoved(track.record)
+                Systemd.notify("STATUS=\(hub.status)")
+            }
+        }
+        replayer.schedule(now: monotonicMicros())
     }
 }
 

@@ -9,21 +9,28 @@ package struct ReplayOptions: Sendable {
     var speed: Double
     /// Plays each recording again from its start when it ends, instead of removing its device.
     var loop: Bool
+    /// Playback waits for a client's `replay` start request (`--replay-wait`), and the
+    /// recordings' devices are there from the start, in every `hello`. Otherwise the first
+    /// client to connect starts it, and the devices come then.
+    var onRequest: Bool
 
-    package init(recordings: [(path: String, recording: Recording)], speed: Double = 1, loop: Bool = false) {
+    package init(
+        recordings: [(path: String, recording: Recording)], speed: Double = 1, loop: Bool = false,
+        onRequest: Bool = false
+    ) {
         self.recordings = recordings
         self.speed = speed
         self.loop = loop
+        self.onRequest = onRequest
     }
 }
 
-/// Plays recordings as devices, on the daemon's loop: each is admitted as its device would
-/// be, and its events go through the same engine and hub, when they are due by a timerfd.
-/// Playback starts when the first client connects, so that it sees the whole recording: the
-/// devices are added then (the client gets a `deviceAdded` for each, after its `hello`, as
-/// for a device plugged in) and go with `deviceRemoved` at their end.
-/// With nothing due the timer is disarmed: an idle replay wakes nobody.
-final class Replayer {
+/// Plays recordings as devices. It holds no one: the daemon admits what `admit` returns
+/// into its engine and hub, watches `timer` as an input, and hands each track's due events
+/// (`play`) to the engine as one read of a node; a client's `replay` request reaches
+/// `start` through the hub. With nothing due the timer is disarmed: an idle replay wakes
+/// nobody.
+package final class Replayer {
     /// The shortest a looping pass lasts, in microseconds.
     static let minimumPass: Int64 = 100_000
 
@@ -44,62 +51,78 @@ final class Replayer {
         }
     }
 
-    unowned let daemon: Daemon
+    /// Where playback is: before its start, playing, or played to its end (every device gone).
+    enum State: Equatable {
+        case waiting, playing, ended
+    }
+
     let options: ReplayOptions
+    /// Armed for the earliest due event; its owner watches it and calls `play` for each track.
     let timer: Timer
-    var tracks: [Track] = []
-    var started = false
-    /// Buffers reused from wake-up to wake-up, as the evdev path does.
-    var events: [RawEvent] = []
-    var occurrences: [Occurrence] = []
+    private(set) var tracks: [Track] = []
+    private(set) var state = State.waiting
 
     /// Events one track plays per wake-up at most (as one read of a node brings at most
     /// EvdevDevice.readCapacity): at speed 0 the loop still serves the clients in between.
     static let batch = 128
 
-    init(_ daemon: Daemon, _ options: ReplayOptions) throws(SystemError) {
-        self.daemon = daemon
+    init(_ options: ReplayOptions) throws(SystemError) {
         self.options = options
         timer = try Timer()
-        try daemon.loop.add(timer.raw, events: EventLoop.readable) { [unowned self] _ in fire() }
     }
 
-    /// Admits a recording as its device would be admitted.
-    func add(_ path: String, _ recording: Recording) {
-        let label = "\(path) - \(recording.name)"
-        let decided = recording.admission(
-            syspath: "replay:" + path, node: path, config: daemon.options.config, keyCode: KeyNames.keyCode)
-        if let why = decided.skip {
-            Log.info("\(label): \(why)")
-            return
+    /// Admits each recording as its device would be admitted, numbered from `firstHandle`:
+    /// the devices for the engine and the hub, with their mappings. Once.
+    func admit(config: Config, firstHandle: Int) -> [(record: DeviceRecord, mapping: DeviceMapping)] {
+        guard tracks.isEmpty else { return [] }
+        var admitted: [(record: DeviceRecord, mapping: DeviceMapping)] = []
+        for (path, recording) in options.recordings {
+            let label = "\(path) - \(recording.name)"
+            let decided = recording.admission(
+                syspath: "replay:" + path, node: path, config: config, keyCode: KeyNames.keyCode)
+            if let why = decided.skip {
+                Log.info("\(label): \(why)")
+                continue
+            }
+            for p in decided.problems { Log.error("\(label): udev property \(p)") }
+            guard decided.plan.open else {
+                Log.info("\(label): not used: \(decided.plan.reason)")
+                continue
+            }
+            var info = decided.info
+            info.replayed = true
+            let record = DeviceRecord(handle: firstHandle + admitted.count, info: info)
+            tracks.append(Track(path: path, recording: recording, record: record))
+            admitted.append((record, decided.plan.mapping))
+            Log.info(
+                "\(label): added id=\(info.id) kind=\(decided.plan.kind.rawValue) bus=\(info.busName) (replayed, \(recording.events.count) events)"
+            )
         }
-        for p in decided.problems { Log.error("\(label): udev property \(p)") }
-        guard decided.plan.open else {
-            Log.info("\(label): not used: \(decided.plan.reason)")
-            return
-        }
-        var info = decided.info
-        info.replayed = true
-        daemon.lastHandle += 1
-        let track = Track(path: path, recording: recording, record: DeviceRecord(handle: daemon.lastHandle, info: info))
-        tracks.append(track)
-        daemon.engine.addDevice(track.record, mapping: decided.plan.mapping)
-        Log.info(
-            "\(label): added id=\(info.id) kind=\(decided.plan.kind.rawValue) bus=\(info.busName) (replayed, \(recording.events.count) events)"
-        )
-        daemon.hub.deviceAdded(track.record)
+        return admitted
     }
 
-    /// Starts playback (the first client is there); later calls do nothing.
-    func start() {
-        guard !started else { return }
-        started = true
-        for (path, recording) in options.recordings { add(path, recording) }
-        Systemd.notify("STATUS=\(daemon.hub.status)")
-        let now = monotonicMicros()
+    /// Starts playback from the recordings' start, or says why it cannot: it was started
+    /// already, and plays or has played to its end. Playing no device at all ends at once.
+    func start(now: Int64) -> String? {
+        let how =
+            options.onRequest
+            ? "" : " (without --replay-wait, playback starts when the first client connects)"
+        switch state {
+        case .playing:
+            return options.loop
+                ? "the recordings are playing already, looping (--replay-loop)\(how)"
+                : "the recordings are playing already\(how)"
+        case .ended:
+            return
+                "the recordings have played to their end and their devices are gone\(how); start another shutterd to play them again"
+        case .waiting:
+            break
+        }
+        state = tracks.isEmpty ? .ended : .playing
         for t in tracks { t.origin = now }
         Log.info("replay: playing \(tracks.count) recordings at speed \(options.speed)")
         schedule(now: now)
+        return nil
     }
 
     /// When an event recorded at `time` is due in the track's current pass.
@@ -121,45 +144,31 @@ final class Replayer {
         }
     }
 
-    /// Plays what is due: each track's events go to the engine as one read would, stamped
-    /// with the time they were due (their "kernel" time), and their occurrences to the hub.
-    func fire() {
-        timer.acknowledge()
-        let now = monotonicMicros()
-        for t in tracks where !t.removed {
-            events.removeAll(keepingCapacity: true)
-            occurrences.removeAll(keepingCapacity: true)
-            let recorded = t.recording.events
-            while t.next < recorded.count && events.count < Self.batch {
-                let e = recorded[t.next]
-                let d = due(t, e.time, now: now)
-                guard d <= now else { break }
-                events.append(RawEvent(type: e.type, code: e.code, value: e.value, time: d))
-                t.next += 1
-            }
-            if !events.isEmpty {
-                daemon.engine.handle(t.record.handle, events, now: now, into: &occurrences)
-                daemon.hub.publish(occurrences)
-            }
-            if t.next == recorded.count { finished(t, now: now) }
+    /// Appends the track's events due by `now` to `events`, as one read would bring them
+    /// (at most `batch`), stamped with the time they were due (their "kernel" time). True
+    /// when the track has played to its end and its device goes; a looping track starts
+    /// again instead.
+    func play(_ t: Track, now: Int64, into events: inout [RawEvent]) -> Bool {
+        guard state == .playing, !t.removed else { return false }
+        let recorded = t.recording.events
+        while t.next < recorded.count && events.count < Self.batch {
+            let e = recorded[t.next]
+            let d = due(t, e.time, now: now)
+            guard d <= now else { break }
+            events.append(RawEvent(type: e.type, code: e.code, value: e.value, time: d))
+            t.next += 1
         }
-        schedule(now: monotonicMicros())
-    }
-
-    /// A recording has played to its end: again from its start, or its device goes.
-    func finished(_ t: Track, now: Int64) {
-        if options.loop && !t.recording.events.isEmpty {
+        guard t.next == recorded.count else { return false }
+        if options.loop && !recorded.isEmpty {
             t.next = 0
             // The next pass keeps the gap between passes the recording's first event had,
             // and starts at least `minimumPass` after this one did: a recording whose events
             // all share one time would otherwise loop without a pause.
             t.origin = max(now, t.origin + Self.minimumPass)
-            return
+            return false
         }
         t.removed = true
-        daemon.hub.publish(daemon.engine.removeDevice(handle: t.record.handle, now: now))
-        Log.info("\(t.path) - \(t.recording.name): removed (end of the recording)")
-        daemon.hub.deviceRemoved(t.record)
-        Systemd.notify("STATUS=\(daemon.hub.status)")
+        if tracks.allSatisfy(\.removed) { state = .ended }
+        return true
     }
 }

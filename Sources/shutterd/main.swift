@@ -5,7 +5,8 @@ import ShutterSys
 
 let usage = """
     Usage: shutterd [--socket PATH] [--config FILE] [--verbose]
-           shutterd --replay FILE... [--replay-speed N] [--replay-loop] [--socket PATH] ...
+           shutterd --replay FILE... [--replay-wait] [--replay-speed N] [--replay-loop]
+                    [--socket PATH] ...
 
     Publishes every press of camera remotes, headsets, media keys and dials as an
     attributed capture event on a Unix socket (newline-delimited JSON).
@@ -22,6 +23,11 @@ let usage = """
                       devices, instead of reading any: no root, udev or /dev/input
                       needed. Playback starts when the first client connects; each
                       device goes (deviceRemoved) at the end of its recording
+      --replay-wait   the recordings' devices are there from the start (in every
+                      hello), and playback starts when a client asks for it
+                      ({"type":"replay","action":"start"}, after its
+                      setInteraction), not when the first client connects: what a
+                      test sees then never depends on timing
       --replay-speed N
                       1 (default): the recorded timing; N: N times as fast (at
                       most 1000); 0: as fast as possible, once (not with
@@ -62,6 +68,7 @@ var configRequired = false
 var replayFiles: [String] = []
 var replaySpeed = 1.0
 var replayLoop = false
+var replayWait = false
 var args = CommandLine.arguments.dropFirst()
 while let arg = args.popFirst() {
     switch arg {
@@ -87,6 +94,8 @@ while let arg = args.popFirst() {
         replaySpeed = speed
     case "--replay-loop":
         replayLoop = true
+    case "--replay-wait":
+        replayWait = true
     case "--verbose", "-v":
         Log.verbose = true
     case "--version":
@@ -100,8 +109,8 @@ while let arg = args.popFirst() {
     }
 }
 
-if replayFiles.isEmpty && (replayLoop || replaySpeed != 1) {
-    usageError("--replay-speed and --replay-loop need --replay FILE...")
+if replayFiles.isEmpty && (replayLoop || replaySpeed != 1 || replayWait) {
+    usageError("--replay-speed, --replay-loop and --replay-wait need --replay FILE...")
 }
 // Each pass would follow the last at once, the events as fast as the loop goes: a core
 // busy for ever, and no end a client could ask for.
@@ -150,7 +159,7 @@ if !replayFiles.isEmpty {
             fail("cannot read recording \(error)", code: 66)
         }
     }
-    replay = ReplayOptions(recordings: recordings, speed: replaySpeed, loop: replayLoop)
+    replay = ReplayOptions(recordings: recordings, speed: replaySpeed, loop: replayLoop, onRequest: replayWait)
 }
 
 do {

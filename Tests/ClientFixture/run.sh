@@ -4,7 +4,10 @@
 # (its own .build directory; the first build compiles the library from scratch) and runs it
 # against the built shutterd on a socket of its own: the hello, the device list, a ping,
 # the interaction in force, a bounded wait for events (none come: no device is pressed on
-# the host; the kernel rig presses one), and an unreachable daemon.
+# the host; the kernel rig presses one), and an unreachable daemon. Then a recording played
+# by a shutterd --replay --replay-wait of its own, started by the client after it set an
+# interaction without a secondary handler, 20 times over: every time exactly the expected
+# events, in order (Tests/ClientFixture/replay-expected.txt).
 #
 # Usage: Tests/ClientFixture/run.sh [SHUTTERD]    (default .build/debug/shutterd)
 #
@@ -91,12 +94,48 @@ done
 # $SHUTTERD_SOCKET names the socket, as the library's default.
 check fixture-hello-devices-ping-interaction 0 \
     '^hello shutterd [0-9.]+ protocol 1\.[0-9]+ devices [0-9]+$' '^ping answered$' \
-    '^interaction in force: enabled=true names=\["AB Shutter3\*"\]$' -- \
+    '^interaction in force: enabled=true secondary=true names=\["AB Shutter3\*"\]$' -- \
     env SHUTTERD_SOCKET="$sock" "$FIXTURE" --name 'AB Shutter3*'
 check fixture-event-wait-is-bounded 2 '^timed out waiting for events$' -- \
     "$FIXTURE" --socket "$sock" --events 1 --timeout 1
 check fixture-unreachable 1 "^error: cannot connect to shutterd at $work/none.sock: No such file or directory$" -- \
     "$FIXTURE" --socket "$work/none.sock"
+
+kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+daemon=
+
+# The shipped AB Shutter3 recording, played on the client's word: its two clicks of volume
+# up fall through to primary, as the interaction (no secondary handler) was in force
+# before playback started. The same output every time, to the byte.
+replay_rounds() {
+    for i in $(seq 20); do
+        rm -f "$sock"
+        SHUTTERD_CONFIG=$work/no-such.conf "$SHUTTERD" --socket "$sock" --replay-wait --replay-speed 0 \
+            --replay "$REPO/examples/recordings/ab-shutter3-volumeup.evemu" 2>"$work/shutterd.log" &
+        daemon=$!
+        "$FIXTURE" --socket "$sock" --secondary false --start-replay true --timeout 20 >"$work/round" 2>&1
+        got=$?
+        # Until the daemon listens, the fixture cannot connect: try again, a few seconds at most.
+        j=0
+        while [ $got = 1 ] && grep -q "cannot connect" "$work/round" && [ $j -lt 50 ]; do
+            sleep 0.1
+            "$FIXTURE" --socket "$sock" --secondary false --start-replay true --timeout 20 >"$work/round" 2>&1
+            got=$?
+            j=$((j + 1))
+        done
+        kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+        daemon=
+        # From the interaction on (the hello names the versions, which change).
+        sed -n '/^interaction in force/,$p' "$work/round" >"$work/played"
+        if [ $got != 0 ] || ! diff -u "$HERE/replay-expected.txt" "$work/played"; then
+            echo "round $i of 20: exit $got"
+            cat "$work/shutterd.log"
+            return 1
+        fi
+    done
+    echo "20 rounds, each exactly as expected"
+}
+check fixture-replay-started-by-the-client-20-times 0 '^20 rounds, each exactly as expected$' -- replay_rounds
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

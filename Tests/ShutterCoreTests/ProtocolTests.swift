@@ -99,11 +99,28 @@ struct RequestParseTests {
         #expect(
             e
                 == RequestError(
-                    .unknownRequest, "unknown request type \"reboot\" (known: setInteraction, listDevices, ping)",
+                    .unknownRequest,
+                    "unknown request type \"reboot\" (known: setInteraction, listDevices, ping, replay)",
                     id: #""r""#))
         #expect(e?.code.closes == false)
         // Types are case-sensitive.
         #expect(failure(#"{"type":"Ping"}"#)?.code == .unknownRequest)
+    }
+
+    @Test("replay start is read with its id; a missing, mistyped or unknown action is invalidRequest")
+    func replay() {
+        #expect(
+            success(#"{"type":"replay","action":"start","id":4}"#) == RequestLine(request: .replay(.start), id: "4"))
+        #expect(
+            failure(#"{"type":"replay","id":1}"#)
+                == RequestError(.invalidRequest, #"replay: "action" is missing (known: "start")"#, id: "1"))
+        #expect(
+            failure(#"{"type":"replay","action":7}"#)
+                == RequestError(.invalidRequest, #"replay: "action" must be a string, not a number"#))
+        #expect(
+            failure(#"{"type":"replay","action":"stop\n"}"#)
+                == RequestError(.invalidRequest, #"replay: unknown action "stop\n" (known: "start")"#))
+        #expect(!ErrorCode.invalidState.closes)
     }
 
     @Test("only lineTooLong and invalidJSON close the connection")
@@ -248,7 +265,7 @@ struct MessageTests {
         let m = try oneLine(Message.hello(version: "1.2.3", devices: [DeviceRecord(handle: 1, info: info)]))
         #expect(m["type"] == .string("hello"))
         #expect(m["protocol"]?["major"] == .int(1))
-        #expect(m["protocol"]?["minor"] == .int(2))
+        #expect(m["protocol"]?["minor"] == .int(3))
         #expect(m["daemon"]?["name"] == .string("shutterd"))
         #expect(m["daemon"]?["version"] == .string("1.2.3"))
         #expect(m["devices"]?.arrayValue == [info.json])

@@ -68,6 +68,8 @@ struct SchemaTests {
             Message.reply(.ping, id: "3"),
             Message.reply(.setInteraction(Interaction()), id: nil, [("interaction", Interaction().json)]),
             Message.devices(id: #""x""#, [Self.full]),
+            Message.reply(.replay(.start), id: "4", [("action", .string("start"))]),
+            Message.error(RequestError(.invalidState, "replay: already playing", id: "5")),
             Message.error(RequestError(.unknownRequest, "nope", id: "[1]")),
             Message.error(RequestError(.lineTooLong, "too long")),
             Message.device(added: true, Self.full), Message.device(added: false, Self.bare),

@@ -5,6 +5,7 @@ import Testing
 
 @testable import ShutterCore
 @testable import ShutterLinux
+@testable import ShutterRecording
 
 private typealias Interaction = ShutterClient.Interaction
 private typealias ProtocolVersion = ShutterClient.ProtocolVersion
@@ -15,10 +16,11 @@ private typealias ProtocolVersion = ShutterClient.ProtocolVersion
 struct ClientLibraryTests {
     let shutterd = builtProgram("shutterd")
 
-    /// A shutterd on a socket of its own in `dir`, and a client connected to it.
-    func start(_ dir: String, reconnect: Bool = false) throws -> (Child, Client) {
+    /// A shutterd on a socket of its own in `dir` (with `arguments`), and a client
+    /// connected to it.
+    func start(_ dir: String, _ arguments: [String] = [], reconnect: Bool = false) throws -> (Child, Client) {
         let path = dir + "/s.sock"
-        let d = Child([shutterd, "--socket", path], directory: dir)
+        let d = Child([shutterd, "--socket", path] + arguments, directory: dir)
         // The socket's file exists from bind on; connecting waits for listen.
         let deadline = ContinuousClock.now + .seconds(10)
         while true {
@@ -56,6 +58,41 @@ struct ClientLibraryTests {
         #expect(try client.listDevices() == client.hello.devices)
         try client.ping()
         #expect(try client.next(timeout: .milliseconds(100)) == nil, "no devices, no events: the wait times out")
+    }
+
+    @Test(
+        "startReplay plays a --replay-wait recording as the interaction set before it selects; a start after the end is invalidState"
+    )
+    func startReplay() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        writeTextFile(dir + "/shutter.evemu", ReplayTests.shutter.text())
+        let (d, client) = try start(dir, ["--replay", dir + "/shutter.evemu", "--replay-wait", "--replay-speed", "0"])
+        defer { stop(d) }
+        #expect(client.hello.devices.map(\.replayed) == [true])
+        try client.setInteraction(Interaction(secondary: false))
+        try client.startReplay()
+        var got: [String] = []
+        while let event = try client.next(timeout: .seconds(10)) {
+            switch event {
+            case .capture(let c): got.append("\(c.handler) \(c.phase) \(c.key.name)")
+            case .deviceRemoved(let r): got.append("removed \(r.name)")
+            default: got.append("\(event)")
+            }
+            if got.last?.hasPrefix("removed") == true { break }
+        }
+        #expect(
+            got == [
+                "primary began KEY_VOLUMEUP", "primary ended KEY_VOLUMEUP", "primary began KEY_ENTER",
+                "primary ended KEY_ENTER", "removed AB Shutter3",
+            ])
+        #expect(
+            throws: ClientError.daemon(
+                code: "invalidState",
+                message:
+                    "replay: the recordings have played to their end and their devices are gone; start another shutterd to play them again"
+            )
+        ) { try client.startReplay() }
     }
 
     @Test("a socket nobody listens on is named in the error")

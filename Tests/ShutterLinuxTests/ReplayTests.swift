@@ -133,6 +133,121 @@ struct ReplayTests {
             d.stderr.contains("AB Shutter3: added id=bluetooth-2717-0040-c2:1a:55:0e:b3:05-ab-shutter3 kind=remote"))
     }
 
+    /// Sends a request and returns the next reply or error (events before it are skipped).
+    func answer(_ client: LineClient, _ request: [(String, JSON)], afterEvents: Bool = false) throws -> JSON? {
+        try client.send(.object(request))
+        return try answerOnly(client, afterEvents: afterEvents)
+    }
+
+    /// The next reply or error; unless `afterEvents`, an event before it is an issue.
+    func answerOnly(_ client: LineClient, afterEvents: Bool = false) throws -> JSON? {
+        while case .message(let m) = try client.next(timeout: 10_000) {
+            if ["reply", "error"].contains(m["type"]?.stringValue) { return m }
+            if !afterEvents { Issue.record("\(m.serialized) before a reply") }
+        }
+        return nil
+    }
+
+    static let start: [(String, JSON)] = [("type", .string("replay")), ("action", .string("start"))]
+
+    @Test(
+        "--replay-wait: the devices are in the hello, nothing plays before the client's start, then exactly what its interaction selects; a second start and one after the end are refused"
+    )
+    func startOnRequest() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/s.sock"
+        write(Self.shutter, dir + "/shutter.evemu")
+        for round in 1...3 {
+            let (d, probe) = try startShutterd(
+                socket: path, ["--replay", dir + "/shutter.evemu", "--replay-wait", "--replay-speed", "0"],
+                directory: dir)
+            let probeHello = try #require(try probe.next(type: "hello", timeout: 5000))
+            #expect(probeHello["protocol"]?["minor"]?.intValue == 3)
+            let names = probeHello["devices"]?.arrayValue?.compactMap { $0["name"]?.stringValue }
+            #expect(names == ["AB Shutter3"], "the recording's device is there before playback")
+            if round == 1 { expectAsleep(d.pid, "before a client asks for playback") }
+            // A second client sets its interaction, then asks: no secondary handler, so volume
+            // up falls through to primary; nothing of the recording may come before its start.
+            let client = try LineClient(path: path, timeout: .seconds(5))
+            _ = try #require(try client.next(type: "hello", timeout: 5000))
+            let set = try answer(
+                client,
+                [
+                    ("type", .string("setInteraction")),
+                    ("interaction", .object([("secondary", .bool(false))])),
+                ])
+            #expect(set?["request"]?.stringValue == "setInteraction")
+            // Both starts in one write, so that the daemon reads them in one turn: the second
+            // finds playback started whatever the speed (at 0 it may have ended before a
+            // start sent after the first's reply).
+            try client.sendRaw(
+                Array(
+                    (#"{"type":"replay","action":"start","id":7}"# + "\n"
+                        + #"{"type":"replay","action":"start","id":"x"}"# + "\n").utf8))
+            let started = try answerOnly(client)
+            #expect(started?.serialized == #"{"type":"reply","request":"replay","id":7,"action":"start"}"#)
+            let again = try answerOnly(client)
+            #expect(again?["code"]?.stringValue == "invalidState")
+            #expect(again?["id"]?.stringValue == "x")
+            #expect(again?["message"]?.stringValue == "replay: the recordings are playing already")
+            let got = try collect(client) { $0.contains { $0["type"]?.stringValue == "deviceRemoved" } }
+            let press = got.first?["press"]?.intValue ?? 0
+            #expect(
+                got.map(summary) == [
+                    "AB Shutter3: capture primary began KEY_VOLUMEUP press=\(press)",
+                    "AB Shutter3: capture primary ended KEY_VOLUMEUP press=\(press)",
+                    "AB Shutter3: capture primary began KEY_ENTER press=\(press + 1)",
+                    "AB Shutter3: capture primary ended KEY_ENTER press=\(press + 1)",
+                    "AB Shutter3: deviceRemoved",
+                ], "round \(round)")
+            let ended = try answer(client, Self.start)
+            #expect(ended?["code"]?.stringValue == "invalidState")
+            #expect(
+                ended?["message"]?.stringValue
+                    == "replay: the recordings have played to their end and their devices are gone; start another shutterd to play them again"
+            )
+            kill(d.pid, SIGTERM)
+            #expect(d.wait() == 0)
+        }
+    }
+
+    @Test("a replay start on a daemon that reads devices, or that started playback for its first client, is refused")
+    func startRefused() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        write(Self.shutter, dir + "/shutter.evemu")
+        let (plain, client) = try startShutterd(
+            socket: dir + "/p.sock", [], directory: dir, env: ["SHUTTERD_CONFIG=" + dir + "/none.conf"])
+        _ = try #require(try client.next(type: "hello", timeout: 5000))
+        let refused = try answer(client, Self.start + [("id", .int(1))])
+        #expect(refused?["code"]?.stringValue == "invalidState")
+        #expect(
+            refused?["message"]?.stringValue
+                == "replay: shutterd is not playing recordings (shutterd --replay FILE... --replay-wait plays them on this request)"
+        )
+        #expect(
+            try answer(client, [("type", .string("ping"))])?["type"]?.stringValue == "reply", "the connection stays")
+        kill(plain.pid, SIGTERM)
+        #expect(plain.wait() == 0)
+
+        // Without --replay-wait the first client's connection started playback: its start is late.
+        let (onConnect, first) = try startShutterd(
+            socket: dir + "/r.sock", ["--replay", dir + "/shutter.evemu", "--replay-loop"], directory: dir)
+        _ = try #require(try first.next(type: "hello", timeout: 5000))
+        let late = try answer(first, Self.start, afterEvents: true)
+        #expect(late?["code"]?.stringValue == "invalidState")
+        #expect(
+            late?["message"]?.stringValue
+                == "replay: the recordings are playing already, looping (--replay-loop) (without --replay-wait, playback starts when the first client connects)"
+        )
+        kill(onConnect.pid, SIGTERM)
+        #expect(onConnect.wait() == 0)
+        let usage = Child([shutterd, "--replay-wait", "--socket", dir + "/u.sock"], directory: dir)
+        #expect(usage.wait() == 64)
+        #expect(usage.stderr.contains("--replay-speed, --replay-loop and --replay-wait need --replay FILE..."))
+    }
+
     @Test("--replay-speed keeps the recorded gaps as kernel times, --replay-loop plays again, and idle means asleep")
     func timingAndLoop() throws {
         let dir = temporaryDirectory()

@@ -43,7 +43,8 @@ from shutterd import testing  # noqa: E402
 LIMIT = 65536
 # An object has at most this many members (docs/PROTOCOL.md).
 MAX_MEMBERS = 1024
-CODES = {"lineTooLong", "invalidJSON", "unknownRequest", "invalidRequest", "notPermitted", "tooManyClients"}
+CODES = {"lineTooLong", "invalidJSON", "unknownRequest", "invalidRequest", "notPermitted", "tooManyClients",
+         "invalidState"}
 CLOSING = {"lineTooLong", "invalidJSON", "tooManyClients"}
 KINDS = ["remote", "headset", "dial", "keyboard", "camera", "media", "mouse"]
 BOOLS = ["enabled", "primary", "secondary", "defaultCaptureSoundDisabled", "grab"]

@@ -9,7 +9,8 @@ headsets, media keys and dials on a Unix socket (docs/PROTOCOL.md).
 
 Standard library only. shutterd.aio has the same over asyncio; the pytest plugin
 (shutterd.pytest_plugin, registered as a pytest11 entry point) gives tests a ``shutterd``
-fixture and ``expect_press``.
+fixture, ``expect_press``, and ``shutterd_replay``, a daemon of the test's own playing a
+recording (shutterd.testing has the recordings shipped with the package).
 """
 
 from ._client import Client, expect_press, wait_for_press

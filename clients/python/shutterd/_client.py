@@ -167,6 +167,14 @@ class Client:
     def ping(self, timeout: Optional[float] = None) -> None:
         self.request("ping", timeout)
 
+    def start_replay(self, timeout: Optional[float] = None) -> Reply:
+        """Starts the playback of a ``shutterd --replay FILE... --replay-wait`` (protocol
+        1.3): call it once this client's interaction is set, and every event played comes
+        after the reply, as that interaction selects it. A daemon that does not replay, or
+        whose playback has started or ended, refuses: ErrorReply with code
+        ``invalidState`` (docs/PROTOCOL.md, replay)."""
+        return self.request("replay", timeout, action="start")
+
     # --- events --------------------------------------------------------------------------
 
     def next_event(self, timeout: Optional[float] = None) -> Message:

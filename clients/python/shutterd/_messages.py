@@ -15,7 +15,7 @@ from ._base import CaptureMethods, DeviceMethods, Message, devices_field, get_fi
 #: The protocol this package speaks: a daemon with another major is refused, a newer
 #: minor accepted (what it adds is kept in ``raw``).
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 2
+PROTOCOL_MINOR = 3
 
 
 @dataclass
@@ -336,6 +336,8 @@ class Reply(Message):
     interaction: Optional[Dict[str, Any]] = None
     #: For listDevices: the devices open now.
     devices: Optional[List[Device]] = None
+    #: For replay (1.3): the action carried out. One of: start.
+    action: Optional[str] = None
 
     @classmethod
     def from_json(cls, obj: Any) -> "Reply":
@@ -346,6 +348,7 @@ class Reply(Message):
             id=obj.get("id"),
             interaction=get_field(obj, "interaction", dict),
             devices=devices_field(obj, "devices"),
+            action=get_field(obj, "action", str, None),
         )
 
 
@@ -354,7 +357,7 @@ class Error(Message):
     """A request that could not be carried out, or a line that is not a request."""
 
     #: What went wrong. One of: lineTooLong, invalidJSON, unknownRequest, invalidRequest,
-    #: notPermitted, tooManyClients.
+    #: notPermitted, tooManyClients, invalidState.
     code: str = ""
     #: The daemon's words.
     message: str = ""

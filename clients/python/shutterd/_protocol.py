@@ -20,7 +20,7 @@ from ._messages import (MESSAGE_TYPES, PROTOCOL_MAJOR, PROTOCOL_MINOR, Capture, 
 #: The protocol this package speaks (PROTOCOL_MAJOR, PROTOCOL_MINOR) and the message
 #: classes come from the daemon's schema (_messages.py, generated). 1.2: gestures,
 #: ``Device.replayed``, a device's link (``Device.connected``, ``.battery``, ``.alias``;
-#: ``DeviceChanged``).
+#: ``DeviceChanged``). 1.3: the ``replay`` request (``Client.start_replay``).
 
 #: Where the daemon listens unless told otherwise.
 DEFAULT_SOCKET = "/run/shutterd/shutterd.sock"

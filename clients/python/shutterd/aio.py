@@ -164,6 +164,10 @@ class AsyncClient:
     async def ping(self, timeout: Optional[float] = None) -> None:
         await self.request("ping", timeout)
 
+    async def start_replay(self, timeout: Optional[float] = None) -> Reply:
+        """As shutterd.Client.start_replay."""
+        return await self.request("replay", timeout, action="start")
+
     # --- events --------------------------------------------------------------------------
 
     async def next_event(self, timeout: Optional[float] = None) -> Message:

@@ -12,6 +12,13 @@ listen(2), so its existence says nothing. When the daemon dies first, or does no
 time, a DaemonError says its exit status and the tail of its log. Every wait and every read
 here is bounded in time and in bytes.
 
+For a client's own tests: ``find_shutterd()`` finds the daemon's binary, ``recording(name)``
+is the path of a recording shipped with the package (shutterd's examples/recordings, as
+``recordings()`` lists them), ``replay(...)`` starts a ``shutterd --replay --replay-wait``
+of its own and returns a client whose interaction is in force and whose playback has
+started, and ``played(client)`` collects what a recording played, to its end. The pytest
+plugin's ``shutterd_replay`` fixture is ``replay`` with the daemon stopped after the test.
+
 Standard library only; importing it starts nothing. Harnesses outside the installed package
 put clients/python on sys.path.
 """
@@ -19,13 +26,16 @@ put clients/python on sys.path.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["Daemon", "DaemonError", "LOG_TAIL_BYTES", "describe_status", "log_tail", "read_line"]
+__all__ = ["Daemon", "DaemonError", "LOG_TAIL_BYTES", "Replay", "describe_status", "find_shutterd", "log_tail",
+           "played", "read_line", "recording", "recordings", "replay"]
 
 # How much of a log a failure quotes: its last 4 KiB.
 LOG_TAIL_BYTES = 4096
@@ -234,3 +244,141 @@ class Daemon:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+# --- a client's tests against a recording --------------------------------------------------
+
+# Where find_shutterd() looks after $SHUTTERD_BIN and PATH: where the Debian package and
+# `make install` put the daemon (sbin is not on every user's PATH).
+SHUTTERD_PLACES = ("/usr/sbin/shutterd", "/usr/local/sbin/shutterd")
+RECORDINGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "recordings")
+
+
+def find_shutterd(binary: Optional[str] = None) -> str:
+    """The shutterd program to start: ``binary`` when given, else ``$SHUTTERD_BIN``, else
+    ``shutterd`` on PATH, else /usr/sbin/shutterd or /usr/local/sbin/shutterd. DaemonError,
+    naming what was tried, when none is an executable file."""
+    tried = []
+    for source, candidate in (("given", binary), ("$SHUTTERD_BIN", os.environ.get("SHUTTERD_BIN") or None),
+                              ("PATH", shutil.which("shutterd"))) + tuple(("", p) for p in SHUTTERD_PLACES):
+        if candidate is None:
+            continue
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return os.path.abspath(candidate)
+        tried.append("%s (%s)" % (candidate, source) if source else candidate)
+        if source in ("given", "$SHUTTERD_BIN"):
+            break  # asked for this one: no other stands in for it
+    raise DaemonError("no shutterd program: tried %s; install shutterd, put it on PATH, or set $SHUTTERD_BIN" % (
+        ", ".join(tried) if tried else "PATH, " + ", ".join(SHUTTERD_PLACES)))
+
+
+def recordings() -> List[str]:
+    """The names of the recordings shipped with the package, sorted."""
+    try:
+        return sorted(n for n in os.listdir(RECORDINGS) if n.endswith(".evemu"))
+    except OSError:
+        return []
+
+
+def recording(name: str) -> str:
+    """The path of a recording shipped with the package, by its name
+    (``recording("ab-shutter3-volumeup.evemu")``); ValueError naming the known ones."""
+    if name in recordings():
+        return os.path.join(RECORDINGS, name)
+    raise ValueError("no recording %r ships with the shutterd package (known: %s)" % (name, ", ".join(recordings())))
+
+
+def _recording_path(name: str, base: Optional[str]) -> str:
+    """A path as given (absolute, or relative to the working directory), else relative to
+    ``base`` (the test's directory), else a shipped recording's name."""
+    for candidate in (name, os.path.join(base, name) if base else None):
+        if candidate and os.path.isfile(candidate):
+            return os.path.abspath(candidate)
+    if os.sep not in name and name in recordings():
+        return recording(name)
+    raise ValueError("no recording %r: not a file%s, and not one shipped with the package (%s)" % (
+        name, " here or in %s" % base if base else "", ", ".join(recordings())))
+
+
+class Replay:
+    """A ``shutterd --replay FILE... --replay-wait`` of its own, on a private socket, and a
+    client of it (see replay()). ``.client`` is connected, its interaction in force and
+    playback started; ``.daemon`` is the Daemon (``.log()``, ``.path``); ``.close()`` closes
+    the client, stops the daemon and removes its directory."""
+
+    def __init__(self, daemon: Daemon, directory: str) -> None:
+        self.daemon = daemon
+        self.directory = directory
+        self.client: Any = None
+        # The log's tail as it was when the daemon stopped (the directory is gone after).
+        self.final_log: Optional[str] = None
+
+    def close(self) -> Optional[int]:
+        """Closes the client and stops the daemon; its returncode."""
+        try:
+            if self.client is not None:
+                self.client.close()
+            return self.daemon.stop()
+        finally:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def replay(*names: str, speed: float = 1.0, loop: bool = False, config: Optional[str] = None, args: Sequence[str] = (),
+           binary: Optional[str] = None, base: Optional[str] = None, timeout: float = 10.0,
+           **interaction: Any) -> Replay:
+    """Starts ``shutterd --replay FILES --replay-wait`` on a socket in a new private
+    directory, connects, sets the interaction (the keywords of Client.set_interaction:
+    ``secondary=False``, ``names=[...]``, ``long_press=500``...), starts playback, and
+    returns the Replay. ``names``: paths, paths relative to ``base``, or names of shipped
+    recordings. ``speed`` and ``loop`` are --replay-speed and --replay-loop. Without
+    ``config`` the daemon reads no config file (not the machine's: the test is the same
+    everywhere); ``args`` are further arguments. ``timeout`` bounds the start and every
+    request. The daemon's log is ``.daemon.log()``."""
+    from ._client import Client  # here, so that importing testing imports no client
+
+    if not names:
+        raise ValueError("replay() needs at least one recording")
+    files = [_recording_path(n, base) for n in names]
+    argv = ["--replay"] + files + ["--replay-wait", "--replay-speed", "%g" % speed] + (["--replay-loop"] if loop else [])
+    if config is not None:
+        argv += ["--config", config]
+    directory = tempfile.mkdtemp(prefix="shutterd-")  # short: a socket path has at most 107 bytes
+    env: Dict[str, Optional[str]] = {"SHUTTERD_CONFIG": os.path.join(directory, "no-config")}
+    daemon = Daemon(find_shutterd(binary), os.path.join(directory, "shutterd.sock"), argv + list(args), env=env,
+                    log_path=os.path.join(directory, "shutterd.log"), start_timeout=timeout)
+    session = Replay(daemon, directory)
+    try:
+        daemon.start()
+        session.client = Client(daemon.path, timeout=timeout)
+        session.client.set_interaction(**interaction)
+        session.client.start_replay()
+    except Exception as e:
+        log = daemon.log(LOG_TAIL_BYTES)
+        session.close()
+        if isinstance(e, DaemonError):
+            raise  # it quotes the log already
+        raise DaemonError("%s: %s\n--- the last %d bytes of its log:\n%s" % (
+            " ".join(daemon.argv), e, LOG_TAIL_BYTES, log or "(empty)")) from e
+    except BaseException:
+        session.close()
+        raise
+    return session
+
+
+def played(client: Any, timeout: float = 10.0) -> List[Any]:
+    """Every event ``client`` receives until each replayed device of its hello has gone
+    (deviceRemoved): what the recordings played, to their end, as its interaction selects
+    it. ``timeout`` bounds each wait (shutterd.Timeout); a looping replay never ends, so
+    it waits in vain. ValueError when the hello lists no replayed device."""
+    from ._protocol import DeviceRemoved
+
+    left = {d.id for d in client.devices if d.replayed}
+    if not left:
+        raise ValueError("the hello lists no replayed device: not a shutterd --replay ... --replay-wait")
+    events = []
+    while left:
+        event = client.next_event(timeout)
+        events.append(event)
+        if isinstance(event, DeviceRemoved):
+            left.discard(event.device.id)
+    return events

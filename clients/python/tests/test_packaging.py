@@ -59,6 +59,25 @@ def test_pip_install_of_the_directory_into_a_fresh_venv(tmp_path, source, venv):
     assert requires == ">=3.9"
 
 
+def _files(top):
+    return sorted(os.path.relpath(os.path.join(d, n), top) for d, dirs, files in os.walk(top) for n in dirs + files)
+
+
+def test_building_and_installing_leave_nothing_in_the_source_directory(tmp_path, source, venv):
+    # pip builds in the directory it is given: the backend (_shutterd_build.py) builds in a
+    # copy, so no build/ or shutterd.egg-info is left here (.gitignore would hide them from git).
+    before = _files(source)
+    py = os.path.join(venv, "bin", "python")
+    quiet = ("-q", "--disable-pip-version-check", "--no-build-isolation", "--no-index")
+    sh(py, "-m", "pip", "install", *quiet, source, cwd=str(tmp_path))
+    sh(py, "-m", "pip", "wheel", *quiet, "--no-deps", "-w", str(tmp_path / "dist"), source, cwd=str(tmp_path))
+    sh(py, "-c", "import _shutterd_build as b; b.build_sdist(%r)" % str(tmp_path / "sdist"), cwd=source)
+    assert _files(source) == before
+    out = sh(py, "-c", "import shutterd.testing as t; print(t.recording('ab-shutter3-volumeup.evemu'))",
+             cwd=str(tmp_path))
+    assert out.strip().startswith(venv) and os.path.isfile(out.strip())
+
+
 def test_the_wheel_holds_the_package_its_type_marker_and_the_entry_point(tmp_path, source, venv):
     sh(os.path.join(venv, "bin", "python"), "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-build-isolation", "--no-index",
        "--no-deps", "-w", str(tmp_path / "dist"), source, cwd=str(tmp_path))
@@ -70,5 +89,7 @@ def test_the_wheel_holds_the_package_its_type_marker_and_the_entry_point(tmp_pat
     for module in ("__init__", "_client", "_protocol", "aio", "pytest_plugin", "testing"):
         assert "shutterd/%s.py" % module in names
     assert "shutterd/py.typed" in names
+    assert "shutterd/recordings/ab-shutter3-volumeup.evemu" in names
+    assert "_shutterd_build.py" not in names
     assert not any(n.startswith("tests/") for n in names)
     assert "[pytest11]\nshutterd = shutterd.pytest_plugin" in entry_points

@@ -2,10 +2,15 @@
 // line each: the hello, the devices, the ping, the interaction in force, then events.
 //
 // Usage: shutterd-client-fixture [--socket PATH] [--events N] [--timeout SECONDS] [--name PATTERN]
-//   --socket   default $SHUTTERD_SOCKET, else /run/shutterd/shutterd.sock
-//   --events   how many events to wait for after the interaction is in force (default 0)
-//   --timeout  seconds to wait for them (default 30)
-//   --name     a filter on device names (default: none)
+//                                [--secondary true|false] [--start-replay true|false]
+//   --socket        default $SHUTTERD_SOCKET, else /run/shutterd/shutterd.sock
+//   --events        how many events to wait for after the interaction is in force (default 0)
+//   --timeout       seconds to wait for them (default 30)
+//   --name          a filter on device names (default: none)
+//   --secondary     whether the interaction has a secondary handler (default true)
+//   --start-replay  after the interaction, start the playback of a shutterd --replay
+//                   --replay-wait and print every event until each replayed device of the
+//                   hello has gone (default false)
 // Exit 0 when all arrived, 1 on a client error, 2 when the events did not all arrive in time.
 import Glibc
 import ShutterClient
@@ -19,7 +24,15 @@ var socketPath: String?
 var events = 0
 var timeout = 30
 var names: [String] = []
+var secondary = true
+var startReplay = false
 var args = CommandLine.arguments.dropFirst()
+
+func flag(_ arg: String, _ value: String) -> Bool {
+    guard let b = Bool(value) else { usage("\(arg) \(value): expected true or false") }
+    return b
+}
+
 while let arg = args.popFirst() {
     guard let value = args.popFirst() else {
         usage("\(arg) needs a value")
@@ -29,6 +42,8 @@ while let arg = args.popFirst() {
     case "--events": events = Int(value) ?? -1
     case "--timeout": timeout = Int(value) ?? -1
     case "--name": names.append(value)
+    case "--secondary": secondary = flag(arg, value)
+    case "--start-replay": startReplay = flag(arg, value)
     default:
         usage("unknown argument '\(arg)'")
     }
@@ -66,9 +81,25 @@ do {
     for d in try client.listDevices() { say("device '\(d.name)' id=\(d.id) kind=\(d.kind) bus=\(d.bus)") }
     try client.ping()
     say("ping answered")
-    let inForce = try client.setInteraction(Interaction(secondary: true, filter: Interaction.Filter(names: names)))
-    say("interaction in force: enabled=\(inForce.enabled ?? false) names=\(inForce.filter?.names ?? [])")
+    let inForce = try client.setInteraction(
+        Interaction(secondary: secondary, filter: Interaction.Filter(names: names)))
+    say(
+        "interaction in force: enabled=\(inForce.enabled ?? false) secondary=\(inForce.secondary ?? true) names=\(inForce.filter?.names ?? [])"
+    )
     let deadline = ContinuousClock.now + .seconds(timeout)
+    if startReplay {
+        var replayed = Set(hello.devices.filter(\.replayed).map(\.id))
+        try client.startReplay()
+        say("replay started: \(replayed.count) devices")
+        while !replayed.isEmpty {
+            guard let event = try client.next(timeout: ContinuousClock.now.duration(to: deadline)) else {
+                say("timed out waiting for the end of the replay")
+                exit(2)
+            }
+            say(describe(event))
+            if case .deviceRemoved(let d) = event { replayed.remove(d.id) }
+        }
+    }
     for _ in 0..<events {
         guard let event = try client.next(timeout: ContinuousClock.now.duration(to: deadline)) else {
             say("timed out waiting for events")

@@ -1,0 +1,140 @@
+"""A client's own tests against a recording (issue 22): the replay request through both
+clients, the shutterd_replay fixture (a shutterd --replay --replay-wait of each test's own),
+the recordings shipped in the package, and the README's example suite run many times over."""
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+import shutterd
+import shutterd.aio
+from shutterd.testing import DaemonError, find_shutterd, played, recording, recordings, replay
+
+from conftest import REPO, _binary
+
+pytest_plugins = ["pytester"]
+
+EXAMPLE = os.path.join(REPO, "clients", "python", "examples", "test_camera_app.py")
+REMOTE = "ab-shutter3-volumeup.evemu"
+# The README's example suite, run this many times in a row, each test on a daemon of its own.
+ROUNDS = 50
+
+
+def captures(events):
+    return [(e.handler, e.phase, e.key.name) for e in events if isinstance(e, shutterd.Capture)]
+
+
+def test_the_shipped_recordings_are_the_repositorys_examples_byte_for_byte():
+    shipped = os.path.join(REPO, "examples", "recordings")
+    names = sorted(n for n in os.listdir(shipped) if n.endswith(".evemu"))
+    assert recordings() == names, "copy examples/recordings/*.evemu to clients/python/shutterd/recordings/"
+    for name in names:
+        with open(os.path.join(shipped, name), "rb") as a, open(recording(name), "rb") as b:
+            assert a.read() == b.read(), name
+    assert "site-packages" in recording(REMOTE) or "SHUTTERD_TEST_SOURCE" not in os.environ
+
+
+def test_an_unknown_recording_name_is_refused_with_the_known_ones():
+    with pytest.raises(ValueError) as e:
+        recording("nope.evemu")
+    assert str(e.value) == "no recording 'nope.evemu' ships with the shutterd package (known: %s)" % ", ".join(
+        recordings())
+
+
+def test_find_shutterd_takes_the_given_program_and_names_a_missing_one(tmp_path, monkeypatch):
+    assert find_shutterd(_binary()) == os.path.abspath(_binary())
+    monkeypatch.setenv("SHUTTERD_BIN", str(tmp_path / "none"))
+    with pytest.raises(DaemonError) as e:
+        find_shutterd()
+    assert str(e.value).startswith("no shutterd program: tried %s ($SHUTTERD_BIN);" % (tmp_path / "none"))
+
+
+def test_start_replay_plays_what_the_interaction_selects_and_refuses_a_second_start():
+    session = replay(REMOTE, binary=_binary(), speed=0, secondary=False)
+    try:
+        c = session.client
+        assert [d.name for d in c.devices if d.replayed] == ["AB Shutter3 Keyboard"]
+        assert captures(played(c)) == [("primary", "began", "KEY_VOLUMEUP"), ("primary", "ended", "KEY_VOLUMEUP")] * 2
+        with pytest.raises(shutterd.ErrorReply) as e:
+            c.start_replay()
+        assert e.value.code == "invalidState"
+        assert e.value.message == ("replay: the recordings have played to their end and their devices are gone; "
+                                   "start another shutterd to play them again")
+    finally:
+        assert session.close() == 0
+
+
+def refused(path):
+    """The invalidState message a start on the daemon at path gets; the connection stays."""
+    with shutterd.Client(path) as c:
+        with pytest.raises(shutterd.ErrorReply) as e:
+            c.start_replay()
+        c.ping()
+        assert e.value.code == "invalidState"
+        return e.value.message
+
+
+def test_start_replay_without_replay_wait_is_refused(replaying):
+    d = replaying("--replay", recording(REMOTE), "--replay-loop")
+    assert refused(d.path) == ("replay: the recordings are playing already, looping (--replay-loop) (without "
+                               "--replay-wait, playback starts when the first client connects)")
+
+
+def test_start_replay_without_replay_is_refused(daemon):
+    assert refused(daemon.path) == ("replay: shutterd is not playing recordings "
+                                    "(shutterd --replay FILE... --replay-wait plays them on this request)")
+
+
+def test_the_asyncio_client_starts_a_replay_too():
+    session = replay(REMOTE, binary=_binary(), speed=0)
+
+    async def run():
+        async with await shutterd.aio.connect(session.daemon.path) as c:
+            with pytest.raises(shutterd.ErrorReply) as e:
+                await c.start_replay()
+            return e.value.code
+
+    try:
+        # The fixture's own client started it: the asyncio client's start is a second one.
+        assert asyncio.run(run()) == "invalidState"
+    finally:
+        session.close()
+
+
+def test_a_failed_test_shows_its_daemons_log(pytester, monkeypatch):
+    monkeypatch.setenv("SHUTTERD_BIN", _binary())
+    pytester.makepyfile("""
+        def test_fails(shutterd_replay):
+            client = shutterd_replay("%s", speed=0)
+            assert client.devices == []
+    """ % REMOTE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*shutterd log (*--replay-wait*)*", "*: replay start*"])
+
+
+def test_the_readme_holds_the_example_suite_as_it_is():
+    with open(EXAMPLE) as f:
+        example = f.read()
+    with open(os.path.join(REPO, "clients", "python", "README.md")) as f:
+        assert "```python\n" + example + "```\n" in f.read()
+
+
+def test_the_readme_example_suite_passes_50_times_in_a_row(tmp_path):
+    # A copy outside the source tree, as a user's suite: the package, its plugin and its
+    # recordings come from the installation.
+    shutil.copy(EXAMPLE, str(tmp_path / "test_camera_app.py"))
+    env = dict(os.environ, SHUTTERD_BIN=_binary(), PYTHONDONTWRITEBYTECODE="1")
+    started = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--keep-duplicates"]
+                       + ["test_camera_app.py"] * ROUNDS, cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
+    tests = sum(1 for line in open(EXAMPLE) if line.startswith("def test_"))
+    assert r.returncode == 0 and "%d passed" % (tests * ROUNDS) in r.stdout, r.stdout[-4000:]
+    print("%d rounds of %d tests in %.0f s" % (ROUNDS, tests, time.monotonic() - started))
+

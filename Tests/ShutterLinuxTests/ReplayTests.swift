@@ -55,6 +55,13 @@ struct ReplayTests {
 
     func write(_ r: Recording, _ path: String) { writeTextFile(path, r.text()) }
 
+    /// `shutterd --replay file` listening on `socket` (its first client starts playback).
+    func replaying(_ file: String, socket: String, directory: String) -> Child {
+        let d = Child([shutterd, "--socket", socket, "--replay", file], directory: directory)
+        #expect(waitForFile(socket))
+        return d
+    }
+
     /// Messages until `done` says so, or the connection ends or a few seconds pass.
     func collect(_ client: LineClient, until done: ([JSON]) -> Bool) throws -> [JSON] {
         var got: [JSON] = []
@@ -194,8 +201,7 @@ struct ReplayTests {
         defer { removeTree(dir) }
         let path = dir + "/s.sock"
         write(Self.shutter, dir + "/shutter.evemu")
-        let d = Child([shutterd, "--socket", path, "--replay", dir + "/shutter.evemu"], directory: dir)
-        #expect(waitForFile(path))
+        let d = replaying(dir + "/shutter.evemu", socket: path, directory: dir)
         let ctl = Child(
             [builtProgram("shutterctl"), "--socket", path, "latency", "--device", "AB Shutter*", "--count", "2"],
             directory: dir)
@@ -214,6 +220,51 @@ struct ReplayTests {
                 && ctl.stderr.contains("2: KEY_ENTER on AB Shutter3:"))
         kill(d.pid, SIGTERM)
         #expect(d.wait() == 0)
+    }
+
+    @Test(
+        "shutterctl latency says the devices are replayed, and ends with exit 2 and what came when the device goes or shutterd does"
+    )
+    func latencyEndsEarly() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/s.sock"
+        write(Self.shutter, dir + "/shutter.evemu")
+        let d = replaying(dir + "/shutter.evemu", socket: path, directory: dir)
+        // Two presses recorded, five asked for: the recording's end removes the device.
+        let ctl = Child([builtProgram("shutterctl"), "--socket", path, "latency", "--count", "5"], directory: dir)
+        #expect(ctl.wait() == 2, "stderr: \(ctl.stderr)")
+        let err = ctl.stderr.split(separator: "\n").map(String.init)
+        let note = "'AB Shutter3' is replayed from a recording (shutterd --replay): kernel->shutterd is then"
+        let first = err.firstIndex { $0.hasPrefix("1: ") }
+        #expect(err.firstIndex { $0.hasPrefix(note) }.map { i in first.map { i < $0 } ?? false } == true, "\(err)")
+        #expect(
+            err.last
+                == "shutterctl: 'AB Shutter3' went away (deviceRemoved) after 2 of 5 presses; their figures follow")
+        let lines = ctl.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "latency of 2 presses, microseconds")
+        #expect(lines.contains { $0.hasPrefix("replayed (shutterd --replay): all presses; kernel->shutterd is then") })
+        let bars = lines.drop { $0 != "kernel->client:" }.dropFirst()
+        #expect(bars.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }.reduce(0, +) == 2)
+        kill(d.pid, SIGTERM)
+        #expect(d.wait() == 0)
+
+        // A device the pattern does not match going is no end; shutterd going is, with no press.
+        let again = replaying(dir + "/shutter.evemu", socket: path, directory: dir)
+        let none = Child(
+            [builtProgram("shutterctl"), "--socket", path, "latency", "--device", "Griffin*", "--count", "1"],
+            directory: dir)
+        let deadline = monotonicMicros() + 10_000_000
+        while !again.stderr.contains("removed (end of the recording)") && monotonicMicros() < deadline {
+            usleep(10_000)
+        }
+        #expect(none.exited() == nil, "still waiting after the unmatched device went: \(none.stderr)")
+        kill(again.pid, SIGTERM)
+        #expect(again.wait() == 0)
+        #expect(none.wait() == 2, "stderr: \(none.stderr)")
+        #expect(none.stderr.hasSuffix("shutterctl: shutterd closed the connection after 0 of 1 presses\n"))
+        #expect(none.stdout.isEmpty)
+        #expect(!none.stderr.contains("replayed from a recording"), "no press or device measured was replayed")
     }
 
     @Test("the example recordings, made by shutterctl record, are written again byte for byte: header, then each line")

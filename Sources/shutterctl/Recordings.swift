@@ -221,7 +221,9 @@ let latencyUsage = """
 
 @MainActor func readRecording(_ file: String) -> Recording {
     do {
-        return try Recording(parsing: try readTextFile(file, limit: 64 << 20))
+        let recording = try Recording(parsing: try readTextFile(file, limit: 64 << 20))
+        if let warning = recording.warning { say("shutterctl: \(file): \(warning)") }
+        return recording
     } catch let error as RecordingError {
         say("shutterctl: \(file): \(error)")
         Sys.exit(65)

@@ -291,6 +291,32 @@ struct ReplayTests {
         let d = Child([shutterd, "--socket", dir + "/s.sock", "--replay", bad], directory: dir)
         #expect(d.wait() == 65)
         #expect(d.stderr.contains("\(bad): line 4: E: time '0.1' is not SECONDS.MICROSECONDS"))
+        // A code no kernel sends is refused; a key value shutterd ignores is said, with its line.
+        var beyond = Self.shutter
+        beyond.events[1].code = 0x300
+        write(beyond, dir + "/beyond.evemu")
+        let refusedCode = Child(
+            [shutterd, "--socket", dir + "/s.sock", "--replay", dir + "/beyond.evemu"], directory: dir)
+        #expect(refusedCode.wait() == 65)
+        let line = beyond.text().split(separator: "\n").firstIndex { $0.hasPrefix("E: 0.100000 0001 0300") }.map {
+            $0 + 1
+        }
+        #expect(
+            refusedCode.stderr.contains(
+                "\(dir)/beyond.evemu: line \(line ?? 0): E: EV_KEY code 0300 is above KEY_MAX (2ff)"),
+            "\(refusedCode.stderr)")
+        var nine = Self.shutter
+        nine.events[1].value = 9
+        write(nine, dir + "/nine.evemu")
+        let warned = replaying(dir + "/nine.evemu", socket: dir + "/n.sock", directory: dir)
+        let nineLine = nine.text().split(separator: "\n").firstIndex { $0.hasPrefix("E: 0.100000 0001 0073 0009") }
+        #expect(
+            warned.stderr.contains(
+                "\(dir)/nine.evemu: line \((nineLine ?? -1) + 1): EV_KEY code 0073 value 9: shutterd takes only key values 0"
+            ),
+            "\(warned.stderr)")
+        kill(warned.pid, SIGTERM)
+        #expect(warned.wait() == 0)
         let missing = Child([shutterd, "--socket", dir + "/s.sock", "--replay", dir + "/none.evemu"], directory: dir)
         #expect(missing.wait() == 66)
         #expect(missing.stderr.contains("none.evemu"))

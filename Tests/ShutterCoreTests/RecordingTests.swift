@@ -99,7 +99,8 @@ struct RecordingTests {
         let dir = Self.directory + "/../../../examples/recordings"
         let kinds = [
             "ab-shutter3-volumeup.evemu": DeviceKind.remote, "powermate-push-and-turn.evemu": .dial,
-            "jabra-headset-click.evemu": .media,
+            "jabra-headset-click.evemu": .media, "ab-shutter3-long-and-double.evemu": .remote,
+            "gpio-keys-focus-and-shutter.evemu": .camera, "ab-shutter3-disconnect-mid-press.evemu": .remote,
         ]
         for (file, kind) in kinds {
             let r = try Recording(parsing: Files.read(dir + "/" + file))
@@ -109,6 +110,89 @@ struct RecordingTests {
             #expect(decided.plan.kind == kind && decided.plan.open, "\(file)")
         }
         #expect(Set(Files.list(dir).filter { $0.hasSuffix(".evemu") }) == Set(kinds.keys))
+    }
+
+    /// What a client with `interaction` receives when shutterd plays the example `file`: its
+    /// frames read one at a time at their recorded times (as `shutterd --replay` at speed 1
+    /// stamps them), the long-press timer run before each, and the device removed after the
+    /// last, as a replay's end does. One summary line per message.
+    func played(_ file: String, _ interaction: String = "{}") throws -> [String] {
+        let r = try Recording(parsing: Files.read(Self.directory + "/../../../examples/recordings/" + file))
+        let decided = r.admission(syspath: "replay:" + file, node: file, config: Config(), keyCode: keyCode)
+        let engine = Engine(name: TestNames.name)
+        engine.addDevice(handle: 1, info: decided.info, mapping: decided.plan.mapping)
+        var session = ClientSession()
+        _ = session.setInteraction(try Interaction(request: JSON.parse(interaction)), now: 0, nextSeq: { 0 })
+        var got: [String] = []
+        func take(_ buffer: OutBuffer) throws {
+            for line in buffer.bytes.split(separator: 0x0A) {
+                let m = try JSON.parse(Array(line))
+                guard let gesture = m["gesture"]?.stringValue else {
+                    got.append(summary(m))
+                    continue
+                }
+                let first = m["firstPress"]?.intValue.map { " firstPress=\($0)" } ?? ""
+                got.append("gesture \(gesture) press=\(m["press"]?.intValue ?? -1)\(first)")
+            }
+        }
+        func deliver(_ list: [Occurrence]) throws {
+            var buffer = OutBuffer(limit: 100)
+            for o in list { _ = buffer.deliver(o, text: Wire.SharedPart(o), to: &session) }
+            try take(buffer)
+        }
+        var frame: [RawEvent] = []
+        for e in r.events {
+            frame.append(RawEvent(type: e.type, code: e.code, value: e.value, time: e.time))
+            guard e.type == EventType.syn && e.code == SynCode.report else { continue }
+            var timer = OutBuffer(limit: 100)
+            _ = timer.deliverLongPresses(dueBy: e.time, to: &session)
+            try take(timer)
+            var out: [Occurrence] = []
+            engine.handle(1, frame, now: e.time + 100, into: &out)
+            try deliver(out)
+            frame = []
+        }
+        #expect(frame.isEmpty, "\(file) ends with a whole frame")
+        try deliver(engine.removeDevice(handle: 1, now: (r.events.last?.time ?? 0) + 1000))
+        return got
+    }
+
+    @Test("the long and double press recording: a longPress and a doublePress at the README's thresholds")
+    func longAndDouble() throws {
+        let gestures = #"{"gestures":{"longPress":{"after":500},"doublePress":{"within":300}}}"#
+        #expect(
+            try played("ab-shutter3-long-and-double.evemu", gestures) == [
+                "capture secondary began KEY_VOLUMEUP scancode=0xc00e9 press=1",
+                "gesture longPress press=1",
+                "capture secondary ended KEY_VOLUMEUP scancode=0xc00e9 press=1",
+                "capture secondary began KEY_VOLUMEUP scancode=0xc00e9 press=2",
+                "capture secondary ended KEY_VOLUMEUP scancode=0xc00e9 press=2",
+                "capture secondary began KEY_VOLUMEUP scancode=0xc00e9 press=3",
+                "gesture doublePress press=3 firstPress=2",
+                "capture secondary ended KEY_VOLUMEUP scancode=0xc00e9 press=3",
+            ])
+        // Without the gestures asked for, the same three presses and nothing else.
+        #expect(try played("ab-shutter3-long-and-double.evemu").filter { $0.hasPrefix("gesture") }.isEmpty)
+    }
+
+    @Test("the camera key recording: the controls active and inactive around a primary capture")
+    func focusAndShutter() throws {
+        #expect(
+            try played("gpio-keys-focus-and-shutter.evemu") == [
+                "control active KEY_CAMERA_FOCUS",
+                "capture primary began KEY_CAMERA press=2",
+                "capture primary ended KEY_CAMERA press=2",
+                "control inactive KEY_CAMERA_FOCUS",
+            ])
+    }
+
+    @Test("the remote that goes mid-press: its press is cancelled, reason removed")
+    func disconnectMidPress() throws {
+        #expect(
+            try played("ab-shutter3-disconnect-mid-press.evemu") == [
+                "capture secondary began KEY_VOLUMEUP scancode=0xc00e9 press=1",
+                "capture secondary cancelled KEY_VOLUMEUP press=1 reason=removed",
+            ])
     }
 
     @Test("the additions decide as udev would: SHUTTERD_IGNORE skips, SHUTTERD_KIND marks")

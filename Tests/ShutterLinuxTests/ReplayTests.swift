@@ -271,7 +271,11 @@ struct ReplayTests {
     func examplesWrittenAgain() throws {
         let file = #filePath
         let dir = String(file[..<file.lastIndex(of: "/")!]) + "/../../examples/recordings"
-        let names = ["ab-shutter3-volumeup.evemu", "powermate-push-and-turn.evemu", "jabra-headset-click.evemu"]
+        let names = [
+            "ab-shutter3-volumeup.evemu", "powermate-push-and-turn.evemu", "jabra-headset-click.evemu",
+            "ab-shutter3-long-and-double.evemu", "gpio-keys-focus-and-shutter.evemu",
+            "ab-shutter3-disconnect-mid-press.evemu",
+        ]
         for name in names {
             let text = try readTextFile(dir + "/" + name)
             let r = try Recording(parsing: text)

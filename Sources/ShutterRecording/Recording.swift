@@ -63,6 +63,10 @@ package struct Recording: Equatable, Sendable {
     /// decides the kind again, from the same facts).
     package var kind: DeviceKind?
     package var events: [Event] = []
+    /// What reading found that a replay plays but shutterd does not use, said once with its
+    /// first line: key values other than 0, 1 and 2. Not part of the recording (not
+    /// written, not compared).
+    package var warning: String?
 
     package init(name: String, bus: UInt16, vendor: UInt16, product: UInt16, version: UInt16) {
         self.name = name
@@ -182,6 +186,38 @@ extension Recording {
     static let maxType: UInt16 = 0x1f
     static let maxCode = 0x2ff
 
+    /// The event types whose codes have a limit (libevdev's, from linux/input-event-codes.h):
+    /// name, largest code and whether the kernel passes on only the codes the device
+    /// declares (`is_event_supported` in input.c; libevdev, and so evemu-record, drops the
+    /// others too). EV_PWR and EV_FF_STATUS have neither.
+    static let codeLimits: [UInt16: (name: String, max: UInt16, maxName: String, declared: Bool)] = [
+        0x00: ("EV_SYN", 0x0f, "SYN_MAX", false), 0x01: ("EV_KEY", 0x2ff, "KEY_MAX", true),
+        0x02: ("EV_REL", 0x0f, "REL_MAX", true), 0x03: ("EV_ABS", 0x3f, "ABS_MAX", true),
+        0x04: ("EV_MSC", 0x07, "MSC_MAX", true), 0x05: ("EV_SW", 0x10, "SW_MAX", true),
+        0x11: ("EV_LED", 0x0f, "LED_MAX", true), 0x12: ("EV_SND", 0x07, "SND_MAX", true),
+        0x14: ("EV_REP", 0x01, "REP_MAX", false), 0x15: ("EV_FF", 0x7f, "FF_MAX", false),
+    ]
+
+    /// Refuses an event no kernel sends: a code above its type's limit, or one the device
+    /// does not declare. Replayed, the engine would take it as the device's (shutterd
+    /// --replay), while a uinput device made from the same file drops it (shutterctl replay,
+    /// evemu-play): neither is what the device did.
+    func check(_ e: Event, _ n: Int) throws(RecordingError) {
+        guard let limit = Self.codeLimits[e.type] else { return }
+        let code = "\(limit.name) code \(hex(e.code, width: 4))"
+        guard e.code <= limit.max else {
+            throw RecordingError(
+                line: n,
+                "E: \(code) is above \(limit.maxName) (\(hex(limit.max, width: 2))): no kernel sends such an event")
+        }
+        guard !limit.declared || has(type: e.type, code: e.code) else {
+            throw RecordingError(
+                line: n,
+                "E: \(code) is not one of the device's codes (its B: \(hex(e.type, width: 2)) lines): the kernel drops such an event"
+            )
+        }
+    }
+
     /// Reads an evemu recording (or an evemu-describe description, which has no events).
     /// Every problem is reported with its line; nothing is guessed.
     package init(parsing text: String) throws(RecordingError) {
@@ -195,6 +231,9 @@ extension Recording {
         var id: (UInt16, UInt16, UInt16, UInt16)?
         var r = Recording(name: "", bus: 0, vendor: 0, product: 0, version: 0)
         var lastTime: Int64 = 0
+        /// The first event with a key value shutterd ignores, and how many there are.
+        var oddKey: (line: Int, event: Event)?
+        var oddKeys = 0
         for (index, raw) in lines.enumerated() {
             let n = index + 1
             let line = Substring(raw)
@@ -289,6 +328,11 @@ extension Recording {
                         line: n, "time \(Self.time(event.time)) is before the previous event's \(Self.time(lastTime))")
                 }
                 lastTime = event.time
+                try r.check(event, n)
+                if event.type == EventType.key && !(0...2).contains(event.value) {
+                    if oddKey == nil { oddKey = (n, event) }
+                    oddKeys += 1
+                }
                 r.events.append(event)
             case .start, .name:
                 break
@@ -300,6 +344,11 @@ extension Recording {
         guard let id else { throw RecordingError(line: max(lines.count, 1), "no I: line (bus vendor product version)") }
         r.name = name
         (r.bus, r.vendor, r.product, r.version) = id
+        if let (n, e) = oddKey {
+            let more = oddKeys > 1 ? " (and \(oddKeys - 1) more)" : ""
+            r.warning =
+                "line \(n): EV_KEY code \(hex(e.code, width: 4)) value \(e.value)\(more): shutterd takes only key values 0 (release), 1 (press) and 2 (autorepeat), from a device as from a recording; ignoring"
+        }
         self = r
     }
 

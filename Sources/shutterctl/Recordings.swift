@@ -32,7 +32,13 @@ let latencyUsage = """
     Measures N presses (default 20) on devices matching PATTERN (a shell pattern on the
     name, or an exact device id or group): from the kernel's timestamp to shutterd's
     receive time, from there to this client's receipt, and in all, as p50/p90/p99/max and
-    a histogram, in microseconds. Stops early at --timeout (default 300 s) with what came.
+    a histogram, in microseconds. When the devices are replayed (shutterd --replay), says so
+    first: kernel->shutterd is then the replay's own timing, not a remote's.
+
+    Exit status: 0 N presses came; 2 fewer came before --timeout (default 300 s), or before
+    the last device matching PATTERN went (deviceRemoved) or shutterd closed the
+    connection: says how many came and prints their figures; 3 shutterd could not be
+    reached; 64 usage error.
     """
 
 /// A recording's file, written as the recording goes: the header first, then the events of
@@ -215,7 +221,9 @@ let latencyUsage = """
 
 @MainActor func readRecording(_ file: String) -> Recording {
     do {
-        return try Recording(parsing: try readTextFile(file, limit: 64 << 20))
+        let recording = try Recording(parsing: try readTextFile(file, limit: 64 << 20))
+        if let warning = recording.warning { say("shutterctl: \(file): \(warning)") }
+        return recording
     } catch let error as RecordingError {
         say("shutterctl: \(file): \(error)")
         Sys.exit(65)
@@ -293,6 +301,27 @@ let latencyUsage = """
 
 // MARK: latency
 
+/// What the figures mean when the presses come from `shutterd --replay` rather than a device.
+let replayedMeaning =
+    "kernel->shutterd is then the replay's own timing (how late shutterd played each event against its recorded time), not a remote's or the kernel's"
+
+/// The figures of the presses measured: percentiles of the three delays, then the
+/// histogram of the total. `replayed` says how many of them came from replayed devices.
+@MainActor func printLatency(toDaemon: [Int64], toClient: [Int64], total: [Int64], replayed: Int) {
+    out("latency of \(total.count) presses, microseconds")
+    out(Latency.header)
+    out(Latency.row("kernel->shutterd", toDaemon))
+    out(Latency.row("shutterd->client", toClient))
+    out(Latency.row("kernel->client", total))
+    if replayed > 0 {
+        let which = replayed == total.count ? "all" : "\(replayed) of \(total.count)"
+        out("replayed (shutterd --replay): \(which) presses; \(replayedMeaning)")
+    }
+    out("")
+    out("kernel->client:")
+    for line in Latency.histogram(total) { out(line) }
+}
+
 @MainActor func latencyCommand() -> Int32 {
     if flagSet("--help") {
         out(latencyUsage)
@@ -309,40 +338,61 @@ let latencyUsage = """
     rejectLeftovers(latencyUsage)
     let client = connect()
     say("press \(count) times\(pattern.map { " on '\($0)'" } ?? "") (timeout \(timeout) s)")
+    func measured(_ d: Device) -> Bool {
+        guard let pattern else { return true }
+        return Glob.matches(pattern: pattern, d.name) || d.id == pattern || d.group == pattern
+    }
+    // The devices measured that are there now: when the last of them goes, no press can come.
+    var present = Set(client.hello.devices.filter(measured).map(\.id))
+    var saidReplayed = false
+    func seen(_ d: Device) {
+        guard d.replayed, !saidReplayed else { return }
+        saidReplayed = true
+        say("'\(d.name)' is replayed from a recording (shutterd --replay): \(replayedMeaning)")
+    }
+    for d in client.hello.devices where measured(d) { seen(d) }
     var toDaemon: [Int64] = []
     var toClient: [Int64] = []
     var total: [Int64] = []
+    var replayed = 0
+    /// Why the presses stopped before `count`, when something other than the timeout ended them.
+    var gone: String?
     let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
-    while total.count < count, ContinuousClock.now < deadline {
+    while total.count < count, gone == nil, ContinuousClock.now < deadline {
         let next: (event: Event, line: String?)?
         do {
             next = try client.nextMessage(timeout: ContinuousClock.now.duration(to: deadline))
+        } catch .closed {
+            gone = "shutterd closed the connection"
+            break
         } catch {
             unreachable(error)
         }
-        guard case .capture(let c)? = next?.event, c.phase == .began else { continue }
-        let receipt = monotonicMicros()
-        if let pattern,
-            !(Glob.matches(pattern: pattern, c.device.name) || c.device.id == pattern || c.device.group == pattern)
-        {
-            continue
+        switch next?.event {
+        case .deviceAdded(let d)? where measured(d):
+            present.insert(d.id)
+            seen(d)
+        case .deviceRemoved(let d)? where measured(d):
+            present.remove(d.id)
+            if present.isEmpty { gone = "'\(d.name)' went away (deviceRemoved)" }
+        case .capture(let c)? where c.phase == .began && measured(c.device):
+            let receipt = monotonicMicros()
+            seen(c.device)
+            if c.device.replayed { replayed += 1 }
+            toDaemon.append(c.receiveTime - c.kernelTime)
+            toClient.append(receipt - c.receiveTime)
+            total.append(receipt - c.kernelTime)
+            say("\(total.count): \(c.key.name) on \(c.device.name): \(total.last!) us")
+        default:
+            break
         }
-        toDaemon.append(c.receiveTime - c.kernelTime)
-        toClient.append(receipt - c.receiveTime)
-        total.append(receipt - c.kernelTime)
-        say("\(total.count): \(c.key.name) on \(c.device.name): \(total.last!) us")
     }
-    guard !total.isEmpty else {
-        say("shutterctl: no press within \(timeout) s")
-        return Exit.timeout
+    if total.count < count {
+        let why = gone ?? "the timeout (\(timeout) s) passed"
+        let figures = total.isEmpty ? "" : "; their figures follow"
+        say("shutterctl: \(why) after \(total.count) of \(count) presses\(figures)")
     }
-    out("latency of \(total.count) presses, microseconds")
-    out(Latency.header)
-    out(Latency.row("kernel->shutterd", toDaemon))
-    out(Latency.row("shutterd->client", toClient))
-    out(Latency.row("kernel->client", total))
-    out("")
-    out("kernel->client:")
-    for line in Latency.histogram(total) { out(line) }
+    guard !total.isEmpty else { return Exit.timeout }
+    printLatency(toDaemon: toDaemon, toClient: toClient, total: total, replayed: replayed)
     return total.count == count ? Exit.passed : Exit.timeout
 }

@@ -152,7 +152,9 @@ if !replayFiles.isEmpty {
     var recordings: [(path: String, recording: Recording)] = []
     for file in replayFiles {
         do {
-            recordings.append((file, try Recording(parsing: try readTextFile(file, limit: 64 << 20))))
+            let recording = try Recording(parsing: try readTextFile(file, limit: 64 << 20))
+            if let warning = recording.warning { Log.error("\(file): \(warning)") }
+            recordings.append((file, recording))
         } catch let error as RecordingError {
             fail("\(file): \(error)", code: 65)
         } catch {

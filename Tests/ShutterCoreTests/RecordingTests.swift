@@ -99,7 +99,8 @@ struct RecordingTests {
         let dir = Self.directory + "/../../../examples/recordings"
         let kinds = [
             "ab-shutter3-volumeup.evemu": DeviceKind.remote, "powermate-push-and-turn.evemu": .dial,
-            "jabra-headset-click.evemu": .media,
+            "jabra-headset-click.evemu": .media, "ab-shutter3-long-and-double.evemu": .remote,
+            "gpio-keys-focus-and-shutter.evemu": .camera, "ab-shutter3-disconnect-mid-press.evemu": .remote,
         ]
         for (file, kind) in kinds {
             let r = try Recording(parsing: Files.read(dir + "/" + file))
@@ -109,6 +110,89 @@ struct RecordingTests {
             #expect(decided.plan.kind == kind && decided.plan.open, "\(file)")
         }
         #expect(Set(Files.list(dir).filter { $0.hasSuffix(".evemu") }) == Set(kinds.keys))
+    }
+
+    /// What a client with `interaction` receives when shutterd plays the example `file`: its
+    /// frames read one at a time at their recorded times (as `shutterd --replay` at speed 1
+    /// stamps them), the long-press timer run before each, and the device removed after the
+    /// last, as a replay's end does. One summary line per message.
+    func played(_ file: String, _ interaction: String = "{}") throws -> [String] {
+        let r = try Recording(parsing: Files.read(Self.directory + "/../../../examples/recordings/" + file))
+        let decided = r.admission(syspath: "replay:" + file, node: file, config: Config(), keyCode: keyCode)
+        let engine = Engine(name: TestNames.name)
+        engine.addDevice(handle: 1, info: decided.info, mapping: decided.plan.mapping)
+        var session = ClientSession()
+        _ = session.setInteraction(try Interaction(request: JSON.parse(interaction)), now: 0, nextSeq: { 0 })
+        var got: [String] = []
+        func take(_ buffer: OutBuffer) throws {
+            for line in buffer.bytes.split(separator: 0x0A) {
+                let m = try JSON.parse(Array(line))
+                guard let gesture = m["gesture"]?.stringValue else {
+                    got.append(summary(m))
+                    continue
+                }
+                let first = m["firstPress"]?.intValue.map { " firstPress=\($0)" } ?? ""
+                got.append("gesture \(gesture) press=\(m["press"]?.intValue ?? -1)\(first)")
+            }
+        }
+        func deliver(_ list: [Occurrence]) throws {
+            var buffer = OutBuffer(limit: 100)
+            for o in list { _ = buffer.deliver(o, text: Wire.SharedPart(o), to: &session) }
+            try take(buffer)
+        }
+        var frame: [RawEvent] = []
+        for e in r.events {
+            frame.append(RawEvent(type: e.type, code: e.code, value: e.value, time: e.time))
+            guard e.type == EventType.syn && e.code == SynCode.report else { continue }
+            var timer = OutBuffer(limit: 100)
+            _ = timer.deliverLongPresses(dueBy: e.time, to: &session)
+            try take(timer)
+            var out: [Occurrence] = []
+            engine.handle(1, frame, now: e.time + 100, into: &out)
+            try deliver(out)
+            frame = []
+        }
+        #expect(frame.isEmpty, "\(file) ends with a whole frame")
+        try deliver(engine.removeDevice(handle: 1, now: (r.events.last?.time ?? 0) + 1000))
+        return got
+    }
+
+    @Test("the long and double press recording: a longPress and a doublePress at the README's thresholds")
+    func longAndDouble() throws {
+        let gestures = #"{"gestures":{"longPress":{"after":500},"doublePress":{"within":300}}}"#
+        #expect(
+            try played("ab-shutter3-long-and-double.evemu", gestures) == [
+                "capture secondary began KEY_VOLUMEUP scancode=0xc00e9 press=1",
+                "gesture longPress press=1",
+                "capture secondary ended KEY_VOLUMEUP scancode=0xc00e9 press=1",
+                "capture secondary began KEY_VOLUMEUP scancode=0xc00e9 press=2",
+                "capture secondary ended KEY_VOLUMEUP scancode=0xc00e9 press=2",
+                "capture secondary began KEY_VOLUMEUP scancode=0xc00e9 press=3",
+                "gesture doublePress press=3 firstPress=2",
+                "capture secondary ended KEY_VOLUMEUP scancode=0xc00e9 press=3",
+            ])
+        // Without the gestures asked for, the same three presses and nothing else.
+        #expect(try played("ab-shutter3-long-and-double.evemu").filter { $0.hasPrefix("gesture") }.isEmpty)
+    }
+
+    @Test("the camera key recording: the controls active and inactive around a primary capture")
+    func focusAndShutter() throws {
+        #expect(
+            try played("gpio-keys-focus-and-shutter.evemu") == [
+                "control active KEY_CAMERA_FOCUS",
+                "capture primary began KEY_CAMERA press=2",
+                "capture primary ended KEY_CAMERA press=2",
+                "control inactive KEY_CAMERA_FOCUS",
+            ])
+    }
+
+    @Test("the remote that goes mid-press: its press is cancelled, reason removed")
+    func disconnectMidPress() throws {
+        #expect(
+            try played("ab-shutter3-disconnect-mid-press.evemu") == [
+                "capture secondary began KEY_VOLUMEUP scancode=0xc00e9 press=1",
+                "capture secondary cancelled KEY_VOLUMEUP press=1 reason=removed",
+            ])
     }
 
     @Test("the additions decide as udev would: SHUTTERD_IGNORE skips, SHUTTERD_KIND marks")
@@ -175,17 +259,37 @@ struct RecordingTests {
         ),
         ("N: x\nI: 3 1 2 3\nE: 0.000001 0021 001c 1\n", "line 3: E: event type 0021 is above EV_MAX (1f)"),
         (
+            "N: x\nI: 3 1 2 3\nB: 01 00 00 00 10 00 00 00 00\nE: 0.000001 0001 0300 1\n",
+            "line 4: E: EV_KEY code 0300 is above KEY_MAX (2ff): no kernel sends such an event"
+        ),
+        (
+            "N: x\nI: 3 1 2 3\nE: 0.000001 0002 0010 1\n",
+            "line 3: E: EV_REL code 0010 is above REL_MAX (0f): no kernel sends such an event"
+        ),
+        (
+            "N: x\nI: 3 1 2 3\nE: 0.000001 0000 0010 0\n",
+            "line 3: E: EV_SYN code 0010 is above SYN_MAX (0f): no kernel sends such an event"
+        ),
+        (
+            "N: x\nI: 3 1 2 3\nB: 01 00 00 00 10 00 00 00 00\nE: 0.000001 0001 001c 1\nE: 0.000001 0001 0073 1\n",
+            "line 5: E: EV_KEY code 0073 is not one of the device's codes (its B: 01 lines): the kernel drops such an event"
+        ),
+        (
+            "N: x\nI: 3 1 2 3\nE: 0.000001 0004 0004 786665\n",
+            "line 3: E: EV_MSC code 0004 is not one of the device's codes (its B: 04 lines): the kernel drops such an event"
+        ),
+        (
             "N: x\nI: 3 1 2 3\nE: 0.000001 0001 001c 4294967296\n",
             "line 3: E: value '4294967296' is not a 32-bit decimal number"
         ),
         ("N: x\nI: 3 1 2 3\nE: 0.000001 0001 001c 0x1\n", "line 3: E: value '0x1' is not a 32-bit decimal number"),
         (
-            "N: x\nI: 3 1 2 3\nE: 2.000000 0001 001c 1\nE: 1.000000 0001 001c 0\n",
-            "line 4: time 1.000000 is before the previous event's 2.000000"
+            "N: x\nI: 3 1 2 3\nB: 01 00 00 00 10 00 00 00 00\nE: 2.000000 0001 001c 1\nE: 1.000000 0001 001c 0\n",
+            "line 5: time 1.000000 is before the previous event's 2.000000"
         ),
         (
-            "N: x\nI: 3 1 2 3\nE: 0.000001 0001 001c 1\nB: 01 00 00 00 00 00 00 00 00\n",
-            "line 4: B: after E:: evemu expects N:, I:, then P:, B:, A:, L:, S: lines, then E: lines"
+            "N: x\nI: 3 1 2 3\nB: 01 00 00 00 10 00 00 00 00\nE: 0.000001 0001 001c 1\nB: 01 00 00 00 00 00 00 00 00\n",
+            "line 5: B: after E:: evemu expects N:, I:, then P:, B:, A:, L:, S: lines, then E: lines"
         ),
         ("N: x\nI: 3 1 2 3\n\nE: 0.000001 0001 001c 1\n", "line 3: empty line (evemu-play stops reading at one)"),
         (
@@ -222,9 +326,34 @@ struct RecordingTests {
     func lenientWhereEvemuIs() throws {
         let r = try Recording(
             parsing:
-                "# EVEMU 1.3\r\n# hello\r\nN: x y \r\n# between\r\nI: 3 1 2 3\r\nE: 0.000001 0001 001c 1 # c\r\n\r\n\n")
+                "# EVEMU 1.3\r\n# hello\r\nN: x y \r\n# between\r\nI: 3 1 2 3\r\nB: 01 00 00 00 10 00 00 00 00\r\nE: 0.000001 0001 001c 1 # c\r\n\r\n\n"
+        )
         #expect(r.name == "x y ")
         #expect(r.events == [.init(time: 1, type: 1, code: 0x1c, value: 1)])
+    }
+
+    @Test("a key value shutterd ignores is said once, with its line; what a kernel sends is read without a word")
+    func ignoredKeyValues() throws {
+        let head =
+            "N: x\nI: 3 1 2 3\nB: 01 00 00 00 10 00 00 00 00\nB: 02 80 00 00 00 00 00 00 00\nB: 04 10 00 00 00 00 00 00 00\n"
+        // Autorepeat (2), any scancode, a negative wheel step, SYN_REPORT 1 (the kernel's own
+        // release on unplug), SYN_DROPPED, EV_PWR and EV_FF_STATUS (no code limit).
+        let kernel = try Recording(
+            parsing: head + "E: 0.000001 0004 0004 -2147483648\nE: 0.000001 0001 001c 1\nE: 0.000001 0000 0000 0000\n"
+                + "E: 0.250000 0001 001c 2\nE: 0.250000 0002 0007 -003\nE: 0.250000 0000 0003 0000\n"
+                + "E: 0.300000 0016 ffff 7\nE: 0.300000 0017 0123 1\n"
+                + "E: 0.300000 0001 001c 0000\nE: 0.300000 0000 0000 0001\n")
+        #expect(kernel.warning == nil)
+        #expect(kernel.events.count == 10)
+        let odd = try Recording(
+            parsing: head + "E: 0.000001 0001 001c 1\nE: 0.000002 0001 001c 9\nE: 0.000003 0001 001c -1\n")
+        #expect(
+            odd.warning
+                == "line 7: EV_KEY code 001c value 9 (and 1 more): shutterd takes only key values 0 (release), 1 (press) and 2 (autorepeat), from a device as from a recording; ignoring"
+        )
+        #expect(odd.events.count == 3, "the events are kept, as a uinput device made from the file plays them")
+        let one = try Recording(parsing: head + "E: 0.000001 0001 001c 3\n")
+        #expect(one.warning?.hasPrefix("line 6: EV_KEY code 001c value 3: shutterd takes only") == true)
     }
 
     /// Mutations of a valid recording: every one is read or refused with an error naming a

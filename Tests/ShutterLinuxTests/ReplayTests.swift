@@ -55,6 +55,13 @@ struct ReplayTests {
 
     func write(_ r: Recording, _ path: String) { writeTextFile(path, r.text()) }
 
+    /// `shutterd --replay file` listening on `socket` (its first client starts playback).
+    func replaying(_ file: String, socket: String, directory: String) -> Child {
+        let d = Child([shutterd, "--socket", socket, "--replay", file], directory: directory)
+        #expect(waitForFile(socket))
+        return d
+    }
+
     /// Messages until `done` says so, or the connection ends or a few seconds pass.
     func collect(_ client: LineClient, until done: ([JSON]) -> Bool) throws -> [JSON] {
         var got: [JSON] = []
@@ -309,8 +316,7 @@ struct ReplayTests {
         defer { removeTree(dir) }
         let path = dir + "/s.sock"
         write(Self.shutter, dir + "/shutter.evemu")
-        let d = Child([shutterd, "--socket", path, "--replay", dir + "/shutter.evemu"], directory: dir)
-        #expect(waitForFile(path))
+        let d = replaying(dir + "/shutter.evemu", socket: path, directory: dir)
         let ctl = Child(
             [builtProgram("shutterctl"), "--socket", path, "latency", "--device", "AB Shutter*", "--count", "2"],
             directory: dir)
@@ -331,11 +337,60 @@ struct ReplayTests {
         #expect(d.wait() == 0)
     }
 
+    @Test(
+        "shutterctl latency says the devices are replayed, and ends with exit 2 and what came when the device goes or shutterd does"
+    )
+    func latencyEndsEarly() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/s.sock"
+        write(Self.shutter, dir + "/shutter.evemu")
+        let d = replaying(dir + "/shutter.evemu", socket: path, directory: dir)
+        // Two presses recorded, five asked for: the recording's end removes the device.
+        let ctl = Child([builtProgram("shutterctl"), "--socket", path, "latency", "--count", "5"], directory: dir)
+        #expect(ctl.wait() == 2, "stderr: \(ctl.stderr)")
+        let err = ctl.stderr.split(separator: "\n").map(String.init)
+        let note = "'AB Shutter3' is replayed from a recording (shutterd --replay): kernel->shutterd is then"
+        let first = err.firstIndex { $0.hasPrefix("1: ") }
+        #expect(err.firstIndex { $0.hasPrefix(note) }.map { i in first.map { i < $0 } ?? false } == true, "\(err)")
+        #expect(
+            err.last
+                == "shutterctl: 'AB Shutter3' went away (deviceRemoved) after 2 of 5 presses; their figures follow")
+        let lines = ctl.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "latency of 2 presses, microseconds")
+        #expect(lines.contains { $0.hasPrefix("replayed (shutterd --replay): all presses; kernel->shutterd is then") })
+        let bars = lines.drop { $0 != "kernel->client:" }.dropFirst()
+        #expect(bars.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }.reduce(0, +) == 2)
+        kill(d.pid, SIGTERM)
+        #expect(d.wait() == 0)
+
+        // A device the pattern does not match going is no end; shutterd going is, with no press.
+        let again = replaying(dir + "/shutter.evemu", socket: path, directory: dir)
+        let none = Child(
+            [builtProgram("shutterctl"), "--socket", path, "latency", "--device", "Griffin*", "--count", "1"],
+            directory: dir)
+        let deadline = monotonicMicros() + 10_000_000
+        while !again.stderr.contains("removed (end of the recording)") && monotonicMicros() < deadline {
+            usleep(10_000)
+        }
+        #expect(none.exited() == nil, "still waiting after the unmatched device went: \(none.stderr)")
+        kill(again.pid, SIGTERM)
+        #expect(again.wait() == 0)
+        #expect(none.wait() == 2, "stderr: \(none.stderr)")
+        #expect(none.stderr.hasSuffix("shutterctl: shutterd closed the connection after 0 of 1 presses\n"))
+        #expect(none.stdout.isEmpty)
+        #expect(!none.stderr.contains("replayed from a recording"), "no press or device measured was replayed")
+    }
+
     @Test("the example recordings, made by shutterctl record, are written again byte for byte: header, then each line")
     func examplesWrittenAgain() throws {
         let file = #filePath
         let dir = String(file[..<file.lastIndex(of: "/")!]) + "/../../examples/recordings"
-        let names = ["ab-shutter3-volumeup.evemu", "powermate-push-and-turn.evemu", "jabra-headset-click.evemu"]
+        let names = [
+            "ab-shutter3-volumeup.evemu", "powermate-push-and-turn.evemu", "jabra-headset-click.evemu",
+            "ab-shutter3-long-and-double.evemu", "gpio-keys-focus-and-shutter.evemu",
+            "ab-shutter3-disconnect-mid-press.evemu",
+        ]
         for name in names {
             let text = try readTextFile(dir + "/" + name)
             let r = try Recording(parsing: text)
@@ -355,6 +410,32 @@ struct ReplayTests {
         let d = Child([shutterd, "--socket", dir + "/s.sock", "--replay", bad], directory: dir)
         #expect(d.wait() == 65)
         #expect(d.stderr.contains("\(bad): line 4: E: time '0.1' is not SECONDS.MICROSECONDS"))
+        // A code no kernel sends is refused; a key value shutterd ignores is said, with its line.
+        var beyond = Self.shutter
+        beyond.events[1].code = 0x300
+        write(beyond, dir + "/beyond.evemu")
+        let refusedCode = Child(
+            [shutterd, "--socket", dir + "/s.sock", "--replay", dir + "/beyond.evemu"], directory: dir)
+        #expect(refusedCode.wait() == 65)
+        let line = beyond.text().split(separator: "\n").firstIndex { $0.hasPrefix("E: 0.100000 0001 0300") }.map {
+            $0 + 1
+        }
+        #expect(
+            refusedCode.stderr.contains(
+                "\(dir)/beyond.evemu: line \(line ?? 0): E: EV_KEY code 0300 is above KEY_MAX (2ff)"),
+            "\(refusedCode.stderr)")
+        var nine = Self.shutter
+        nine.events[1].value = 9
+        write(nine, dir + "/nine.evemu")
+        let warned = replaying(dir + "/nine.evemu", socket: dir + "/n.sock", directory: dir)
+        let nineLine = nine.text().split(separator: "\n").firstIndex { $0.hasPrefix("E: 0.100000 0001 0073 0009") }
+        #expect(
+            warned.stderr.contains(
+                "\(dir)/nine.evemu: line \((nineLine ?? -1) + 1): EV_KEY code 0073 value 9: shutterd takes only key values 0"
+            ),
+            "\(warned.stderr)")
+        kill(warned.pid, SIGTERM)
+        #expect(warned.wait() == 0)
         let missing = Child([shutterd, "--socket", dir + "/s.sock", "--replay", dir + "/none.evemu"], directory: dir)
         #expect(missing.wait() == 66)
         #expect(missing.stderr.contains("none.evemu"))

@@ -269,3 +269,103 @@ def sc_recording_headset(rig):
     dev = rig.devs["jabra-evolve-65-usb"]
     return record_two_clicks(rig, dev, dev.node(), "playpause", (0.05, 0.05), "jabra-headset-click.evemu",
                              evemu=False)
+
+
+def replayed_as_live(rig, path, live, count, what):
+    """shutterd --replay of path must give the live stream; returns what it gave."""
+    live_dev = next(m["device"] for m in live if m.get("type") == "capture")
+    devices, msgs = replay_daemon(rig, path, count)
+    check_replayed(devices, live_dev, path)
+    same(stream(live, IDENTITY), stream(msgs, IDENTITY), "shutterd --replay (%s)" % what)
+    return msgs
+
+
+@scenario("recording-feature-examples", needs="hotplug-add")
+def sc_recording_features(rig):
+    """The recordings of examples/recordings/ that show the features, made here: the AB
+    Shutter3's volume up held 0.8 s, then clicked twice 0.1 s apart (a long and a double
+    press at the README's thresholds, 500 and 300 ms); the camera key's half press held
+    around a full press (controls active and inactive, a primary capture); and a second AB
+    Shutter3 destroyed while its button is held, as BlueZ 5.66 removes a remote that
+    disconnects (cancelled, reason removed). Each is then played by shutterd --replay, which
+    must give the live stream."""
+    import rigdev
+    seen = []
+
+    # Long press, then a double press.
+    dev = rig.devs["ab-shutter3"]
+    node = dev.node_for("ios")
+    c = rig.client("record-gestures")
+    path = os.path.join(results_dir(rig), "ab-shutter3-long-and-double.evemu")
+
+    def act():
+        dev.click("ios", hold=0.8)
+        time.sleep(0.6)
+        dev.click("ios", hold=0.05)
+        time.sleep(0.1)
+        dev.click("ios", hold=0.05)
+
+    mine = lambda msgs: [m for m in msgs if m.get("device", {}).get("node") == node.devnode]
+    said = record(rig, node.devnode, path, act, c, lambda msgs: captures(mine(msgs), 6))
+    live = mine(c.all)
+    replayed_as_live(rig, path, live, 6, "long and double")
+    seen.append("%s (%s)" % (os.path.basename(path), said))
+
+    # The camera key: focus held around a full press.
+    c = rig.client("record-camera")
+    made = "gpio-camera-keys" not in rig.devs  # camera-focus-and-shutter leaves one
+    cam = rig.make("gpio-camera-keys") if made else rig.devs["gpio-camera-keys"]
+    cnode = cam.node()
+    if made:
+        c.expect(lambda m: m.get("type") == "deviceAdded" and m["device"].get("node") == cnode.devnode,
+                 what="deviceAdded for gpio-keys")
+    path = os.path.join(results_dir(rig), "gpio-keys-focus-and-shutter.evemu")
+
+    def act_camera():
+        cam.press("focus")
+        time.sleep(0.3)
+        cam.click("shutter", hold=0.1)
+        time.sleep(0.3)
+        cam.release("focus")
+
+    mine = lambda msgs: [m for m in msgs if m.get("device", {}).get("node") == cnode.devnode]
+    controls = lambda msgs: len([m for m in mine(msgs) if m.get("type") == "control"]) >= 2
+    said = record(rig, cnode.devnode, path, act_camera, c, lambda msgs: captures(mine(msgs), 2) and controls(msgs))
+    live = mine(c.all)
+    replayed_as_live(rig, path, live, 2, "camera key")
+    seen.append("%s (%s)" % (os.path.basename(path), said))
+    if made:
+        cam.destroy()
+        del rig.devs["gpio-camera-keys"]
+
+    # A remote that goes while its button is held. Another unit (its own address), so the
+    # remote the later scenarios use stays.
+    c = rig.client("record-disconnect")
+    gone = rigdev.make(rigdev.load("ab-shutter3"), uniq="c2:1a:55:0e:b3:07")
+    gone.wait_nodes()
+    gnode = gone.node_for("ios")
+    c.expect(lambda m: m.get("type") == "deviceAdded" and m["device"].get("node") == gnode.devnode,
+             what="deviceAdded for the second AB Shutter3")
+    path = os.path.join(results_dir(rig), "ab-shutter3-disconnect-mid-press.evemu")
+    p = subprocess.Popen([rig.args.shutterctl, "record", "--device", gnode.devnode, path],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stderr.readline()
+    check("recording" in line, "shutterctl record did not start: %r" % line)
+    gone.press("ios")
+    c.expect(lambda m: m.get("type") == "capture" and m.get("phase") == "began"
+             and m["device"].get("node") == gnode.devnode, what="began")
+    time.sleep(0.3)
+    gone.destroy()
+    c.expect(lambda m: m.get("type") == "deviceRemoved" and m["device"].get("node") == gnode.devnode,
+             what="deviceRemoved")
+    out, err = p.communicate(timeout=30)
+    check(p.returncode == 0, "shutterctl record exit %s: %s" % (p.returncode, (line + err).strip()))
+    live = [m for m in c.all if m.get("device", {}).get("node") == gnode.devnode and m.get("type") != "deviceAdded"]
+    msgs = replayed_as_live(rig, path, live, 2, "disconnect")
+    ends = [(m.get("phase"), m.get("reason")) for m in msgs if m.get("type") == "capture"]
+    check(ends == [("began", None), ("cancelled", "removed")], "replayed: %r" % ends)
+    with open(path) as f:
+        tail = [l for l in f.read().splitlines() if l.startswith("E: ")][-2:]
+    seen.append("%s (%s; ends %s)" % (os.path.basename(path), (line + err).strip().splitlines()[-1],
+                                      " | ".join(t.split("\t")[-1] for t in tail)))
+    return "; ".join(seen)

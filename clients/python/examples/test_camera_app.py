@@ -43,3 +43,26 @@ def test_the_clicks_make_a_double_press_and_the_second_a_long_one(shutterd_repla
     client = shutterd_replay(REMOTE, double_press=400, long_press=150)
     gestures = [e.gesture for e in played(client) if isinstance(e, shutterd.Gesture)]
     assert gestures == ["doublePress", "longPress"]
+
+
+def test_a_long_press_then_a_double_press_at_the_readme_thresholds(shutterd_replay):
+    # Held 0.8 s, then two clicks 0.1 s apart: shutterctl watch --long-press 500
+    # --double-press 300 sees the same.
+    client = shutterd_replay("ab-shutter3-long-and-double.evemu", long_press=500, double_press=300)
+    gestures = [(e.gesture, e.first_press) for e in played(client) if isinstance(e, shutterd.Gesture)]
+    assert gestures == [("longPress", None), ("doublePress", 2)]
+
+
+def test_a_remote_gone_mid_press_cancels_the_press(shutterd_replay):
+    client = shutterd_replay("ab-shutter3-disconnect-mid-press.evemu", speed=0)
+    events = played(client)
+    phases = [(e.phase, e.reason) for e in events if isinstance(e, shutterd.Capture)]
+    assert phases == [("began", None), ("cancelled", "removed")]
+    assert isinstance(events[-1], shutterd.DeviceRemoved)
+
+
+def test_the_half_press_makes_the_controls_active_around_the_capture(shutterd_replay):
+    client = shutterd_replay("gpio-keys-focus-and-shutter.evemu", speed=0)
+    seen = [e.event if isinstance(e, shutterd.Control) else e.phase for e in played(client)
+            if isinstance(e, (shutterd.Control, shutterd.Capture))]
+    assert seen == ["active", "began", "ended", "inactive"]

@@ -5,6 +5,7 @@
 /// lets the tests replay recorded streams.
 package final class Engine {
     struct Held {
+        var code: UInt16
         var press: UInt64
         var role: KeyRole
         var key: KeyInfo
@@ -23,8 +24,9 @@ package final class Engine {
         let roles: [KeyRole?]
         /// Bit `code` set for every relative axis that is a slider (codes below 32).
         let sliderAxes: UInt32
-        /// Held keys with a role, by code.
-        @exclusivity(unchecked) var held: [UInt16: Held] = [:]
+        /// Held keys with a role, in press order: a few at most, so found by a look at each
+        /// rather than by hashing.
+        @exclusivity(unchecked) var held: [Held] = []
         /// The scancode of the current frame's last MSC_SCAN, for the key that follows it.
         @exclusivity(unchecked) var scan: Int32?
         /// Summed slider movement of the current frame: the first axis it moves (nearly
@@ -37,8 +39,11 @@ package final class Engine {
         @exclusivity(unchecked) var frameMoreRel: [(UInt16, Int64, Int64)] = []
         /// Releases of the current frame: how the frame ends says whether they are real.
         @exclusivity(unchecked) var frameReleases: [(event: RawEvent, scan: Int32?)] = []
-        /// libevdev's names of the mapped keys and axes, made once: no string per event.
-        var names: [UInt32: String] = [:]
+        /// libevdev's names of the mapped keys, made once: no string per event. `nameSlot`
+        /// has one byte per key code below `keyCount`: 0 for none, else 1 + its index in
+        /// `keyNames` (no hashing per event).
+        var keyNames: [String] = []
+        var nameSlot: [UInt8] = Array(repeating: 0, count: DeviceState.keyCount)
         /// The slider axes' names, by code (codes below 32).
         var axisNames: [String?] = Array(repeating: nil, count: 32)
 
@@ -51,7 +56,18 @@ package final class Engine {
             roles = (0..<UInt16(Self.keyCount)).map { mapping.role(ofKey: $0) }
             sliderAxes = mapping.sliderAxes.reduce(0) { $1 < 32 ? $0 | 1 << UInt32($1) : $0 }
             frameMoreRel.reserveCapacity(4)
+            held.reserveCapacity(4)
             frameReleases.reserveCapacity(4)
+        }
+
+        /// The index in `held` of the held key `code`.
+        func heldIndex(_ code: UInt16) -> Int? {
+            var i = held.count - 1
+            while i >= 0 {
+                if held[i].code == code { return i }
+                i -= 1
+            }
+            return nil
         }
 
         func role(ofKey code: UInt16) -> KeyRole? {
@@ -81,14 +97,12 @@ package final class Engine {
     /// Takes an admitted device; its events are then read by its record's handle.
     package func addDevice(_ record: DeviceRecord, mapping: DeviceMapping) {
         let state = DeviceState(record: record, mapping: mapping)
-        for code in mapping.primaryKeys.union(mapping.secondaryKeys).union(mapping.focusKeys) {
-            state.names[UInt32(EventType.key) << 16 | UInt32(code)] = name(EventType.key, code)
+        for code in mapping.primaryKeys.union(mapping.secondaryKeys).union(mapping.focusKeys).sorted()
+        where Int(code) < DeviceState.keyCount && state.keyNames.count < 255 {
+            state.keyNames.append(name(EventType.key, code))
+            state.nameSlot[Int(code)] = UInt8(state.keyNames.count)
         }
-        for axis in mapping.sliderAxes {
-            let axisName = name(EventType.rel, axis)
-            state.names[UInt32(EventType.rel) << 16 | UInt32(axis)] = axisName
-            if axis < 32 { state.axisNames[Int(axis)] = axisName }
-        }
+        for axis in mapping.sliderAxes where axis < 32 { state.axisNames[Int(axis)] = name(EventType.rel, axis) }
         devices[record.handle] = state
     }
 
@@ -100,8 +114,9 @@ package final class Engine {
         return record
     }
 
-    func keyName(_ state: DeviceState, _ type: UInt16, _ code: UInt16) -> String {
-        state.names[UInt32(type) << 16 | UInt32(code)] ?? name(type, code)
+    func keyName(_ state: DeviceState, _ code: UInt16) -> String {
+        let slot = Int(code) < DeviceState.keyCount ? Int(state.nameSlot[Int(code)]) : 0
+        return slot > 0 ? state.keyNames[slot - 1] : name(EventType.key, code)
     }
 
     /// How many of the device's mapped keys are held now (grabbing waits for zero).
@@ -124,13 +139,13 @@ package final class Engine {
     func cancelAll(handle: Int, reason: CancelReason, now: Int64) -> [Occurrence] {
         guard let state = devices[handle] else { return [] }
         var out: [Occurrence] = []
-        for held in state.held.values.sorted(by: { $0.press < $1.press }) {
+        for held in state.held.sorted(by: { $0.press < $1.press }) {
             out.append(
                 occurrence(
                     state, role: held.role, phase: .cancelled, press: held.press, key: held.key.withoutScancode,
                     reason: reason, time: now, now: now))
         }
-        devices[handle]?.held = [:]
+        devices[handle]?.held = []
         return out
     }
 
@@ -142,7 +157,8 @@ package final class Engine {
         _ state: DeviceState, _ event: RawEvent, scan: Int32?, reason: CancelReason?, now: Int64,
         into out: inout [Occurrence]
     ) {
-        guard let held = state.held.removeValue(forKey: event.code) else { return }
+        guard let i = state.heldIndex(event.code) else { return }
+        let held = state.held.remove(at: i)
         // The release's own frame's scancode, if it had one: not the press's.
         var key = held.key
         key.scancode = scan
@@ -201,7 +217,7 @@ package final class Engine {
             produced[last].kernelTime = time
             return
         }
-        let key = KeyInfo(code: axis, name: state.axisNames[Int(axis)] ?? keyName(state, EventType.rel, axis))
+        let key = KeyInfo(code: axis, name: (axis < 32 ? state.axisNames[Int(axis)] : nil) ?? name(EventType.rel, axis))
         produced.append(
             Occurrence(
                 seq: nextSeq(), kind: .slider(delta: delta), press: 0, device: state.record, key: key,
@@ -222,17 +238,17 @@ package final class Engine {
             state.scan = nil
             guard let role = state.role(ofKey: event.code) else { break }
             switch event.value {
-            case 1 where state.held[event.code] == nil:
+            case 1 where state.heldIndex(event.code) == nil:
                 lastPress += 1
-                let key = KeyInfo(code: event.code, name: keyName(state, EventType.key, event.code), scancode: scan)
-                state.held[event.code] = Held(press: lastPress, role: role, key: key)
+                let key = KeyInfo(code: event.code, name: keyName(state, event.code), scancode: scan)
+                state.held.append(Held(code: event.code, press: lastPress, role: role, key: key))
                 produced.append(
                     occurrence(
                         state, role: role, phase: .began, press: lastPress, key: key, reason: nil, time: event.time,
                         now: now))
             case 0 where event.resync:
                 release(state, event, scan: scan, reason: .dropped, now: now, into: &produced)
-            case 0 where state.held[event.code] != nil:
+            case 0 where state.heldIndex(event.code) != nil:
                 // Decided at the end of the frame: the kernel releases held keys itself when
                 // a device goes away (or resumes), in a frame ending with SYN_REPORT 1.
                 state.frameReleases.append((event, scan))

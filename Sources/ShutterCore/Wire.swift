@@ -7,31 +7,96 @@
 /// written per client straight into that client's output buffer.
 package enum Wire {
     /// The text of one occurrence that every client's line shares, written once: `seq` and
-    /// `press` in decimal, then the tail (Wire.eventTail). One buffer, reused from one
-    /// occurrence to the next by the daemon.
-    package struct SharedPart {
-        /// The digits of `seq`, then those of `press`, then the tail.
-        @usableFromInline private(set) var bytes: [UInt8] = []
-        var seqEnd = 0
-        @usableFromInline var pressEnd = 0
+    /// `press` in decimal, then the tail (Wire.eventTail), in memory of its own:
+    ///
+    ///     [seq digits][press digits] ... room for the longest head ... [tail]
+    ///
+    /// A line is the client's head and the tail: `line(head:)` puts the head right before
+    /// the tail, so that the line goes out in one send with nothing else copied. One of
+    /// these is reused by the fan-out from one occurrence to the next; the beginning of the
+    /// tail (the device object and the key's code and name) is kept when the next
+    /// occurrence has the same device and key, as a release after its press has.
+    package final class SharedPart {
+        /// The digits, the room and the tail.
+        /// (The fields are not checked for exclusive access at run time: one thread, and no
+        /// access held across a call that could touch them.)
+        @usableFromInline @exclusivity(unchecked) package private(set) var storage: UnsafeMutableBufferPointer<UInt8>
+        @exclusivity(unchecked) var seqEnd = 0
+        @exclusivity(unchecked) var pressEnd = 0
+        /// Where the tail begins: after the digits (two integers, at most 40 bytes) and
+        /// room for the longest head.
+        @usableFromInline package static let tailStart = 40 + Wire.headCapacity
+        /// Where the tail ends.
+        @usableFromInline @exclusivity(unchecked) package private(set) var end = SharedPart.tailStart
+        /// The device and key the tail now begins with, and where that part ends.
+        @exclusivity(unchecked) var prefixDevice: DeviceRecord?
+        @exclusivity(unchecked) var prefixKey: KeyInfo?
+        @exclusivity(unchecked) var prefixEnd = 0
 
-        package init() {}
+        package init() {
+            storage = .allocate(capacity: 1024)
+            storage.initialize(repeating: 0)
+        }
 
-        init(_ o: Occurrence) { render(o) }
+        convenience init(_ o: Occurrence) {
+            self.init()
+            render(o)
+        }
+
+        deinit { storage.deallocate() }
 
         /// Writes `o`'s shared text over what was there.
-        package mutating func render(_ o: Occurrence) {
-            bytes.removeAll(keepingCapacity: true)
-            var seqDigits = 0
-            bytes.appendShort(capacity: 42) { out in
-                out.write(decimal: o.seq)
-                seqDigits = out.count
-                out.write(decimal: o.press)
+        package func render(_ o: Occurrence) {
+            var digits = ShortText(UnsafeMutableBufferPointer(rebasing: storage[..<40]))
+            digits.write(decimal: o.seq)
+            seqEnd = digits.count
+            digits.write(decimal: o.press)
+            pressEnd = digits.count
+            if prefixDevice !== o.device || prefixKey?.code != o.key.code || prefixKey?.name != o.key.name {
+                var prefix: [UInt8] = []
+                Wire.eventTailPrefix(o, into: &prefix)
+                // The rest of the tail is at most 128 bytes (eventTail).
+                reserve(Self.tailStart + prefix.count + 128)
+                prefix.withUnsafeBufferPointer {
+                    _ = UnsafeMutableBufferPointer(rebasing: storage[Self.tailStart...]).initialize(fromContentsOf: $0)
+                }
+                prefixEnd = Self.tailStart + prefix.count
+                prefixDevice = o.device
+                prefixKey = o.key
             }
-            seqEnd = seqDigits
-            pressEnd = bytes.count
-            Wire.eventTail(o, into: &bytes)
+            var rest = ShortText(UnsafeMutableBufferPointer(rebasing: storage[prefixEnd..<(prefixEnd + 128)]))
+            Wire.eventTailRest(o, into: &rest)
+            end = prefixEnd + rest.count
         }
+
+        /// Room for at least `count` bytes, the text kept.
+        func reserve(_ count: Int) {
+            guard storage.count < count else { return }
+            let larger = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: count + 512)
+            larger.initialize(repeating: 0)
+            _ = larger.update(fromContentsOf: storage)
+            storage.deallocate()
+            storage = larger
+        }
+
+        /// The tail: the part of every client's line after its head.
+        @inlinable
+        package var tail: UnsafeRawBufferPointer {
+            UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: storage[Self.tailStart..<end]))
+        }
+
+        /// A client's whole line: `head` (at most `Wire.headCapacity` bytes) copied right
+        /// before the tail. Valid until the next `line` or `render`.
+        package func line(head: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+            let start = Self.tailStart - head.count
+            UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: storage[start..<Self.tailStart]))
+                .copyMemory(from: head)
+            return UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: storage[start..<end]))
+        }
+
+        /// The digits of `seq` and of `press`.
+        var seqDigits: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: storage[..<seqEnd]) }
+        var pressDigits: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: storage[seqEnd..<pressEnd]) }
     }
 
     /// The device object.
@@ -40,29 +105,36 @@ package enum Wire {
     }
 
     /// `"device":{...},"key":{...},"kernelTime":N,"receiveTime":N}\n`: the part of an event
-    /// that every client receives alike.
+    /// that every client receives alike, in two parts: what the device and the key make it
+    /// begin with (kept from one occurrence to the next while they are the same), then the
+    /// scancode and the times.
     static func eventTail(_ o: Occurrence, into out: inout [UInt8]) {
+        eventTailPrefix(o, into: &out)
+        out.appendShort(capacity: 128) { eventTailRest(o, into: &$0) }
+    }
+
+    /// `"device":{...},"key":{"code":N,"name":"..."`.
+    static func eventTailPrefix(_ o: Occurrence, into out: inout [UInt8]) {
         out.append(ascii: "\"device\":")
         out.append(contentsOf: o.device.text)
-        out.appendShort(capacity: 40) { out in
-            out.write(",\"key\":{\"code\":")
-            out.write(decimal: o.key.code)
-            out.write(",\"name\":")
-        }
+        out.append(ascii: ",\"key\":{\"code\":")
+        out.append(decimal: o.key.code)
+        out.append(ascii: ",\"name\":")
         JSON.writeString(o.key.name, into: &out)
-        // The integers and literals after the name: three integers (21 bytes each) and 56
-        // bytes of literals, on the stack and appended at once.
-        out.appendShort(capacity: 128) { out in
-            if let scancode = o.key.scancode {
-                out.write(",\"scancode\":")
-                out.write(decimal: UInt32(bitPattern: scancode))
-            }
-            out.write("},\"kernelTime\":")
-            out.write(decimal: o.kernelTime)
-            out.write(",\"receiveTime\":")
-            out.write(decimal: o.receiveTime)
-            out.write("}\n")
+    }
+
+    /// `,"scancode":N},"kernelTime":N,"receiveTime":N}\n`: three integers (21 bytes each)
+    /// and 56 bytes of literals, at most 128 bytes.
+    static func eventTailRest(_ o: Occurrence, into out: inout ShortText) {
+        if let scancode = o.key.scancode {
+            out.write(",\"scancode\":")
+            out.write(decimal: UInt32(bitPattern: scancode))
         }
+        out.write("},\"kernelTime\":")
+        out.write(decimal: o.kernelTime)
+        out.write(",\"receiveTime\":")
+        out.write(decimal: o.receiveTime)
+        out.write("}\n")
     }
 
     /// A client's line for `o`, whose shared text is `text`: `{"type":...,` with its
@@ -78,31 +150,20 @@ package enum Wire {
                 o, text, clientSeq: clientSeq, handler: handler, shouldPlaySound: shouldPlaySound,
                 sliderValue: sliderValue, into: &head)
         }
-        text.bytes.withUnsafeBufferPointer {
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[text.pressEnd...]))
-        }
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: text.storage[SharedPart.tailStart..<text.end]))
     }
 
     /// The room a client's head takes at most (see `event`).
     package static let headCapacity = 256
-
-    /// The shared tail of `text`: the part of every client's line for its occurrence after
-    /// the client's head.
-    /// Inlined where it is called: from another module, a call would be passed a closure
-    /// and, were it generic, run unspecialized.
-    @inlinable
-    package static func withTail(_ text: SharedPart, _ body: (UnsafeRawBufferPointer) -> Void) {
-        text.bytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[text.pressEnd...])) }
-    }
 
     /// A client's head for `o` (everything before the shared tail), written to `out`.
     static func eventHead(
         _ o: Occurrence, _ text: SharedPart, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
         sliderValue: Int64, into out: inout ShortText
     ) {
-        text.bytes.withUnsafeBufferPointer { shared in
-            let seq = UnsafeBufferPointer(rebasing: shared[..<text.seqEnd])
-            let press = UnsafeBufferPointer(rebasing: shared[text.seqEnd..<text.pressEnd])
+        do {
+            let seq = text.seqDigits
+            let press = text.pressDigits
             switch o.kind {
             case .capture(_, let phase):
                 out.write("{\"type\":\"capture\",\"seq\":")

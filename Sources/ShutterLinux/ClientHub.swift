@@ -64,9 +64,6 @@ package final class ClientHub {
     /// `carryOut` is under way.
     @exclusivity(unchecked) var carrying = false
     var readBuffer = [UInt8](repeating: 0, count: 65536)
-    /// Where a planned line is put together for its one send (`carryOut`); grown to the
-    /// longest shared tail and kept.
-    var line = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
     /// How long a client being closed may take to read its last messages (the overflow
     /// notice waits behind what the kernel already holds for a client that stopped reading).
     var closeGrace: Int64 = 120_000_000
@@ -107,8 +104,6 @@ package final class ClientHub {
         try loop.add(closeTimer.raw, events: EventLoop.readable) { [unowned self] _ in closeTimerFired() }
         loop.deferredWork = { [unowned self] in serveBacklog() }
     }
-
-    deinit { line.deallocate() }
 
     var count: Int { clients.count }
 
@@ -361,8 +356,8 @@ package final class ClientHub {
         carryOut()
     }
 
-    /// Carries out the fan-out's plan: the direct lines (a head and the shared tail, put
-    /// together and sent with one `send`), the clients that fell behind (logged; closed once they read the notice or
+    /// Carries out the fan-out's plan: the direct lines (a head put before the shared tail
+    /// and sent with one `send`), the clients that fell behind (logged; closed once they read the notice or
     /// their grace is over), the clients with something queued (written now unless the
     /// socket is known to be full), the grab wishes and the long-press timer.
     func carryOut() {
@@ -379,22 +374,22 @@ package final class ClientHub {
             // Nothing closes a client on the way: a failed send is kept, and the write of what
             // is kept meets the error again and closes the client there.
             let sends = UnsafeBufferPointer(rebasing: fanout.sends[..<fanout.sendCount])
-            Wire.withTail(fanout.text) { tail in
-                // Each line is one contiguous send: the tail is copied once, after room for
-                // the longest head, and each client's head right before it. A send(2) of one
-                // piece costs the kernel less than a sendmsg(2) of two, more than the copy.
-                let room = Wire.headCapacity
-                if line.count < room + tail.count {
-                    line.deallocate()
-                    line = .allocate(byteCount: room + tail.count + 1024, alignment: 16)
-                }
-                UnsafeMutableRawBufferPointer(rebasing: line[room..<(room + tail.count)]).copyMemory(from: tail)
-                for send in sends {
-                    let start = room - send.head.count
-                    UnsafeMutableRawBufferPointer(rebasing: line[start..<room]).copyMemory(from: send.head)
-                    let whole = UnsafeRawBufferPointer(rebasing: line[start..<(room + tail.count)])
-                    let n = (try? UnixSocket.send(send.socket, whole)) ?? 0
-                    if n < whole.count { fanout.keepUnsent(send, tail: tail, sent: n) }
+            // Each line is one send: the shared text has room before its tail, where each
+            // client's head is put (as `SharedPart.line(head:)` does; here, so that the
+            // text's fields are read once, not once a client). A send(2) of one piece costs
+            // the kernel less than a sendmsg(2) of two, and nothing else is copied.
+            let text = fanout.text
+            let base = UnsafeMutableRawPointer(text.storage.baseAddress!)
+            let tailStart = Wire.SharedPart.tailStart
+            let end = text.end
+            for send in sends {
+                let start = tailStart - send.head.count
+                (base + start).copyMemory(from: send.head.baseAddress!, byteCount: send.head.count)
+                let line = UnsafeRawBufferPointer(start: base + start, count: end - start)
+                let n = (try? UnixSocket.send(send.socket, line)) ?? 0
+                if n < line.count {
+                    fanout.keepUnsent(
+                        send, tail: UnsafeRawBufferPointer(start: base + tailStart, count: end - tailStart), sent: n)
                 }
             }
         }

@@ -40,10 +40,9 @@ struct FanoutTests {
     /// The bytes a plan sends to `peer` (its direct line) and leaves in its buffer.
     static func planned(_ f: borrowing Fanout, _ peer: Fanout.Peer) -> (sent: [UInt8], queued: Bool) {
         var sent: [UInt8] = []
-        Wire.withTail(f.text) { tail in
-            for send in f.sends[..<f.sendCount] where send.socket == peer.id {
-                sent = Array(send.head) + Array(tail)
-            }
+        for send in f.sends[..<f.sendCount] where send.socket == peer.id {
+            sent = Array(f.text.line(head: send.head))
+            #expect(sent == Array(send.head) + Array(f.text.tail))
         }
         return (sent, f.toWrite.contains { $0 === peer })
     }
@@ -92,7 +91,7 @@ struct FanoutTests {
             f.publish([o])
             let line = Self.planned(f, peer).sent
             let send = f.sends[0]
-            Wire.withTail(f.text) { tail in f.keepUnsent(send, tail: tail, sent: taken) }
+            f.keepUnsent(send, tail: f.text.tail, sent: taken)
             #expect(f.toWrite.count == 1 && f.toWrite[0] === peer)
             #expect(Array(line.prefix(taken)) + Self.drain(peer) == line)
         }

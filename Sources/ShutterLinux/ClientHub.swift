@@ -386,7 +386,7 @@ package final class ClientHub {
                 let start = tailStart - send.head.count
                 (base + start).copyMemory(from: send.head.baseAddress!, byteCount: send.head.count)
                 let line = UnsafeRawBufferPointer(start: base + start, count: end - start)
-                let n = (try? UnixSocket.send(send.socket, line)) ?? 0
+                let n = ((try? Sys.send(send.socket, line)) ?? nil) ?? 0
                 if n < line.count {
                     fanout.keepUnsent(
                         send, tail: UnsafeRawBufferPointer(start: base + tailStart, count: end - tailStart), sent: n)

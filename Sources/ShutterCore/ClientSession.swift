@@ -69,7 +69,7 @@ package struct ClientSession {
 
     /// Whether this client receives `o`, and with which handler, keeping its open presses,
     /// slider and double-press marks as it goes; the line itself is written by `write` or
-    /// `writeHead`, which number it.
+    /// `head(for:)`, which number it.
     mutating func take(_ o: Occurrence) -> Take {
         let handler: Handler?
         switch o.kind {
@@ -139,15 +139,22 @@ package struct ClientSession {
             sliderValue: interaction.slider.value, into: &out)
     }
 
-    /// Writes the head of an event line (everything before `text`'s shared tail), for a
-    /// line that is sent in two pieces.
-    mutating func writeHead(
-        _ o: Occurrence, handler: Handler?, text: Wire.SharedPart, into out: inout ShortText
-    ) {
+    /// What a client's head says of an occurrence it receives.
+    struct Head {
+        var handler: Handler?
+        var clientSeq: UInt64
+        var shouldPlaySound: Bool
+        var sliderValue: Int64
+    }
+
+    /// Whether this client receives `o` (`take`) and, when it does, what its head says, the
+    /// line numbered: for a line the fan-out writes and sends itself.
+    mutating func head(for o: Occurrence) -> Head? {
+        guard case .line(let handler) = take(o) else { return nil }
         clientSeq += 1
-        Wire.eventHead(
-            o, text, clientSeq: clientSeq, handler: handler, shouldPlaySound: shouldPlaySound(o),
-            sliderValue: interaction.slider.value, into: &out)
+        return Head(
+            handler: handler, clientSeq: clientSeq, shouldPlaySound: shouldPlaySound(o),
+            sliderValue: interaction.slider.value)
     }
 
     /// Whether this client's interaction asks for gestures, which add lines of its own

@@ -242,9 +242,11 @@ package struct Fanout: ~Copyable {
             let text = self.text
             for peer in peers where !peer.closing {
                 if alone && peer.out.isEmpty && !peer.session.wantsGestures {
-                    guard case .line(let handler) = peer.session.take(o) else { continue }
+                    guard let h = peer.session.head(for: o) else { continue }
                     var head = ShortText(peer.head)
-                    peer.session.writeHead(o, handler: handler, text: text, into: &head)
+                    Wire.eventHead(
+                        o, text, clientSeq: h.clientSeq, handler: h.handler, shouldPlaySound: h.shouldPlaySound,
+                        sliderValue: h.sliderValue, into: &head)
                     let written = UnsafeMutableBufferPointer(rebasing: peer.head[..<head.count])
                     plan(Send(socket: peer.id, head: UnsafeRawBufferPointer(written)))
                     continue
@@ -312,5 +314,227 @@ package struct Fanout: ~Copyable {
         // The timer that brought this has fired: plan the next whether or not it moved.
         longPressDue = nil
         planLongPress()
+    }
+}
+
+// MARK: The text of an event
+
+/// The text of an event: the part every client shares, written once an occurrence by the
+/// fan-out, and each client's head, written by the fan-out for a line it sends and by the
+/// client's session for a line it buffers (`ClientSession.write`).
+extension Wire {
+    /// The text of one occurrence that every client's line shares, written once: `seq` and
+    /// `press` in decimal, then the tail (Wire.eventTail), in memory of its own:
+    ///
+    ///     [seq digits][press digits] ... room for the longest head ... [tail]
+    ///
+    /// A line is the client's head and the tail: `line(head:)` puts the head right before
+    /// the tail, so that the line goes out in one send with nothing else copied. One of
+    /// these is reused by the fan-out from one occurrence to the next; the beginning of the
+    /// tail (the device object and the key's code and name) is kept when the next
+    /// occurrence has the same device and key, as a release after its press has.
+    package final class SharedPart {
+        /// The digits, the room and the tail.
+        /// (The fields are not checked for exclusive access at run time: one thread, and no
+        /// access held across a call that could touch them.)
+        @usableFromInline @exclusivity(unchecked) package private(set) var storage: UnsafeMutableBufferPointer<UInt8>
+        @exclusivity(unchecked) var seqEnd = 0
+        @exclusivity(unchecked) var pressEnd = 0
+        /// Where the tail begins: after the digits (two integers, at most 40 bytes) and
+        /// room for the longest head.
+        @usableFromInline package static let tailStart = 40 + Wire.headCapacity
+        /// Where the tail ends.
+        @usableFromInline @exclusivity(unchecked) package private(set) var end = SharedPart.tailStart
+        /// The device and key the tail now begins with, and where that part ends.
+        @exclusivity(unchecked) var prefixDevice: DeviceRecord?
+        @exclusivity(unchecked) var prefixKey: KeyInfo?
+        @exclusivity(unchecked) var prefixEnd = 0
+
+        package init() {
+            storage = .allocate(capacity: 1024)
+            storage.initialize(repeating: 0)
+        }
+
+        convenience init(_ o: Occurrence) {
+            self.init()
+            render(o)
+        }
+
+        deinit { storage.deallocate() }
+
+        /// Writes `o`'s shared text over what was there.
+        package func render(_ o: Occurrence) {
+            var digits = ShortText(UnsafeMutableBufferPointer(rebasing: storage[..<40]))
+            digits.write(decimal: o.seq)
+            seqEnd = digits.count
+            digits.write(decimal: o.press)
+            pressEnd = digits.count
+            if prefixDevice !== o.device || prefixKey?.code != o.key.code || prefixKey?.name != o.key.name {
+                var prefix: [UInt8] = []
+                Wire.eventTailPrefix(o, into: &prefix)
+                // The rest of the tail is at most 128 bytes (eventTail).
+                reserve(Self.tailStart + prefix.count + 128)
+                prefix.withUnsafeBufferPointer {
+                    _ = UnsafeMutableBufferPointer(rebasing: storage[Self.tailStart...]).initialize(fromContentsOf: $0)
+                }
+                prefixEnd = Self.tailStart + prefix.count
+                prefixDevice = o.device
+                prefixKey = o.key
+            }
+            var rest = ShortText(UnsafeMutableBufferPointer(rebasing: storage[prefixEnd..<(prefixEnd + 128)]))
+            Wire.eventTailRest(o, into: &rest)
+            end = prefixEnd + rest.count
+        }
+
+        /// Room for at least `count` bytes, the text kept.
+        func reserve(_ count: Int) {
+            guard storage.count < count else { return }
+            let larger = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: count + 512)
+            larger.initialize(repeating: 0)
+            _ = larger.update(fromContentsOf: storage)
+            storage.deallocate()
+            storage = larger
+        }
+
+        /// The tail: the part of every client's line after its head.
+        @inlinable
+        package var tail: UnsafeRawBufferPointer {
+            UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: storage[Self.tailStart..<end]))
+        }
+
+        /// A client's whole line: `head` (at most `Wire.headCapacity` bytes) copied right
+        /// before the tail. Valid until the next `line` or `render`.
+        package func line(head: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+            let start = Self.tailStart - head.count
+            UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: storage[start..<Self.tailStart]))
+                .copyMemory(from: head)
+            return UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: storage[start..<end]))
+        }
+
+        /// The digits of `seq` and of `press`.
+        var seqDigits: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: storage[..<seqEnd]) }
+        var pressDigits: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: storage[seqEnd..<pressEnd]) }
+    }
+
+    /// `"device":{...},"key":{...},"kernelTime":N,"receiveTime":N}\n`: the part of an event
+    /// that every client receives alike, in two parts: what the device and the key make it
+    /// begin with (kept from one occurrence to the next while they are the same), then the
+    /// scancode and the times.
+    static func eventTail(_ o: Occurrence, into out: inout [UInt8]) {
+        eventTailPrefix(o, into: &out)
+        out.appendShort(capacity: 128) { eventTailRest(o, into: &$0) }
+    }
+
+    /// `"device":{...},"key":{"code":N,"name":"..."`.
+    static func eventTailPrefix(_ o: Occurrence, into out: inout [UInt8]) {
+        out.append(ascii: "\"device\":")
+        out.append(contentsOf: o.device.text)
+        out.append(ascii: ",\"key\":{\"code\":")
+        out.append(decimal: o.key.code)
+        out.append(ascii: ",\"name\":")
+        JSON.writeString(o.key.name, into: &out)
+    }
+
+    /// `,"scancode":N},"kernelTime":N,"receiveTime":N}\n`: three integers (21 bytes each)
+    /// and 56 bytes of literals, at most 128 bytes.
+    static func eventTailRest(_ o: Occurrence, into out: inout ShortText) {
+        if let scancode = o.key.scancode {
+            out.write(",\"scancode\":")
+            out.write(decimal: UInt32(bitPattern: scancode))
+        }
+        out.write("},\"kernelTime\":")
+        out.write(decimal: o.kernelTime)
+        out.write(",\"receiveTime\":")
+        out.write(decimal: o.receiveTime)
+        out.write("}\n")
+    }
+
+    /// A client's line for `o`, whose shared text is `text`: `{"type":...,` with its
+    /// `clientSeq`, the handler it was told and its slider `value`, then the shared tail.
+    /// The head is at most four integers (21 bytes each) and about 100 bytes of literals:
+    /// written on the stack and appended at once, then the tail is.
+    static func event(
+        _ o: Occurrence, _ text: SharedPart, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
+        sliderValue: Int64, into out: inout [UInt8]
+    ) {
+        out.appendShort(capacity: headCapacity) { head in
+            eventHead(
+                o, text, clientSeq: clientSeq, handler: handler, shouldPlaySound: shouldPlaySound,
+                sliderValue: sliderValue, into: &head)
+        }
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: text.storage[SharedPart.tailStart..<text.end]))
+    }
+
+    /// The room a client's head takes at most (see `event`).
+    package static let headCapacity = 256
+
+    /// A client's head for `o` (everything before the shared tail), written to `out`.
+    static func eventHead(
+        _ o: Occurrence, _ text: SharedPart, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
+        sliderValue: Int64, into out: inout ShortText
+    ) {
+        do {
+            let seq = text.seqDigits
+            let press = text.pressDigits
+            switch o.kind {
+            case .capture(_, let phase):
+                out.write("{\"type\":\"capture\",\"seq\":")
+                out.write(digits: seq)
+                out.write(",\"clientSeq\":")
+                out.write(decimal: clientSeq)
+                out.write(handler == .secondary ? ",\"handler\":\"secondary\"" : ",\"handler\":\"primary\"")
+                switch phase {
+                case .began: out.write(",\"phase\":\"began\",\"press\":")
+                case .ended: out.write(",\"phase\":\"ended\",\"press\":")
+                case .cancelled: out.write(",\"phase\":\"cancelled\",\"press\":")
+                }
+                out.write(digits: press)
+                out.write(shouldPlaySound ? ",\"shouldPlaySound\":true," : ",\"shouldPlaySound\":false,")
+            case .focus(let phase):
+                out.write("{\"type\":\"control\",\"seq\":")
+                out.write(digits: seq)
+                out.write(",\"clientSeq\":")
+                out.write(decimal: clientSeq)
+                out.write(phase == .began ? ",\"event\":\"active\",\"press\":" : ",\"event\":\"inactive\",\"press\":")
+                out.write(digits: press)
+                out.write(",")
+            case .gesture(let gesture):
+                // A client's own: numbered by its clientSeq alone.
+                out.write("{\"type\":\"gesture\",\"clientSeq\":")
+                out.write(decimal: clientSeq)
+                switch gesture {
+                case .longPress: out.write(",\"gesture\":\"longPress\"")
+                case .doublePress: out.write(",\"gesture\":\"doublePress\"")
+                }
+                out.write(
+                    handler == .secondary
+                        ? ",\"handler\":\"secondary\",\"press\":" : ",\"handler\":\"primary\",\"press\":")
+                out.write(digits: press)
+                if case .doublePress(let first) = gesture {
+                    out.write(",\"firstPress\":")
+                    out.write(decimal: first)
+                }
+                out.write(",")
+            case .slider(let delta):
+                out.write("{\"type\":\"control\",\"seq\":")
+                out.write(digits: seq)
+                out.write(",\"clientSeq\":")
+                out.write(decimal: clientSeq)
+                out.write(",\"event\":\"slider\",\"delta\":")
+                out.write(decimal: delta)
+                out.write(",\"value\":")
+                out.write(decimal: sliderValue)
+                out.write(",")
+            }
+            switch o.reason {
+            case nil: break
+            case .removed: out.write("\"reason\":\"removed\",")
+            case .dropped: out.write("\"reason\":\"dropped\",")
+            case .shutdown: out.write("\"reason\":\"shutdown\",")
+            case .disabled: out.write("\"reason\":\"disabled\",")
+            case .filtered: out.write("\"reason\":\"filtered\",")
+            case .disconnected: out.write("\"reason\":\"disconnected\",")
+            }
+        }
     }
 }

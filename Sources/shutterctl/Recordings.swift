@@ -27,7 +27,8 @@ let replayUsage = """
     """
 
 let latencyUsage = """
-    Usage: shutterctl latency [--device PATTERN] [--count N] [--timeout SECONDS] [--socket PATH]
+    Usage: shutterctl latency [--device PATTERN] [--count N] [--timeout SECONDS] [--start-replay]
+                              [--socket PATH]
 
     Measures N presses (default 20) on devices matching PATTERN (a shell pattern on the
     name, or an exact device id or group): from the kernel's timestamp to shutterd's
@@ -39,6 +40,7 @@ let latencyUsage = """
     the last device matching PATTERN went (deviceRemoved) or shutterd closed the
     connection: says how many came and prints their figures; 3 shutterd could not be
     reached; 64 usage error.
+    \(startReplayHelp)
     """
 
 /// A recording's file, written as the recording goes: the header first, then the events of
@@ -335,8 +337,10 @@ let replayedMeaning =
     }
     let timeout = secondsOption(
         "--timeout", option("--timeout", latencyUsage) ?? "300", timeoutRange, latencyUsage)
+    let replay = flagSet("--start-replay")
     rejectLeftovers(latencyUsage)
     let client = connect()
+    if replay { startReplay(client) }
     say("press \(count) times\(pattern.map { " on '\($0)'" } ?? "") (timeout \(timeout) s)")
     func measured(_ d: Device) -> Bool {
         guard let pattern else { return true }

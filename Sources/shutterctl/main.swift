@@ -4,6 +4,13 @@ import ShutterSys
 import enum ShutterLinux.KeyNames
 import let ShutterLinux.shutterdVersion
 
+/// The line each usage text gives `--start-replay` (first: main.swift's globals are made
+/// in order, and the usage texts below use it).
+let startReplayHelp = """
+    --start-replay asks a shutterd started with --replay FILE --replay-wait to play its
+    recordings once this command's interaction is in force (docs/RECORDING.md).
+    """
+
 let mainUsage = """
     Usage: shutterctl [--socket PATH] COMMAND [OPTIONS]
 
@@ -30,7 +37,7 @@ let devicesUsage = """
 
 let watchUsage = """
     Usage: shutterctl watch [--json] [--no-secondary] [--long-press MS] [--double-press MS]
-                            [--socket PATH]
+                            [--start-replay] [--socket PATH]
 
     Prints every capture and control event with the device and key that produced it, and
     device arrivals and removals. Reconnects when shutterd restarts. With --no-secondary the
@@ -38,11 +45,12 @@ let watchUsage = """
     --long-press MS also prints a longPress gesture when a press has been held MS
     milliseconds (50 to 60000), --double-press MS a doublePress when a second press of the
     same key begins within MS milliseconds (50 to 5000) of the first one's release.
+    \(startReplayHelp)
     """
 
 let verifyUsage = """
     Usage: shutterctl verify --key NAME [--device PATTERN] [--handler primary|secondary]
-                             [--timeout SECONDS] [--junit FILE] [--socket PATH]
+                             [--timeout SECONDS] [--junit FILE] [--start-replay] [--socket PATH]
 
     Waits for a press of key NAME (a libevdev name such as KEY_VOLUMEUP) on a device whose
     name matches PATTERN (a shell pattern, or an exact device id), driving the given
@@ -56,6 +64,7 @@ let verifyUsage = """
     74 the press arrived but the --junit FILE could not be written. --junit FILE writes the
     result as JUnit XML; a report that cannot be written is said on stderr, and a failure's
     own status stays.
+    \(startReplayHelp)
     """
 
 enum Exit {
@@ -117,6 +126,21 @@ if let i = args.firstIndex(of: "--socket") {
         try client.setInteraction(interaction)
     } catch {
         if error == .closed && client.reconnects { return }
+        unreachable(error)
+    }
+}
+
+/// `--start-replay`: asks a `shutterd --replay --replay-wait` to play its recordings, once
+/// this client's interaction is in force, so that what it sees never depends on timing;
+/// or exits saying why not (status 3, as for a daemon that cannot be reached).
+@MainActor func startReplay(_ client: Client) {
+    do {
+        try client.startReplay()
+    } catch {
+        if case .daemon(_, let message) = error {
+            say("shutterctl: shutterd refused to start the replay: \(message)")
+            Sys.exit(Exit.unreachable)
+        }
         unreachable(error)
     }
 }
@@ -217,6 +241,7 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
     }
     let json = flagSet("--json")
     let noSecondary = flagSet("--no-secondary")
+    let replay = flagSet("--start-replay")
     let longPress = millisecondsOption("--long-press", Interaction.Gestures.longPressBounds, watchUsage)
     let doublePress = millisecondsOption("--double-press", Interaction.Gestures.doublePressBounds, watchUsage)
     rejectLeftovers(watchUsage)
@@ -248,6 +273,7 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
             ? nil : Interaction.Gestures(longPressAfter: longPress, doublePressWithin: doublePress)
         setInteraction(c, Interaction(secondary: noSecondary ? false : nil, gestures: gestures))
     }
+    if replay { startReplay(c) }
     while true {
         do throws(ClientError) {
             guard let (event, line) = try c.nextMessage() else { continue }
@@ -318,6 +344,7 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
     let handlerText = option("--handler", verifyUsage)
     let timeoutText = option("--timeout", verifyUsage) ?? "30"
     let junit = option("--junit", verifyUsage)
+    let replay = flagSet("--start-replay")
     rejectLeftovers(verifyUsage)
     var handler: Handler?
     if let handlerText {
@@ -336,6 +363,7 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
     let client = connect()
     // Both handlers unless primary is asked for: then volume up falls through, as on iOS.
     setInteraction(client, Interaction(primary: true, secondary: handler != .primary))
+    if replay { startReplay(client) }
     say("waiting for \(expected) (timeout \(timeoutText) s)")
     let code: Int32
     let message: String

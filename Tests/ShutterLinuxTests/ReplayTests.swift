@@ -337,6 +337,45 @@ struct ReplayTests {
         #expect(d.wait() == 0)
     }
 
+    @Test("shutterctl verify --start-replay passes every time on a --replay-wait daemon, and says a refused start")
+    func verifyStartsReplay() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/s.sock"
+        write(Self.shutter, dir + "/shutter.evemu")
+        // Without a secondary handler volume up drives primary: set before the first press
+        // plays, so the press is primary every time (it raced playback before --replay-wait).
+        for round in 1...10 {
+            let d = Child(
+                [
+                    shutterd, "--socket", path, "--replay", dir + "/shutter.evemu", "--replay-wait", "--replay-speed",
+                    "0",
+                ],
+                directory: dir)
+            #expect(waitForFile(path))
+            let ctl = Child(
+                [
+                    builtProgram("shutterctl"), "--socket", path, "verify", "--key", "KEY_VOLUMEUP", "--handler",
+                    "primary", "--timeout", "20", "--start-replay",
+                ], directory: dir)
+            #expect(ctl.wait() == 0, "round \(round): \(ctl.stderr)")
+            #expect(
+                ctl.stdout.hasPrefix("PASS KEY_VOLUMEUP from 'AB Shutter3' (primary)"), "round \(round): \(ctl.stdout)")
+            kill(d.pid, SIGTERM)
+            #expect(d.wait() == 0)
+        }
+        // A daemon without --replay-wait started playback with the first client: refused, exit 3.
+        let d = replaying(dir + "/shutter.evemu", socket: path, directory: dir)
+        let refused = Child(
+            [builtProgram("shutterctl"), "--socket", path, "verify", "--key", "KEY_ENTER", "--start-replay"],
+            directory: dir)
+        #expect(refused.wait() == 3, "stderr: \(refused.stderr)")
+        #expect(
+            refused.stderr.contains("shutterctl: shutterd refused to start the replay: replay: "), "\(refused.stderr)")
+        kill(d.pid, SIGTERM)
+        #expect(d.wait() == 0)
+    }
+
     @Test(
         "shutterctl latency says the devices are replayed, and ends with exit 2 and what came when the device goes or shutterd does"
     )

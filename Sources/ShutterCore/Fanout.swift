@@ -328,11 +328,12 @@ extension Wire {
     ///
     ///     [seq digits][press digits] ... room for the longest head ... [tail]
     ///
-    /// A line is the client's head and the tail: `line(head:)` puts the head right before
-    /// the tail, so that the line goes out in one send with nothing else copied. One of
-    /// these is reused by the fan-out from one occurrence to the next; the beginning of the
-    /// tail (the device object and the key's code and name) is kept when the next
-    /// occurrence has the same device and key, as a release after its press has.
+    /// A line is the client's head and the tail: the socket owner (`ClientHub.carryOut`)
+    /// copies the head right before the tail, so that the line goes out in one send with
+    /// nothing else copied. One of these is reused by the fan-out from one occurrence to the
+    /// next; the beginning of the tail (the device object and the key's code and name) is
+    /// kept when the next occurrence has the same device and key, as a release after its
+    /// press has.
     package final class SharedPart {
         /// The digits, the room and the tail.
         /// (The fields are not checked for exclusive access at run time: one thread, and no
@@ -400,15 +401,6 @@ extension Wire {
         @inlinable
         package var tail: UnsafeRawBufferPointer {
             UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: storage[Self.tailStart..<end]))
-        }
-
-        /// A client's whole line: `head` (at most `Wire.headCapacity` bytes) copied right
-        /// before the tail. Valid until the next `line` or `render`.
-        package func line(head: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
-            let start = Self.tailStart - head.count
-            UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: storage[start..<Self.tailStart]))
-                .copyMemory(from: head)
-            return UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: storage[start..<end]))
         }
 
         /// The digits of `seq` and of `press`.

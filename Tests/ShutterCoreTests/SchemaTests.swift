@@ -146,3 +146,59 @@ struct SchemaTests {
         #expect(missing == [], "PROTOCOL.md should name these (as `name` or \"name\")")
     }
 }
+
+extension Schema {
+    /// What is wrong with `message` (a decoded line) against the table: a field it does not
+    /// declare, a field declared always that is missing, a value outside a closed set, a
+    /// value of the wrong kind. Empty when it conforms. The core tier's check of what Wire and Message write.
+    static func problems(_ message: JSON) -> [String] {
+        guard let type = message["type"]?.stringValue, let fields = fields(of: type) else {
+            return ["no message type \(message["type"]?.serialized ?? "(none)") in the schema"]
+        }
+        return problems(message, fields: [FieldSpec("type", .string, "")] + fields, at: type)
+    }
+
+    static func problems(_ object: JSON, fields: [FieldSpec], at path: String) -> [String] {
+        guard let members = object.objectValue else { return ["\(path) is not an object"] }
+        var out: [String] = []
+        for (name, _) in members where !fields.contains(where: { $0.name == name }) {
+            out.append("\(path).\(name) is not in the schema")
+        }
+        for f in fields {
+            let here = "\(path).\(f.name)"
+            guard let v = object[f.name] else {
+                if f.presence == .always { out.append("\(here) is missing") }
+                continue
+            }
+            if case .omittedWhen(let b) = f.presence, v.boolValue == b {
+                out.append("\(here) is \(b), which is left out")
+            }
+            switch f.kind {
+            case .string:
+                guard let s = v.stringValue else {
+                    out.append("\(here) is not a string")
+                    break
+                }
+                if !f.values.isEmpty && !f.values.contains(s) {
+                    out.append("\(here) \(quoted(s)) is not one of \(f.values)")
+                }
+            case .int: if v.intValue == nil { out.append("\(here) is not an integer") }
+            case .bool: if v.boolValue == nil { out.append("\(here) is not a boolean") }
+            case .any: break
+            case .interaction: if v.objectValue == nil { out.append("\(here) is not an object") }
+            case .device: out += problems(v, fields: DeviceInfo.properties.map(\.field), at: here)
+            case .key: out += problems(v, fields: key, at: here)
+            case .object(let inner): out += problems(v, fields: inner, at: here)
+            case .devices:
+                guard let items = v.arrayValue else {
+                    out.append("\(here) is not an array")
+                    break
+                }
+                for (i, d) in items.enumerated() {
+                    out += problems(d, fields: DeviceInfo.properties.map(\.field), at: "\(here)[\(i)]")
+                }
+            }
+        }
+        return out
+    }
+}

@@ -105,9 +105,6 @@ class PressTimeout(PressFailed, TimeoutError):
 # --- messages ------------------------------------------------------------------------------
 
 
-_get = get_field
-
-
 @dataclass
 class Reconnected(Message):
     """Not from the daemon: the client lost its connection and made a new one (only with
@@ -158,21 +155,21 @@ class Interaction:
     @classmethod
     def from_json(cls, obj: Any) -> "Interaction":
         obj = obj if isinstance(obj, dict) else {}
-        f = _get(obj, "filter", dict, {})
-        sl = _get(obj, "slider", dict, {})
-        g = _get(obj, "gestures", dict, {})
-        lp, dp = _get(g, "longPress", dict), _get(g, "doublePress", dict)
+        f = get_field(obj, "filter", dict, {})
+        sl = get_field(obj, "slider", dict, {})
+        g = get_field(obj, "gestures", dict, {})
+        lp, dp = get_field(g, "longPress", dict), get_field(g, "doublePress", dict)
         strs = lambda v: [x for x in v if isinstance(x, str)] if isinstance(v, list) else []  # noqa: E731
         return cls(
-            enabled=_get(obj, "enabled", bool, True), primary=_get(obj, "primary", bool, True),
-            secondary=_get(obj, "secondary", bool, True),
-            default_capture_sound_disabled=_get(obj, "defaultCaptureSoundDisabled", bool, False),
-            grab=_get(obj, "grab", bool, False),
+            enabled=get_field(obj, "enabled", bool, True), primary=get_field(obj, "primary", bool, True),
+            secondary=get_field(obj, "secondary", bool, True),
+            default_capture_sound_disabled=get_field(obj, "defaultCaptureSoundDisabled", bool, False),
+            grab=get_field(obj, "grab", bool, False),
             filter=Filter(**{k: strs(f.get(k)) for k in ("devices", "names", "buses", "kinds", "keys")}),
-            slider=Slider(min=_get(sl, "min", int, 0), max=_get(sl, "max", int, 100),
-                          value=_get(sl, "value", int, 50)),
-            long_press_after=None if lp is None else _get(lp, "after", int),
-            double_press_within=None if dp is None else _get(dp, "within", int),
+            slider=Slider(min=get_field(sl, "min", int, 0), max=get_field(sl, "max", int, 100),
+                          value=get_field(sl, "value", int, 50)),
+            long_press_after=None if lp is None else get_field(lp, "after", int),
+            double_press_within=None if dp is None else get_field(dp, "within", int),
             raw=obj)
 
 
@@ -198,7 +195,7 @@ def parse(obj: dict) -> Message:
 
 def error_of(msg: Message) -> ErrorReply:
     o = msg.raw
-    return ErrorReply(_get(o, "code", str, "unknown"), _get(o, "message", str, ""), o.get("id"), o)
+    return ErrorReply(get_field(o, "code", str, "unknown"), get_field(o, "message", str, ""), o.get("id"), o)
 
 
 def check_hello(msg: Message) -> Hello:

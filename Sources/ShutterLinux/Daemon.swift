@@ -333,11 +333,17 @@ package final class Daemon {
         guard let device = devices.removeValue(forKey: handle) else { return }
         grabs.remove(handle)
         bySyspath[device.info.syspath] = nil
-        hub.publish(engine.removeDevice(handle: handle, now: monotonicMicros()))
         loop.remove(device.evdev.raw)
         device.evdev.logUnreportedDrops()
-        Log.info("\(device.evdev.nodeName) - \(device.info.name): removed (\(why))")
-        hub.deviceRemoved(device.record)
+        retire(device.record, "\(device.evdev.nodeName) - \(device.info.name)", why: why, now: monotonicMicros())
+    }
+
+    /// A device is gone (unplugged, or its recording played to the end): its held keys are
+    /// cancelled, every client is told, and the STATUS line says so.
+    func retire(_ record: DeviceRecord, _ label: String, why: String, now: Int64) {
+        hub.publish(engine.removeDevice(handle: record.handle, now: now))
+        Log.info("\(label): removed (\(why))")
+        hub.deviceRemoved(record)
         Systemd.notify("STATUS=\(hub.status)")
     }
 
@@ -398,10 +404,7 @@ extension Daemon {
                 hub.publish(occurrences)
             }
             if ended {
-                hub.publish(engine.removeDevice(handle: track.record.handle, now: now))
-                Log.info("\(track.path) - \(track.recording.name): removed (end of the recording)")
-                hub.deviceRemoved(track.record)
-                Systemd.notify("STATUS=\(hub.status)")
+                retire(track.record, "\(track.path) - \(track.recording.name)", why: "end of the recording", now: now)
             }
         }
         replayer.schedule(now: monotonicMicros())

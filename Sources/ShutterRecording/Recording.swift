@@ -191,7 +191,7 @@ extension Recording {
     /// declares (`is_event_supported` in input.c; libevdev, and so evemu-record, drops the
     /// others too). EV_PWR and EV_FF_STATUS have neither.
     static let codeLimits: [UInt16: (name: String, max: UInt16, maxName: String, declared: Bool)] = [
-        0x00: ("EV_SYN", 0x0f, "SYN_MAX", false), 0x01: ("EV_KEY", 0x2ff, "KEY_MAX", true),
+        0x00: ("EV_SYN", 0x0f, "SYN_MAX", false), 0x01: ("EV_KEY", UInt16(maxCode), "KEY_MAX", true),
         0x02: ("EV_REL", 0x0f, "REL_MAX", true), 0x03: ("EV_ABS", 0x3f, "ABS_MAX", true),
         0x04: ("EV_MSC", 0x07, "MSC_MAX", true), 0x05: ("EV_SW", 0x10, "SW_MAX", true),
         0x11: ("EV_LED", 0x0f, "LED_MAX", true), 0x12: ("EV_SND", 0x07, "SND_MAX", true),

@@ -3,7 +3,7 @@ source in a temporary directory, so that a build (``pip install ./clients/python
 wheel``, ``python3 -m build``) leaves nothing in the source tree. setuptools itself has no
 setting for it: it writes ``build/`` and ``shutterd.egg-info`` beside the sources it builds,
 whatever directory pip asks the wheel or the metadata to go to. An editable install
-(``pip install -e``) builds in place, as it must, and leaves ``shutterd.egg-info`` there.
+(``pip install -e``) must point into the source itself: its hooks are setuptools' own.
 
 Named in pyproject.toml (``build-backend``, with ``backend-path = ["."]``); not part of the
 installed package.

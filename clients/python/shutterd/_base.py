@@ -16,12 +16,10 @@ def get_field(obj: dict, name: str, kind: Union[type, Tuple[type, ...]], default
     return value if isinstance(value, kind) else default
 
 
-def devices_field(obj: dict, name: str) -> Any:
-    """obj[name] as a list of Device when it is an array, else None."""
-    from ._messages import Device
-
+def devices_field(obj: dict, name: str, device: Any) -> Any:
+    """obj[name] as a list of ``device`` (the Device class) when it is an array, else None."""
     value = obj.get(name)
-    return [Device.from_json(d) for d in value] if isinstance(value, list) else None
+    return [device.from_json(d) for d in value] if isinstance(value, list) else None
 
 
 @dataclass

@@ -130,7 +130,7 @@ class Hello(Message):
             protocol_minor=get_field(_protocol, "minor", int, 0),
             daemon_name=get_field(_daemon, "name", str, ""),
             daemon_version=get_field(_daemon, "version", str, ""),
-            devices=devices_field(obj, "devices") or [],
+            devices=devices_field(obj, "devices", Device) or [],
         )
 
 
@@ -347,7 +347,7 @@ class Reply(Message):
             request=get_field(obj, "request", str, ""),
             id=obj.get("id"),
             interaction=get_field(obj, "interaction", dict),
-            devices=devices_field(obj, "devices"),
+            devices=devices_field(obj, "devices", Device),
             action=get_field(obj, "action", str, None),
         )
 

@@ -90,20 +90,27 @@ def test_start_replay_without_replay_is_refused(daemon):
                                     "(shutterd --replay FILE... --replay-wait plays them on this request)")
 
 
-def test_the_asyncio_client_starts_a_replay_too():
-    session = replay(REMOTE, binary=_binary(), speed=0)
+def test_the_asyncio_client_starts_a_replay_too(replaying):
+    # A daemon no other client has started: the asyncio client's start is the first.
+    d = replaying("--replay", recording(REMOTE), "--replay-wait", "--replay-speed", "0")
 
     async def run():
-        async with await shutterd.aio.connect(session.daemon.path) as c:
-            with pytest.raises(shutterd.ErrorReply) as e:
+        async with await shutterd.aio.connect(d.path) as c:
+            await c.set_interaction(secondary=False)
+            reply = await c.start_replay()
+            got = []
+            while len(got) < 4:
+                e = await c.next_event(timeout=10)
+                if isinstance(e, shutterd.Capture):
+                    got.append(e)
+            with pytest.raises(shutterd.ErrorReply) as second:
                 await c.start_replay()
-            return e.value.code
+            return reply, got, second.value.code
 
-    try:
-        # The fixture's own client started it: the asyncio client's start is a second one.
-        assert asyncio.run(run()) == "invalidState"
-    finally:
-        session.close()
+    reply, got, second = asyncio.run(run())
+    assert reply.request == "replay" and reply.action == "start"
+    assert captures(got) == [("primary", "began", "KEY_VOLUMEUP"), ("primary", "ended", "KEY_VOLUMEUP")] * 2
+    assert second == "invalidState"
 
 
 def test_a_failed_test_shows_its_daemons_log(pytester, monkeypatch):

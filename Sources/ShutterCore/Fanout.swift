@@ -11,16 +11,22 @@ package struct Fanout: ~Copyable {
     /// One client's side of the fan-out. A class so that the step for every client on every
     /// event touches it in place (no copy-on-write check of an array of values per client).
     package final class Peer {
-        /// The socket owner's key for the client (its descriptor).
-        package let id: Int32
+        /// The socket owner's name for the client, never given to another while the process
+        /// runs (not its descriptor, whose number the kernel gives again once it is closed):
+        /// the plan names clients by it, and the socket owner looks each up by it.
+        package let id: UInt64
         let mayGrab: Bool
         // Touched for every client on every event, on the one thread, never held across a
         // call that reaches them again: the runtime's exclusivity check would cost more than
         // the rest of the client's step.
         @exclusivity(unchecked) package var session = ClientSession()
         @exclusivity(unchecked) package var out: OutBuffer
-        /// Being closed: nothing more is queued; what is queued is written, then it closes.
+        /// Being closed, or gone: nothing more is queued; what is queued is written, then it
+        /// closes.
         @exclusivity(unchecked) package fileprivate(set) var closing = false
+        /// Removed (its socket closed): it is in no plan and nothing is queued for it again,
+        /// whoever still holds it.
+        package fileprivate(set) var gone = false
         /// The socket took less than was queued: written when it is writable again, not on
         /// every publish (the socket owner sets and clears it).
         @exclusivity(unchecked) package var waitingWritable = false
@@ -30,7 +36,7 @@ package struct Fanout: ~Copyable {
         /// head is written here and sent from here, nothing allocated or copied.
         let head: UnsafeMutableBufferPointer<UInt8>
 
-        init(id: Int32, mayGrab: Bool, limits: ClientLimits) {
+        init(id: UInt64, mayGrab: Bool, limits: ClientLimits) {
             self.id = id
             self.mayGrab = mayGrab
             out = OutBuffer(limit: limits.queueMessages, byteLimit: limits.queueBytes)
@@ -43,10 +49,10 @@ package struct Fanout: ~Copyable {
     }
 
     /// A line to send around the buffer: `head` (in the client's own room), then the shared
-    /// tail, in one write to `socket`. Plain values, so that going through the list retains
+    /// tail, in one write to client `id`. Plain values, so that going through the list retains
     /// nothing.
     package struct Send {
-        package let socket: Int32
+        package let id: UInt64
         package let head: UnsafeRawBufferPointer
     }
 
@@ -116,7 +122,7 @@ package struct Fanout: ~Copyable {
 
     // MARK: Clients
 
-    package mutating func add(id: Int32, mayGrab: Bool) -> Peer {
+    package mutating func add(id: UInt64, mayGrab: Bool) -> Peer {
         let peer = Peer(id: id, mayGrab: mayGrab, limits: limits)
         peers.append(peer)
         if sends.count < peers.count {
@@ -129,10 +135,14 @@ package struct Fanout: ~Copyable {
 
     deinit { sends.deallocate() }
 
-    /// The client is gone (its socket closed).
+    /// The client is gone (its socket closed): it leaves the plan at once, and nothing is
+    /// queued or planned for it again (a request of its that is still being handled finds it
+    /// closing).
     package mutating func remove(_ peer: Peer) {
         guard let i = peers.firstIndex(where: { $0 === peer }) else { return }
         peers.remove(at: i)
+        peer.gone = true
+        peer.closing = true
         // Nothing planned for it is carried out: its socket is closed, and its number may
         // be another client's soon.
         if peer.listed {
@@ -141,7 +151,7 @@ package struct Fanout: ~Copyable {
         }
         if sendCount > 0 {
             var kept = 0
-            for j in 0..<sendCount where sends[j].socket != peer.id {
+            for j in 0..<sendCount where sends[j].id != peer.id {
                 sends[kept] = sends[j]
                 kept += 1
             }
@@ -219,7 +229,7 @@ package struct Fanout: ~Copyable {
 
     /// Plans a write of a client's buffer.
     mutating func write(_ peer: Peer) {
-        guard !peer.listed else { return }
+        guard !peer.listed && !peer.gone else { return }
         peer.listed = true
         toWrite.append(peer)
         planned = true
@@ -248,7 +258,7 @@ package struct Fanout: ~Copyable {
                         o, text, clientSeq: h.clientSeq, handler: h.handler, shouldPlaySound: h.shouldPlaySound,
                         sliderValue: h.sliderValue, into: &head)
                     let written = UnsafeMutableBufferPointer(rebasing: peer.head[..<head.count])
-                    plan(Send(socket: peer.id, head: UnsafeRawBufferPointer(written)))
+                    plan(Send(id: peer.id, head: UnsafeRawBufferPointer(written)))
                     continue
                 }
                 switch peer.out.deliver(o, text: text, to: &peer.session) {
@@ -279,7 +289,7 @@ package struct Fanout: ~Copyable {
     /// rest waits in the client's buffer, to be written with it.
     package mutating func keepUnsent(_ send: Send, tail: UnsafeRawBufferPointer, sent: Int) {
         // Rare (the socket is full): the client is looked for, not remembered in the send.
-        guard let peer = peers.first(where: { $0.id == send.socket }) else { return }
+        guard let peer = peers.first(where: { $0.id == send.id }) else { return }
         peer.out.keep(head: send.head, tail: tail, sent: sent)
         write(peer)
     }

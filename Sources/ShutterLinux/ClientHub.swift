@@ -6,9 +6,13 @@ import ShutterSys
 /// interaction selects) plans, never blocking on any client.
 package final class ClientHub {
     final class Client {
+        /// Its name while the daemon runs, never another client's (`ClientTable`): the key
+        /// of `clients` and of the fan-out's plan.
+        let id: UInt64
         /// The connection; closed when the client is (or when it is dropped, refused).
         let socket: FileDescriptor
-        /// Its number, the key of `clients`, kept after the socket is closed.
+        /// Its number, for the loop and the socket calls while the client is in `clients`
+        /// (once it is closed, the kernel may give the number to another).
         let fd: Int32
         let peer: PeerCredentials?
         let label: String
@@ -21,9 +25,11 @@ package final class ClientHub {
         /// Has requests left over from its last turn (in `backlog`).
         var inBacklog = false
 
+        /// Closing, or closed: nothing more of its requests is handled.
         var closing: Bool { fan.closing }
 
-        init(serial: Int, socket: FileDescriptor, peer: PeerCredentials?, mayGrab: Bool) {
+        init(id: UInt64, serial: Int, socket: FileDescriptor, peer: PeerCredentials?, mayGrab: Bool) {
+            self.id = id
             self.socket = socket
             self.fd = socket.raw
             self.peer = peer
@@ -45,7 +51,7 @@ package final class ClientHub {
     /// `--replay`'s playback, which a client's `replay` request starts; nil when the daemon
     /// reads devices.
     let replayer: Replayer?
-    var clients: [Int32: Client] = [:]
+    var clients = ClientTable()
     /// The devices as now open, in the order they came (by handle), for `hello` and
     /// `listDevices`: kept from what the daemon tells every client (`deviceAdded`,
     /// `deviceRemoved`, `deviceChanged`), not asked of it.
@@ -61,6 +67,10 @@ package final class ClientHub {
     /// M_TRIM_THRESHOLD for the heap's top, by default).
     static let trimAfter = 128 * 1024
     var accepted = 0
+    /// Connections accepted in one turn of the listener, at most.
+    var acceptsPerTurn = 64
+    /// `reapHungUp` has looked at the clients in this turn of the listener.
+    var reapedThisTurn = false
     /// `carryOut` is under way.
     @exclusivity(unchecked) var carrying = false
     var readBuffer = [UInt8](repeating: 0, count: 65536)
@@ -112,7 +122,7 @@ package final class ClientHub {
 
     /// Closes every client (the daemon is stopping), after a last attempt to write.
     package func closeAll() {
-        for client in Array(clients.values) {
+        for client in clients.values {
             flush(client)
             closeClient(client, why: nil)
         }
@@ -123,11 +133,15 @@ package final class ClientHub {
     }
 
     /// The listening socket is readable (its owner watches it, as an input like any other):
-    /// accepts the clients waiting; returns how many were admitted.
+    /// accepts the clients waiting, at most `acceptsPerTurn`; returns how many were admitted.
+    /// The rest wait for the loop's next turn (the listener is still readable then), after
+    /// the clients' own events: clients that connect and close as fast as they are accepted
+    /// do not keep the daemon from seeing that the earlier ones closed.
     @discardableResult
     package func acceptClients() -> Int {
         var admitted = 0
-        while true {
+        reapedThisTurn = false
+        for _ in 0..<acceptsPerTurn {
             let fd: Int32
             do {
                 guard let accepted = try listener.accept() else { return admitted }
@@ -145,6 +159,23 @@ package final class ClientHub {
                 refusedAtLimit = nil
             }
             if admit(fd) { admitted += 1 }
+        }
+        return admitted
+    }
+
+    /// At max-clients: closes the clients whose peer has closed (or reset) the connection
+    /// but whose hangup the loop has not handled yet (it is behind them in this turn's
+    /// events), so that a client that has gone never counts against the limit. One poll(2)
+    /// of every client, at most once a turn of the listener.
+    func reapHungUp() {
+        guard !reapedThisTurn else { return }
+        reapedThisTurn = true
+        let all = clients.values
+        guard let found = try? Sys.poll(all.map { ($0.fd, Sys.PollEvents()) }, timeout: 0) else { return }
+        // A hangup on a stream socket is the peer closed or shut down both ways: nothing it
+        // asked for could reach it.
+        for (client, events) in zip(all, found) where !events.isDisjoint(with: [.hangup, .error]) {
+            closeClient(client, why: "disconnected")
         }
     }
 
@@ -192,7 +223,9 @@ package final class ClientHub {
         let socket = FileDescriptor(fd)  // Closed with the client, or when refused below.
         let peer = UnixSocket.peerCredentials(fd)
         accepted += 1
-        let client = Client(serial: accepted, socket: socket, peer: peer, mayGrab: peer.map(access.mayGrab) ?? false)
+        let client = Client(
+            id: clients.nextID, serial: accepted, socket: socket, peer: peer,
+            mayGrab: peer.map(access.mayGrab) ?? false)
         if let peer, !access.mayConnect(peer) {
             Log.info("\(client.label): refused, not in allow-users or allow-groups")
             turnAway(
@@ -203,6 +236,7 @@ package final class ClientHub {
                 ))
             return false
         }
+        if clients.count >= limits.maxClients { reapHungUp() }
         if clients.count >= limits.maxClients {
             Log.info("\(client.label): refused, \(clients.count) clients are connected (max-clients)")
             turnAway(
@@ -222,8 +256,8 @@ package final class ClientHub {
             socket.close()
             return false
         }
-        clients[fd] = client
-        client.fan = fanout.add(id: fd, mayGrab: client.mayGrab)
+        clients.insert(client)
+        client.fan = fanout.add(id: client.id, mayGrab: client.mayGrab)
         Log.info("\(client.label): connected")
         fanout.send(Message.hello(version: shutterdVersion, devices: devices), to: client.fan)
         carryOut()
@@ -233,7 +267,7 @@ package final class ClientHub {
 
     func clientReady(_ client: Client, _ events: UInt32) {
         if events & EventLoop.writable != 0 { flush(client) }
-        guard clients[client.fd] != nil else { return }
+        guard clients[client.id] === client else { return }
         if client.closing && events & EventLoop.hangup != 0 {
             closeClient(client, why: "disconnected before reading its last messages")
             return
@@ -249,7 +283,7 @@ package final class ClientHub {
         backlog.removeAll(keepingCapacity: true)
         for client in round {
             client.inBacklog = false
-            if clients[client.fd] === client { serve(client) }
+            if clients[client.id] === client { serve(client) }
         }
         return !backlog.isEmpty
     }
@@ -291,7 +325,7 @@ package final class ClientHub {
             do {
                 n = try UnixSocket.receive(client.fd, into: &readBuffer)
             } catch {
-                closeClient(client, why: error.description)
+                closeClient(client, why: error.errno == Errno.ECONNRESET ? "disconnected" : error.description)
                 return
             }
             guard let n else { return }
@@ -384,23 +418,28 @@ package final class ClientHub {
             let tailStart = Wire.SharedPart.tailStart
             let end = text.end
             for send in sends {
+                // A client closed since the plan was made has left it (`Fanout.remove`); it
+                // is looked up all the same, by its id, and skipped if gone.
+                guard let fd = clients.descriptor(send.id) else { continue }
                 let start = tailStart - send.head.count
                 (base + start).copyMemory(from: send.head.baseAddress!, byteCount: send.head.count)
                 let line = UnsafeRawBufferPointer(start: base + start, count: end - start)
-                let n = ((try? Sys.send(send.socket, line)) ?? nil) ?? 0
+                let n = ((try? Sys.send(fd, line)) ?? nil) ?? 0
                 if n < line.count { fanout.keepUnsent(send, tail: text.tail, sent: n) }
             }
         }
         // A client whose socket was full is written when epoll says it is writable, not
         // retried on every batch.
         if !fanout.toWrite.isEmpty {
+            // A copy of the list: a client closed by a write on the way leaves the fan-out's
+            // list at once, and is skipped here by its lookup.
             for peer in fanout.toWrite {
+                guard let client = clients[peer.id] else { continue }
                 if peer.closing {
-                    guard let client = clients[peer.id], client.fan === peer else { continue }
                     if client.closeDeadline == 0 { startClosing(client) }
-                    flush(peer)
+                    flush(client)
                 } else if !peer.waitingWritable {
-                    flush(peer)
+                    flush(client)
                 }
             }
         }
@@ -414,7 +453,7 @@ package final class ClientHub {
 
     func logFellBehind() {
         for behind in fanout.fellBehind {
-            guard let client = clients[behind.peer.id], client.fan === behind.peer else { continue }
+            guard let client = clients[behind.peer.id] else { continue }
             let q = behind.peer.out
             Log.info(
                 "\(client.label): fell behind by \(behind.messages) messages, \(behind.bytes) bytes (limits \(q.limit), \(q.byteLimit)), disconnecting"
@@ -438,17 +477,16 @@ package final class ClientHub {
         }
     }
 
-    /// Writes what the socket takes now; waits for writability for the rest.
-    func flush(_ client: Client) { flush(client.fan) }
-
     /// Writes what the socket takes now of a client's buffer; waits for writability for the
-    /// rest. A client is looked up only when it is closed.
-    func flush(_ peer: Fanout.Peer) {
+    /// rest. Only for a client in `clients`: its descriptor is its own.
+    func flush(_ client: Client) {
+        let peer: Fanout.Peer = client.fan
+        guard !peer.gone else { return }
         var failure: SystemError?
         let held = peer.out.bytes.capacity
         let sentAll = peer.out.drain { bytes -> Int in
             do throws(SystemError) {
-                return try UnixSocket.send(peer.id, bytes)
+                return try UnixSocket.send(client.fd, bytes)
             } catch {
                 failure = error
                 return 0
@@ -456,7 +494,7 @@ package final class ClientHub {
         }
         if let failure {
             closeClient(
-                peer,
+                client,
                 why: failure.errno == Errno.EPIPE || failure.errno == Errno.ECONNRESET
                     ? "disconnected" : failure.description)
             return
@@ -467,25 +505,23 @@ package final class ClientHub {
             // buffer keeps.
             if held > OutBuffer.keptCapacity { released(held) }
             if peer.closing {
-                closeClient(peer, why: nil)
+                closeClient(client, why: nil)
                 return
             }
             if peer.waitingWritable {
                 peer.waitingWritable = false
-                loop.modify(peer.id, events: EventLoop.readable)
+                loop.modify(client.fd, events: EventLoop.readable)
             }
         } else if !peer.waitingWritable || peer.closing {
             peer.waitingWritable = true
-            loop.modify(peer.id, events: peer.closing ? EventLoop.writable : EventLoop.readable | EventLoop.writable)
+            loop.modify(client.fd, events: peer.closing ? EventLoop.writable : EventLoop.readable | EventLoop.writable)
         }
     }
 
-    func closeClient(_ peer: Fanout.Peer, why: String?) {
-        if let client = clients[peer.id], client.fan === peer { closeClient(client, why: why) }
-    }
-
+    /// Closes a client at once: it leaves `clients` (and stops counting against
+    /// max-clients) and the fan-out's plan, and its descriptor is closed.
     func closeClient(_ client: Client, why: String?) {
-        guard clients.removeValue(forKey: client.fd) != nil else { return }
+        guard clients.remove(client) else { return }
         fanout.remove(client.fan)
         loop.remove(client.fd)
         client.socket.close()
@@ -503,7 +539,7 @@ package final class ClientHub {
         closeTimer.acknowledge()
         let now = monotonicMicros()
         var next: Int64?
-        for client in Array(clients.values) where client.closing {
+        for client in clients.values where client.closing {
             if client.closeDeadline <= now {
                 closeClient(client, why: "did not read its last messages in time")
             } else {
@@ -576,4 +612,63 @@ package final class ClientHub {
         if let i = devices.firstIndex(where: { $0.handle == record.handle }) { devices[i] = record }
         broadcast(Message.deviceChanged(record))
     }
+}
+
+/// The connected clients, each under an id that is never another's while the daemon runs:
+/// the low 32 bits name a slot, the high 32 how many clients the slot has had before. A
+/// lookup is an index and a comparison (on every send of a press), and one by a stale id
+/// (a client closed, its slot another's since) finds nothing.
+struct ClientTable {
+    private var slots: [ClientHub.Client?] = []
+    /// How many clients each slot has had.
+    private var uses: [UInt32] = []
+    private var free: [Int] = []
+    private(set) var count = 0
+
+    /// The id the next `insert` gives.
+    var nextID: UInt64 {
+        let slot = free.last ?? slots.count
+        return UInt64(slot < uses.count ? uses[slot] : 0) << 32 | UInt64(slot)
+    }
+
+    /// Puts a client made with `nextID` in its slot.
+    mutating func insert(_ client: ClientHub.Client) {
+        let slot = Int(truncatingIfNeeded: client.id & 0xFFFF_FFFF)
+        if slot == slots.count {
+            slots.append(client)
+            uses.append(1)
+        } else {
+            precondition(free.last == slot && slots[slot] == nil, "a client made for another slot")
+            free.removeLast()
+            slots[slot] = client
+            uses[slot] &+= 1
+        }
+        count += 1
+    }
+
+    /// Takes the client out; false when it was not in (closed already).
+    mutating func remove(_ client: ClientHub.Client) -> Bool {
+        let slot = Int(truncatingIfNeeded: client.id & 0xFFFF_FFFF)
+        guard slot < slots.count, slots[slot] === client else { return false }
+        slots[slot] = nil
+        free.append(slot)
+        count -= 1
+        return true
+    }
+
+    subscript(id: UInt64) -> ClientHub.Client? {
+        let slot = Int(truncatingIfNeeded: id & 0xFFFF_FFFF)
+        guard slot < slots.count, let client = slots[slot], client.id == id else { return nil }
+        return client
+    }
+
+    /// The descriptor of client `id`, nil when it is gone (no retain of the client).
+    func descriptor(_ id: UInt64) -> Int32? {
+        let slot = Int(truncatingIfNeeded: id & 0xFFFF_FFFF)
+        guard slot < slots.count else { return nil }
+        return slots[slot].flatMap { $0.id == id ? $0.fd : nil }
+    }
+
+    /// The clients, as an array (closing one on the way changes nothing).
+    var values: [ClientHub.Client] { slots.compactMap { $0 } }
 }

@@ -6,9 +6,19 @@ package final class EventLoop {
     package typealias Handler = (UInt32) -> Void
 
     let epoll: FileDescriptor
+    /// A descriptor's handler and the token its registration was given.
+    struct Watch {
+        let token: UInt64
+        let handler: Handler
+    }
     // Read on every wake-up by the one thread that runs the loop; a handler may add or
     // remove descriptors, which never overlaps a read of these: no runtime exclusivity check.
-    @exclusivity(unchecked) var handlers: [Int32: Handler] = [:]
+    @exclusivity(unchecked) var handlers: [Int32: Watch] = [:]
+    /// Registrations made so far: each gets a token of its own (this count and the
+    /// descriptor), so that an event epoll_wait reported for a descriptor that a handler
+    /// earlier in the same batch closed, and whose number a new registration took, is
+    /// not given to the new one.
+    var registrations: UInt64 = 0
     var running = false
     @exclusivity(unchecked) var ready = Sys.EpollEvents(capacity: 64)
     /// Work a handler left for later so as not to keep others waiting (a client's backlog of
@@ -27,18 +37,21 @@ package final class EventLoop {
     }
 
     package func add(_ fd: Int32, events: UInt32, _ handler: @escaping Handler) throws(SystemError) {
-        try Sys.epollControl(epoll.raw, .add, fd, events: events)
-        handlers[fd] = handler
+        registrations += 1
+        let token = registrations << 32 | UInt64(UInt32(bitPattern: fd))
+        try Sys.epollControl(epoll.raw, .add, fd, events: events, token: token)
+        handlers[fd] = Watch(token: token, handler: handler)
     }
 
     package func modify(_ fd: Int32, events: UInt32) {
-        logged { () throws(SystemError) in try Sys.epollControl(epoll.raw, .modify, fd, events: events) }
+        guard let token = handlers[fd]?.token else { return }
+        logged { () throws(SystemError) in try Sys.epollControl(epoll.raw, .modify, fd, events: events, token: token) }
     }
 
     /// Stops watching `fd`; call before closing it.
     package func remove(_ fd: Int32) {
         guard handlers.removeValue(forKey: fd) != nil else { return }
-        logged { () throws(SystemError) in try Sys.epollControl(epoll.raw, .delete, fd, events: 0) }
+        logged { () throws(SystemError) in try Sys.epollControl(epoll.raw, .delete, fd, events: 0, token: 0) }
     }
 
     /// Forgets `fd` without epoll_ctl: for a descriptor a library closed itself (libmosquitto's
@@ -67,10 +80,11 @@ package final class EventLoop {
     package func runOnce(timeout: Int32) throws(SystemError) -> Int {
         let n = try Sys.epollWait(epoll.raw, &ready, timeout: workLeft ? 0 : timeout)
         for i in 0..<n {
-            let fd = ready.fd(i)
-            // A handler earlier in this batch may have removed this fd.
-            guard let handler = handlers[fd] else { continue }
-            handler(ready.events(i))
+            let token = ready.token(i)
+            // A handler earlier in this batch may have removed this fd, and its number may
+            // since be another registration's.
+            guard let watch = handlers[Int32(truncatingIfNeeded: token)], watch.token == token else { continue }
+            watch.handler(ready.events(i))
         }
         let deferred = workLeft
         if workLeft { workLeft = deferredWork?() ?? false }

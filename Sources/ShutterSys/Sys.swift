@@ -438,10 +438,11 @@ extension Sys {
         case add, modify, delete
     }
 
-    package static func epollControl(_ epfd: Int32, _ change: EpollChange, _ fd: Int32, events: UInt32)
+    /// epoll_ctl(2) on `fd`; `token` is what epoll_wait gives back with its events.
+    package static func epollControl(_ epfd: Int32, _ change: EpollChange, _ fd: Int32, events: UInt32, token: UInt64)
         throws(SystemError)
     {
-        var ev = epoll_event(events: events, data: epoll_data_t(fd: fd))
+        var ev = epoll_event(events: events, data: epoll_data_t(u64: token))
         switch change {
         case .add: try check("epoll_ctl(ADD)", "fd \(fd)") { epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) }
         case .modify: try check("epoll_ctl(MOD)", "fd \(fd)") { epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) }
@@ -453,7 +454,8 @@ extension Sys {
     public struct EpollEvents {
         @usableFromInline var events: [epoll_event]
         package init(capacity: Int) { events = [epoll_event](repeating: epoll_event(), count: capacity) }
-        @inlinable public func fd(_ i: Int) -> Int32 { events[i].data.fd }
+        /// The token the descriptor was registered with.
+        @inlinable public func token(_ i: Int) -> UInt64 { events[i].data.u64 }
         @inlinable public func events(_ i: Int) -> UInt32 { events[i].events }
     }
 

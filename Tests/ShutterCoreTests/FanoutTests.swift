@@ -40,7 +40,7 @@ struct FanoutTests {
     /// The bytes a plan sends to `peer` (its direct line) and leaves in its buffer.
     static func planned(_ f: borrowing Fanout, _ peer: Fanout.Peer) -> (sent: [UInt8], queued: Bool) {
         var sent: [UInt8] = []
-        for send in f.sends[..<f.sendCount] where send.socket == peer.id {
+        for send in f.sends[..<f.sendCount] where send.id == peer.id {
             sent = Array(send.head) + Array(f.text.tail)
         }
         return (sent, f.toWrite.contains { $0 === peer })
@@ -208,7 +208,7 @@ struct FanoutTests {
         #expect(f.sendCount == 2)
         f.send(Array("reply\n".utf8), to: a)
         f.remove(a)
-        #expect(f.sendCount == 1 && f.sends[0].socket == b.id)
+        #expect(f.sendCount == 1 && f.sends[0].id == b.id)
         #expect(f.toWrite.isEmpty)
     }
 

@@ -410,3 +410,64 @@ struct GestureTimerTests {
         #expect(h.hub.fanout.longPressPeers == 0)
     }
 }
+
+/// Clients that leave at any moment: named by ids never reused, out of every plan once
+/// closed, and not counted once their peer has gone.
+@Suite("Clients gone", .serialized)
+struct ClientGoneTests {
+    @Test(
+        "a client gone with two requests in one write is closed once, and nothing is sent on its descriptor again (a send there once stopped the daemon)"
+    )
+    func goneWithRequestsInFlight() throws {
+        let h = try HubHarness()
+        let live = try h.connect()
+        for round in 0..<20 {
+            // The daemon reads both requests after the close: the first reply's send finds the
+            // peer gone and closes the client, the second must not be sent at all.
+            var gone: RawClient? = try h.connect()
+            gone!.send(String(repeating: "{\"type\":\"ping\"}\n", count: 2 + round))
+            gone = nil
+            h.pump()
+            #expect(h.hub.count == 1, "round \(round): the gone client is no longer counted")
+            live.send("{\"type\":\"ping\",\"id\":\(round)}\n")
+            h.pump()
+            #expect(live.drain().map { $0["id"]?.intValue } == [Int64(round)])
+        }
+    }
+
+    @Test("a client's id is never another's: a stale id finds nothing once its slot has a new client")
+    func idsNotReused() throws {
+        let h = try HubHarness()
+        var first: RawClient? = try h.connect()
+        let old = try #require(h.hub.clients.values.first)
+        let (oldID, oldFD) = (old.id, old.fd)
+        first = nil
+        h.pump()
+        #expect(h.hub.clients[oldID] == nil && h.hub.clients.descriptor(oldID) == nil)
+        let second = try h.connect()
+        let new = try #require(h.hub.clients.values.first)
+        #expect(new.fd == oldFD, "the kernel gave the new client the old number")
+        #expect(new.id != oldID && new.id & 0xFFFF_FFFF == oldID & 0xFFFF_FFFF, "the same slot, another id")
+        #expect(h.hub.clients[oldID] == nil && h.hub.clients.descriptor(oldID) == nil)
+        #expect(h.hub.clients.descriptor(new.id) == new.fd)
+        // A plan still naming the old id (as one made before the close would) reaches no one.
+        _ = (first, second)
+    }
+
+    @Test("at max-clients, a client whose peer has closed is not counted: the newcomer is admitted")
+    func goneNotCounted() throws {
+        var limits = ClientLimits()
+        limits.maxClients = 2
+        let h = try HubHarness(limits: limits)
+        let a = try h.connect()
+        var b: RawClient? = try h.connect()
+        // The newcomer is ready before b's hangup: the listener's turn comes first.
+        let c = try RawClient(path: h.path)
+        b = nil
+        h.pump()
+        c.drain()
+        #expect(c.messages.first?["type"]?.stringValue == "hello", "\(c.messages)")
+        #expect(h.hub.count == 2)
+        _ = (a, b)
+    }
+}

@@ -80,13 +80,13 @@ struct HostileClientTests {
         let h = try HubHarness(limits: limits)
         h.hub.closeGrace = 2_000_000
         /// Connects a client that never reads, and turns the dial until it overflows.
-        func stalledClient() throws -> (RawClient, Int32) {
+        func stalledClient() throws -> (RawClient, UInt64) {
             let c = try h.connect()
             // The one client not already being closed.
-            let fd = try #require(h.hub.clients.values.first { !$0.closing }?.fd)
-            for _ in 0..<20_000 where !(h.hub.clients[fd]?.closing ?? true) { h.dial(1, 1) }
-            #expect(h.hub.clients[fd]?.closing == true)
-            return (c, fd)
+            let id = try #require(h.hub.clients.values.first { !$0.closing }?.id)
+            for _ in 0..<20_000 where !(h.hub.clients[id]?.closing ?? true) { h.dial(1, 1) }
+            #expect(h.hub.clients[id]?.closing == true)
+            return (c, id)
         }
         func pump(until t: Int64) throws {
             while monotonicMicros() < t { try h.loop.runOnce(timeout: 20) }

@@ -5,7 +5,9 @@ Starts the given shutterd on a socket in a temporary directory (or uses --socket
 already running) and sends generated requests: valid ones of every type, every field of
 setInteraction with every wrong type, bad JSON, deep nesting, huge numbers, odd ids,
 duplicate and many keys, lines at and over the 65536-byte limit, CRLF, NUL bytes, blank
-lines, unknown types, requests split across writes and pipelined in one.
+lines, unknown types, requests split across writes and pipelined in one; some connections
+are abandoned: closed before the hello, or with requests in flight and their answers unread
+(the daemon once died of the latter: a send on a descriptor it had closed).
 
 The oracle, written with Python's own JSON reader (independent of the daemon's):
   - the daemon never dies;
@@ -797,7 +799,7 @@ def run(args):
             shutil.rmtree(workdir, ignore_errors=True)
             return 1
         proc, path = daemon.proc, daemon.path
-    stats = {"requests": 0, "bytes": 0, "connections": 0, "closed": 0, "errors": 0, "replies": 0}
+    stats = {"requests": 0, "bytes": 0, "connections": 0, "closed": 0, "errors": 0, "replies": 0, "abandoned": 0}
     start = time.monotonic()
     case = None
     conn = None
@@ -812,6 +814,11 @@ def run(args):
             if conn is None:
                 conn = Conn(path)
                 stats["connections"] += 1
+                if rng.random() < 0.02:  # gone before the hello
+                    conn.close()
+                    conn = None
+                    stats["abandoned"] += 1
+                    continue
                 hello = conn.message()
                 if hello is None or hello["type"] != "hello":
                     raise Failure("a new connection got %s instead of hello" % json.dumps(hello)[:300])
@@ -839,6 +846,20 @@ def run(args):
             before = stats["requests"]
             stats["bytes"] += len(data)
             conn.send(data, chunks)
+            if len(batch) > 1 and rng.random() < 0.05:
+                # Gone with requests in flight: some answers read, the rest left unread. The
+                # daemon must live, and the next connection (maybe given the same descriptor
+                # number) get only its own answers.
+                for case in batch[:rng.randrange(len(batch))]:
+                    if case.expect != "silent" and conn.answer() is None:
+                        break
+                stats["requests"] += len(batch)
+                stats["abandoned"] += 1
+                conn.close()
+                conn = None
+                case = None
+                alive()
+                continue
             for case in batch:
                 stats["requests"] += 1
                 if case.expect == "silent":
@@ -882,10 +903,10 @@ def run(args):
             daemon.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     took = time.monotonic() - start
-    print("PASS protocol-fuzz: %d requests (%d replies, %d errors, %d blank), %d connections (%d closed by the daemon), "
-          "%.1f MiB, %.1f s, seed %d" % (stats["requests"], stats["replies"], stats["errors"],
-                                          stats["requests"] - stats["replies"] - stats["errors"], stats["connections"],
-                                          stats["closed"], stats["bytes"] / 1048576, took, seed))
+    print("PASS protocol-fuzz: %d requests (%d replies, %d errors, %d blank or unread), %d connections (%d closed by "
+          "the daemon, %d abandoned by the client), %.1f MiB, %.1f s, seed %d"
+          % (stats["requests"], stats["replies"], stats["errors"], stats["requests"] - stats["replies"] - stats["errors"],
+             stats["connections"], stats["closed"], stats["abandoned"], stats["bytes"] / 1048576, took, seed))
     return 0
 
 

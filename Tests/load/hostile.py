@@ -40,8 +40,12 @@ class Daemon(testing.Daemon):
     """shutterd on a socket of its own (shutterd.testing), its log in a file, and what it
     costs: resident memory, CPU time, open descriptors."""
 
-    def __init__(self, exe, args=(), prefix=()):
+    def __init__(self, exe, args=(), prefix=(), config=None):
         self.dir = tempfile.mkdtemp(prefix="shutterd-hostile-")
+        if config is not None:
+            with open(os.path.join(self.dir, "shutterd.conf"), "w") as f:
+                f.write(config)
+            args = ["--config", os.path.join(self.dir, "shutterd.conf")] + list(args)
         super().__init__(exe, os.path.join(self.dir, "shutterd.sock"), args, log_path=os.path.join(self.dir, "log"),
                          prefix=prefix, start_timeout=20, stop_timeout=20)
         try:
@@ -325,6 +329,134 @@ def many_keys(d):
             {"cpu_s_per_mib": cpu / (total / (1 << 20)), "hello_s": max(latencies)})
 
 
+# How a churning client leaves: the ways that once stopped the daemon or kept a closed client
+# counted against max-clients (two requests in one write and a close killed it: a send on a
+# descriptor it had closed).
+def read_hello(s):
+    """Reads the first line: a hello, or the refusal a client at max-clients would get."""
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = s.recv(4096)
+        if not chunk:
+            raise AssertionError(f"closed before a hello: {line!r}")
+        line += chunk.split(b"\n", 1)[0] + (b"\n" if b"\n" in chunk else b"")
+    m = json.loads(line)
+    if m.get("type") != "hello":
+        raise AssertionError(f"expected hello, got {m!r}")
+
+
+CHURN_MODES = {
+    "before-reading": lambda s: None,
+    "after-hello": read_hello,
+    "reply-unread": lambda s: s.sendall(b'{"type":"ping","id":"unread"}\n'),
+    "two-in-one-write": lambda s: s.sendall(b'{"type":"ping"}\n{"type":"ping"}\n'),
+    "50-in-flight": lambda s: s.sendall(b'{"type":"ping","id":"flight"}\n' * 50),
+    "half-closed": lambda s: (s.sendall(b'{"type":"ping"}\n' * 3), s.shutdown(socket.SHUT_WR)),
+}
+
+
+def churn_once(path, mode):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        CHURN_MODES[mode](s)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the daemon may close first (a refused client); that is not the test's failure
+    finally:
+        s.close()
+
+
+def live_client(path, name, stop, problems, counts):
+    """A well-behaved client among the churn: pings with ids of its own, every reply checked
+    to be its own and in order; it reconnects (a new client) every 200 replies."""
+    n = 0
+    while not stop.is_set():
+        c = Client(path, timeout=30)
+        try:
+            hello = c.next(30)
+            if hello is None or hello.get("type") != "hello":
+                problems.append(f"{name}: expected hello, got {hello!r}")
+                return
+            for _ in range(200):
+                if stop.is_set():
+                    break
+                # Two in one write, as the churners do, then both replies.
+                ids = [f"{name}-{n}", f"{name}-{n + 1}"]
+                c.send("".join('{"type":"ping","id":"%s"}\n' % i for i in ids))
+                for want in ids:
+                    m = c.next(30)
+                    if m is None or m.get("type") != "reply" or m.get("id") != want:
+                        problems.append(f"{name}: expected the reply to {want}, got {m!r}")
+                        return
+                    counts[name] = counts.get(name, 0) + 1
+                n += 2
+        except (OSError, ValueError) as e:
+            problems.append(f"{name}: {type(e).__name__}: {e}")
+            return
+        finally:
+            c.close()
+
+
+def churn_with_live_clients(d):
+    """Churners leaving in every way of CHURN_MODES, beside live clients that check each
+    reply is their own; the daemon's descriptor numbers are reused under load (its log
+    names them), it never refuses for max-clients (its limit here is small, so a closed
+    client still counted would show), and it ends with its descriptors and memory as idle."""
+    import threading
+    raise_fd_limit(4096)
+    base_fds = d.fds()
+    rss0 = d.rss()
+    rounds = 5000 * SCALE
+    live = int(os.environ.get("LIVE", 8))
+    stop = threading.Event()
+    problems, counts = [], {}
+    threads = [threading.Thread(target=live_client, args=(d.path, f"live{i}", stop, problems, counts))
+               for i in range(live)]
+    for t in threads:
+        t.start()
+    modes = list(CHURN_MODES)
+
+    def churner(k):
+        try:
+            for i in range(rounds):
+                churn_once(d.path, modes[(i + k) % len(modes)])
+        except (OSError, AssertionError, ValueError) as e:
+            problems.append(f"churner {k}: {type(e).__name__}: {e}")
+
+    churners = [threading.Thread(target=churner, args=(k,)) for k in range(3)]
+    for t in churners:
+        t.start()
+    for t in churners:
+        t.join()
+    stop.set()
+    for t in threads:
+        t.join(60)
+    assert d.alive(), "shutterd died"
+    assert not problems, "; ".join(problems[:5])
+    answered = sum(counts.values())
+    assert len(counts) == live and answered > 0, counts
+    deadline = time.monotonic() + 20
+    while d.fds() > base_fds and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert d.fds() == base_fds, f"{d.fds()} descriptors open, {base_fds} before"
+    # The log may drop lines under this load (it says how many); what it kept shows the numbers.
+    log = d.log_text()
+    assert "max-clients" not in log, [line for line in log.splitlines() if "max-clients" in line][:3]
+    connected = [line.split(" fd=")[1].split(":")[0].split()[0] for line in log.splitlines()
+                 if ": connected" in line and " fd=" in line]
+    assert len(connected) >= 1000 and len(set(connected)) <= 64, (len(connected), len(set(connected)))
+    rss = d.rss()
+    assert rss - rss0 <= 4 * 1024 * 1024, f"RSS {rss0} -> {rss} bytes after the churn"
+    return (f"{3 * rounds} churning clients ({', '.join(modes)}) beside {live} live ones: {answered} replies "
+            f"each its client's own, {len(set(connected))} descriptor numbers for {len(connected)} clients, "
+            f"never at max-clients, descriptors back to {base_fds}, RSS +{(rss - rss0) // 1024} KiB",
+            {"rss_before": rss0})
+
+
+# Small enough that closed clients still counted would reach it within the churn.
+churn_with_live_clients.config = "[daemon]\nmax-clients = 32\n"
+
+
 def fd_limit(exe):
     d = Daemon(exe, prefix=["prlimit", "--nofile=64:64"])
     try:
@@ -366,6 +498,7 @@ SCENARIOS = [
     ("ordinary", ordinary),
     ("concurrent-clients", concurrent_clients),
     ("connect-churn", connect_churn),
+    ("churn-with-live-clients", churn_with_live_clients),
     ("never-reading", never_reading),
     ("slowloris", slowloris),
     ("blank-line-flood", blank_flood),
@@ -396,7 +529,7 @@ def main():
             if fn is None:
                 summary, figs = fd_limit(exe)
             else:
-                d = Daemon(exe)
+                d = Daemon(exe, config=getattr(fn, "config", None))
                 rss0 = d.rss()
                 summary, figs = fn(d)
                 assert d.alive(), "shutterd died"

@@ -51,7 +51,9 @@ package final class ClientHub {
     /// `--replay`'s playback, which a client's `replay` request starts; nil when the daemon
     /// reads devices.
     let replayer: Replayer?
-    var clients = ClientTable()
+    // Read for every send of a press, on the loop's one thread, never across a call that
+    // changes it: no runtime exclusivity check.
+    @exclusivity(unchecked) var clients = ClientTable()
     /// The devices as now open, in the order they came (by handle), for `hello` and
     /// `listDevices`: kept from what the daemon tells every client (`deviceAdded`,
     /// `deviceRemoved`, `deviceChanged`), not asked of it.
@@ -620,6 +622,11 @@ package final class ClientHub {
 /// (a client closed, its slot another's since) finds nothing.
 struct ClientTable {
     private var slots: [ClientHub.Client?] = []
+    /// Each slot's client's id and descriptor (`empty` for none), beside `slots` so that the
+    /// lookup of a send touches no object.
+    private var ids: [UInt64] = []
+    private var fds: [Int32] = []
+    private static let empty = UInt64.max
     /// How many clients each slot has had.
     private var uses: [UInt32] = []
     private var free: [Int] = []
@@ -636,11 +643,15 @@ struct ClientTable {
         let slot = Int(truncatingIfNeeded: client.id & 0xFFFF_FFFF)
         if slot == slots.count {
             slots.append(client)
+            ids.append(client.id)
+            fds.append(client.fd)
             uses.append(1)
         } else {
             precondition(free.last == slot && slots[slot] == nil, "a client made for another slot")
             free.removeLast()
             slots[slot] = client
+            ids[slot] = client.id
+            fds[slot] = client.fd
             uses[slot] &+= 1
         }
         count += 1
@@ -651,6 +662,7 @@ struct ClientTable {
         let slot = Int(truncatingIfNeeded: client.id & 0xFFFF_FFFF)
         guard slot < slots.count, slots[slot] === client else { return false }
         slots[slot] = nil
+        ids[slot] = Self.empty
         free.append(slot)
         count -= 1
         return true
@@ -662,11 +674,11 @@ struct ClientTable {
         return client
     }
 
-    /// The descriptor of client `id`, nil when it is gone (no retain of the client).
+    /// The descriptor of client `id`, nil when it is gone.
     func descriptor(_ id: UInt64) -> Int32? {
         let slot = Int(truncatingIfNeeded: id & 0xFFFF_FFFF)
-        guard slot < slots.count else { return nil }
-        return slots[slot].flatMap { $0.id == id ? $0.fd : nil }
+        guard slot < ids.count, ids[slot] == id else { return nil }
+        return fds[slot]
     }
 
     /// The clients, as an array (closing one on the way changes nothing).

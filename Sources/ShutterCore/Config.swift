@@ -14,10 +14,13 @@ package struct ClientLimits: Equatable, Sendable {
     package var queueBytes = 262_144
     /// Clients connected at once; more are refused with `tooManyClients`.
     package var maxClients = 1024
+    /// Log lines clients may cause in a minute, all together (`PeerLog`).
+    package var clientLogLines = 200
 
     static let queueMessagesRange = 16...1_000_000
     static let queueBytesRange = 65_536...268_435_456
     static let maxClientsRange = 1...65_536
+    static let clientLogLinesRange = 10...1_000_000
 
     package init() {}
 }
@@ -140,6 +143,8 @@ package struct Config: Equatable, Sendable {
         case "queue-limit": limits.queueMessages = try Self.number(value, key, line, ClientLimits.queueMessagesRange)
         case "queue-bytes": limits.queueBytes = try Self.number(value, key, line, ClientLimits.queueBytesRange)
         case "max-clients": limits.maxClients = try Self.number(value, key, line, ClientLimits.maxClientsRange)
+        case "client-log-lines":
+            limits.clientLogLines = try Self.number(value, key, line, ClientLimits.clientLogLinesRange)
         case "allow-users": allowUsers = words
         case "allow-groups": allowGroups = words
         case "grab-users": grabUsers = words
@@ -148,7 +153,7 @@ package struct Config: Equatable, Sendable {
             throw ConfigError(
                 line: line,
                 message:
-                    "unknown [daemon] setting '\(key)' (known: queue-limit, queue-bytes, max-clients, allow-users, allow-groups, grab-users, grab-groups)"
+                    "unknown [daemon] setting '\(key)' (known: queue-limit, queue-bytes, max-clients, client-log-lines, allow-users, allow-groups, grab-users, grab-groups)"
             )
         }
     }

@@ -6,9 +6,9 @@ import ShutterSys
 /// interaction selects) plans, never blocking on any client.
 package final class ClientHub {
     final class Client {
-        /// Its name while the daemon runs, never another client's (`ClientTable`): the key
-        /// of `clients` and of the fan-out's plan.
-        let id: UInt64
+        /// Its name while the daemon runs, never another client's, given when it is admitted
+        /// (`ClientTable.insert`): the key of `clients` and of the fan-out's plan.
+        fileprivate(set) var id: UInt64 = ClientTable.empty
         /// The connection; closed when the client is (or when it is dropped, refused).
         let socket: FileDescriptor
         /// Its number, for the loop and the socket calls while the client is in `clients`
@@ -24,12 +24,13 @@ package final class ClientHub {
         var closeDeadline: Int64 = 0
         /// Has requests left over from its last turn (in `backlog`).
         var inBacklog = false
+        /// Its refusals, for the log: the first of each code logged, the rest counted.
+        var refusals = RefusalTally()
 
         /// Closing, or closed: nothing more of its requests is handled.
         var closing: Bool { fan.closing }
 
-        init(id: UInt64, serial: Int, socket: FileDescriptor, peer: PeerCredentials?, mayGrab: Bool) {
-            self.id = id
+        init(serial: Int, socket: FileDescriptor, peer: PeerCredentials?, mayGrab: Bool) {
             self.socket = socket
             self.fd = socket.raw
             self.peer = peer
@@ -81,6 +82,11 @@ package final class ClientHub {
     var closeGrace: Int64 = 120_000_000
     /// When `closeTimer` is armed for (the earliest deadline of the closing clients).
     var closeTimerDue: Int64?
+    /// The bound on the log lines clients cause (`peerLine`), and the timer that says a
+    /// minute's unlogged lines when it ends; armed only while some are unlogged.
+    var peerLog: PeerLog
+    let logTimer: Timer
+    var logTimerDue: Int64?
     /// Fires when a press of a client that asked for long presses becomes long; armed only
     /// while one is pending. Its owner watches it, as an input like a device's read: it
     /// reads the devices with a held key first, then calls `longPressesDue`.
@@ -110,11 +116,15 @@ package final class ClientHub {
         self.grabs = grabs
         self.replayer = replayer
         fanout = Fanout(limits: limits)
+        peerLog = PeerLog(perWindow: limits.clientLogLines)
         closeTimer = try Timer()
         gestureTimer = try Timer()
+        logTimer = try Timer()
         reserve = FileDescriptor.open("/dev/null")
         try loop.add(closeTimer.raw, events: EventLoop.readable) { [unowned self] _ in closeTimerFired() }
+        try loop.add(logTimer.raw, events: EventLoop.readable) { [unowned self] _ in logTimerFired() }
         loop.deferredWork = { [unowned self] in serveBacklog() }
+        grabs.log = { [unowned self] in peerLine("grabs and releases", $0) }
     }
 
     var count: Int { clients.count }
@@ -129,9 +139,31 @@ package final class ClientHub {
             closeClient(client, why: nil)
         }
         fanout.planDone()
+        if let summary = peerLog.summary() { Log.info(summary) }
         loop.remove(listener.raw)
         loop.remove(closeTimer.raw)
         loop.remove(gestureTimer.raw)
+        loop.remove(logTimer.raw)
+    }
+
+    /// Logs a line that a client caused (`what` names its kind for the count), unless the
+    /// minute's bound is reached: then it is counted, and said in the minute's summary.
+    func peerLine(_ what: String, _ line: @autoclosure () -> String) {
+        let now = monotonicMicros()
+        let (log, summary) = peerLog.admit(what, now: now)
+        if let summary { Log.info(summary) }
+        if log { Log.info(line()) }
+        let due = peerLog.summaryDue
+        if due != logTimerDue {
+            logTimerDue = due
+            if let due { logTimer.arm(after: UInt64(max(1, due - now))) } else { logTimer.disarm() }
+        }
+    }
+
+    func logTimerFired() {
+        logTimer.acknowledge()
+        logTimerDue = nil
+        if let summary = peerLog.summary() { Log.info(summary) }
     }
 
     /// The listening socket is readable (its owner watches it, as an input like any other):
@@ -157,7 +189,7 @@ package final class ClientHub {
                 continue
             }
             if let refused = refusedAtLimit {
-                Log.info("accepting clients again (\(refused) refused at the limit)")
+                peerLine("descriptor-limit episodes", "accepting clients again (\(refused) refused at the limit)")
                 refusedAtLimit = nil
             }
             if admit(fd) { admitted += 1 }
@@ -190,7 +222,9 @@ package final class ClientHub {
     /// done now; without a reserve the listener is paused until a client leaves.
     func refuseAtLimit(_ error: SystemError) -> Bool {
         if refusedAtLimit == nil {
-            Log.error("\(error): refusing new clients until some leave (\(clients.count) connected)")
+            peerLine(
+                "descriptor-limit episodes",
+                "\(error): refusing new clients until some leave (\(clients.count) connected)")
             refusedAtLimit = 0
         }
         if let spent = reserve {
@@ -226,10 +260,9 @@ package final class ClientHub {
         let peer = UnixSocket.peerCredentials(fd)
         accepted += 1
         let client = Client(
-            id: clients.nextID, serial: accepted, socket: socket, peer: peer,
-            mayGrab: peer.map(access.mayGrab) ?? false)
+            serial: accepted, socket: socket, peer: peer, mayGrab: peer.map(access.mayGrab) ?? false)
         if let peer, !access.mayConnect(peer) {
-            Log.info("\(client.label): refused, not in allow-users or allow-groups")
+            peerLine("refused connections", "\(client.label): refused, not in allow-users or allow-groups")
             turnAway(
                 socket,
                 RequestError(
@@ -240,7 +273,8 @@ package final class ClientHub {
         }
         if clients.count >= limits.maxClients { reapHungUp() }
         if clients.count >= limits.maxClients {
-            Log.info("\(client.label): refused, \(clients.count) clients are connected (max-clients)")
+            peerLine(
+                "refused connections", "\(client.label): refused, \(clients.count) clients are connected (max-clients)")
             turnAway(
                 socket,
                 RequestError(
@@ -260,7 +294,7 @@ package final class ClientHub {
         }
         clients.insert(client)
         client.fan = fanout.add(id: client.id, mayGrab: client.mayGrab)
-        Log.info("\(client.label): connected")
+        peerLine("connections", "\(client.label): connected")
         fanout.send(Message.hello(version: shutterdVersion, devices: devices), to: client.fan)
         carryOut()
         Systemd.notify("STATUS=\(status)")
@@ -340,7 +374,12 @@ package final class ClientHub {
     }
 
     func refuse(_ client: Client, _ error: RequestError) {
-        Log.info("\(client.label): \(error.code.rawValue): \(error.message)")
+        let now = monotonicMicros()
+        if client.refusals.note(error.code.rawValue, now: now) {
+            peerLine("refused requests", "\(client.label): \(error.code.rawValue): \(error.message)")
+        } else if client.refusals.due(now: now), let counted = client.refusals.take() {
+            peerLine("refusal counts", "\(client.label): \(counted)")
+        }
         fanout.send(Message.error(error), to: client.fan)
         if error.code.closes { fanout.close(client.fan) }
         carryOut()
@@ -385,7 +424,7 @@ package final class ClientHub {
                 refuse(client, RequestError(.invalidState, "replay: \(why)", id: line.id))
                 return
             }
-            Log.info("\(client.label): replay \(action.rawValue)")
+            peerLine("replay requests", "\(client.label): replay \(action.rawValue)")
             fanout.send(
                 Message.reply(line.request, id: line.id, [("action", .string(action.rawValue))]), to: client.fan)
         }
@@ -457,7 +496,8 @@ package final class ClientHub {
         for behind in fanout.fellBehind {
             guard let client = clients[behind.peer.id] else { continue }
             let q = behind.peer.out
-            Log.info(
+            peerLine(
+                "clients that fell behind",
                 "\(client.label): fell behind by \(behind.messages) messages, \(behind.bytes) bytes (limits \(q.limit), \(q.byteLimit)), disconnecting"
             )
         }
@@ -527,7 +567,12 @@ package final class ClientHub {
         fanout.remove(client.fan)
         loop.remove(client.fd)
         client.socket.close()
-        if let why { Log.info("\(client.label): \(why)") }
+        let counted = client.refusals.take()
+        if let why {
+            peerLine("departures", "\(client.label): \(why)" + (counted.map { " (\($0))" } ?? ""))
+        } else if let counted {
+            peerLine("refusal counts", "\(client.label): \(counted)")
+        }
         carryOut()
         Systemd.notify("STATUS=\(status)")
         // A descriptor is free again: a listener paused at the limit may accept.
@@ -626,28 +671,22 @@ struct ClientTable {
     /// lookup of a send touches no object.
     private var ids: [UInt64] = []
     private var fds: [Int32] = []
-    private static let empty = UInt64.max
+    static let empty = UInt64.max
     /// How many clients each slot has had.
     private var uses: [UInt32] = []
     private var free: [Int] = []
     private(set) var count = 0
 
-    /// The id the next `insert` gives.
-    var nextID: UInt64 {
-        let slot = free.last ?? slots.count
-        return UInt64(slot < uses.count ? uses[slot] : 0) << 32 | UInt64(slot)
-    }
-
-    /// Puts a client made with `nextID` in its slot.
+    /// Puts a client in a free slot and gives it its id.
     mutating func insert(_ client: ClientHub.Client) {
-        let slot = Int(truncatingIfNeeded: client.id & 0xFFFF_FFFF)
+        let slot = free.last ?? slots.count
+        client.id = UInt64(slot < uses.count ? uses[slot] : 0) << 32 | UInt64(slot)
         if slot == slots.count {
             slots.append(client)
             ids.append(client.id)
             fds.append(client.fd)
             uses.append(1)
         } else {
-            precondition(free.last == slot && slots[slot] == nil, "a client made for another slot")
             free.removeLast()
             slots[slot] = client
             ids[slot] = client.id

@@ -11,6 +11,10 @@ package final class Grabs {
     /// How many times every device was looked at again (for the tests).
     private(set) var rounds = 0
 
+    /// Where the lines of grabs and releases go: a client's wish causes them, so the hub
+    /// bounds them as its other lines clients cause (`ClientHub.peerLine`).
+    var log: (String) -> Void = { Log.info($0) }
+
     package init(engine: Engine) { self.engine = engine }
 
     func add(_ device: Daemon.OpenDevice) { devices[device.handle] = device }
@@ -29,13 +33,13 @@ package final class Grabs {
         case .grab:
             do {
                 try device.evdev.grab(true)
-                Log.info("\(label): grabbed")
+                log("\(label): grabbed")
             } catch {
                 Log.error("\(label): grab failed: \(error), ignoring")
             }
         case .release:
             try? device.evdev.grab(false)
-            Log.info("\(label): released")
+            log("\(label): released")
         case .waitForRelease, .nothing:
             break
         }

@@ -192,7 +192,7 @@ struct ConfigTests {
             ),
             (
                 "[daemon]\n\n\nverbose = 1\n", 4,
-                "unknown [daemon] setting 'verbose' (known: queue-limit, queue-bytes, max-clients, allow-users, allow-groups, grab-users, grab-groups)"
+                "unknown [daemon] setting 'verbose' (known: queue-limit, queue-bytes, max-clients, client-log-lines, allow-users, allow-groups, grab-users, grab-groups)"
             ),
             (
                 "[device]\nmatch-name = x\ncolour = red\n", 3,

@@ -16,7 +16,10 @@ extension ProgramTests {
         #expect(pipe(&fds) == 0)
         _ = fcntl(fds[1], 1031, 4096)
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }  // Only the daemon gets it, as fd 2.
-        let d = Child([shutterd, "--socket", path], directory: dir, dup2: [(fds[1], 2)])
+        // Clients may cause more log lines a minute than the 200 of the default.
+        writeTextFile(dir + "/shutterd.conf", "[daemon]\nclient-log-lines = 1000000\n")
+        let d = Child(
+            [shutterd, "--socket", path, "--config", dir + "/shutterd.conf"], directory: dir, dup2: [(fds[1], 2)])
         close(fds[1])
         defer {
             kill(d.pid, SIGKILL)

@@ -28,6 +28,8 @@
 #      from the base: main's merge base with HEAD when HEAD is not main, else HEAD's
 #      parent (uncommitted changes count).
 #      SHUTTERD_CHECK_SYSTEMD=1 always runs it, =0 never.
+#  10. what the tests left in the temporary directory: nothing named shutterd* that was not
+#      there at the start (one check).
 # A tier that cannot run here says why; under CI=true that is a failure. Ends with one
 # line 'total: N passed, N failed' (tiers 2, 4, 6, 7b, 8 and 9 count tests, tiers 3 and 7 count checks,
 # tier 5 one check per parser and one for the protocol fuzzer).
@@ -41,6 +43,10 @@ command -v swift >/dev/null 2>&1 || { echo "tests: swift is not on PATH"; exit 1
 
 passed=0
 failed=0
+# What the tests make in the temporary directory is named shutterd*: whatever of it is there at
+# the end and was not at the start, a test left behind (checked last).
+tmp=${TMPDIR:-/tmp}
+leftovers_before=$(ls -d "$tmp"/shutterd* 2>/dev/null | sort)
 log=$(mktemp)
 # The failures of every tier, said again before the total: a tier's own output can scroll
 # them out of a CI log's tail.
@@ -213,6 +219,16 @@ if [ "$run_systemd" = 1 ]; then
     # make build's binaries, which stand alone: the guest has no Swift runtime.
     sh Tests/systemd/run.sh .build/release/shutterd .build/release/shutterctl 2>&1 | tee "$log"
     count_tier "the systemd boot tier"
+fi
+
+echo "== what the tests left in $tmp"
+left=$(ls -d "$tmp"/shutterd* 2>/dev/null | sort | { [ -n "$leftovers_before" ] && grep -vxF "$leftovers_before" || cat; })
+if [ -z "$left" ]; then
+    echo "tests: nothing named shutterd* left in $tmp"
+    passed=$((passed + 1))
+else
+    echo "tests: left behind in $tmp:" $left | tee -a "$fails"
+    failed=$((failed + 1))
 fi
 
 if [ -s "$fails" ]; then

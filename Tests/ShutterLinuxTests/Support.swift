@@ -13,15 +13,21 @@ func temporaryDirectory() -> String {
     return String(cString: p!)
 }
 
+/// Removes `path` and everything under it (directories too; symbolic links are removed,
+/// not followed).
 func removeTree(_ path: String) {
     if let d = opendir(path) {
+        var entries: [(String, Bool)] = []
         while let e = readdir(d) {
             let name = withUnsafePointer(to: e.pointee.d_name) {
                 $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
             }
-            if name != "." && name != ".." { unlink(path + "/" + name) }
+            if name != "." && name != ".." { entries.append((name, e.pointee.d_type == UInt8(DT_DIR))) }
         }
         closedir(d)
+        for (name, isDirectory) in entries {
+            if isDirectory { removeTree(path + "/" + name) } else { unlink(path + "/" + name) }
+        }
     }
     rmdir(path)
 }

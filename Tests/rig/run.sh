@@ -62,10 +62,6 @@ if [ "$DEVICES_ONLY" = 0 ]; then
     [ -x "$SHUTTERCTL" ] || skip "shutterctl binary not found at $SHUTTERCTL (build it with 'swift build', or pass its path)"
     SHUTTERD=$(cd "$(dirname "$SHUTTERD")" && pwd)/$(basename "$SHUTTERD")
     SHUTTERCTL=$(cd "$(dirname "$SHUTTERCTL")" && pwd)/$(basename "$SHUTTERCTL")
-    case $SHUTTERD$SHUTTERCTL in
-    /var/cache/* | /var/tmp/* | /var/log/*)
-        skip "the guest mounts an empty tmpfs over /var/cache, /var/tmp and /var/log: put the binaries elsewhere" ;;
-    esac
 else
     SHUTTERD=-
     SHUTTERCTL=-
@@ -89,8 +85,16 @@ cleanup() { [ "${SHUTTERD_RIG_KEEP:-0}" = 1 ] || rm -rf "$RESULTS"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# The guest runs copies: a rebuild on the host during the run must not swap the binaries
-# under it.
+# The guest runs copies, in $RESULTS (under /tmp): a rebuild on the host during the run must
+# not swap the binaries under it, and the guest mounts an empty tmpfs over /var/cache,
+# /var/tmp and /var/log, so a tree or binaries there would not be seen. What the guest reads
+# of the tree goes with them: the rig itself, the devices' data, the MQTT test's broker, the
+# udev rules and the Python client.
+mkdir -p "$RESULTS/tree"
+(cd "$REPO" && tar cf - --exclude=__pycache__ --exclude=build --exclude='*.egg-info' \
+    Tests/rig Tests/devices Tests/mqtt udev-rules clients/python) | (cd "$RESULTS/tree" && tar xf -) ||
+    skip "cannot copy the rig's part of the tree to $RESULTS/tree"
+GUEST_RIG=$RESULTS/tree/Tests/rig
 if [ "$SHUTTERD" != - ]; then
     mkdir -p "$RESULTS/bin"
     # The MQTT bridge built beside shutterd (the mqtt-* scenarios fail without it).
@@ -109,12 +113,9 @@ fi
 # user installs it; built offline with Debian's setuptools, pytest from Debian too.
 PYTHON_VENV=-
 if [ "$SHUTTERD" != - ]; then
-    mkdir -p "$RESULTS/python-src"
-    (cd "$REPO/clients/python" && tar cf - --exclude=build --exclude='*.egg-info' --exclude=__pycache__ .) |
-        (cd "$RESULTS/python-src" && tar xf -)
     if /usr/bin/python3 -m venv --system-site-packages "$RESULTS/venv" &&
         "$RESULTS/venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation --no-index \
-            "$RESULTS/python-src" >"$RESULTS/pip.log" 2>&1; then
+            "$RESULTS/tree/clients/python" >"$RESULTS/pip.log" 2>&1; then
         PYTHON_VENV=$RESULTS/venv
     else
         cat "$RESULTS/pip.log"
@@ -133,7 +134,7 @@ fi
 
 echo "rig: kernel $KERNEL ($KVER), qemu $([ -n "$ACCEL" ] && echo TCG || echo KVM), results in $RESULTS"
 START=$(date +%s)
-rig_boot shutterd-rig "$TIMEOUT" "$RESULTS" "sh $RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL $PYTHON_VENV '$ONLY'"
+rig_boot shutterd-rig "$TIMEOUT" "$RESULTS" "sh $GUEST_RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL $PYTHON_VENV '$ONLY'"
 END=$(date +%s)
 echo "rig: guest finished in $((END - START))s"
 
@@ -153,7 +154,7 @@ if [ "$passed" = 0 ] && [ "$failed" = 0 ]; then
     failed=1
 fi
 if [ -n "${SHUTTERD_RIG_RESULTS:-}" ]; then
-    mkdir -p "$SHUTTERD_RIG_RESULTS" && rm -rf "$RESULTS/bin" "$RESULTS/venv" "$RESULTS/python-src" &&
+    mkdir -p "$SHUTTERD_RIG_RESULTS" && rm -rf "$RESULTS/bin" "$RESULTS/venv" "$RESULTS/tree" &&
         cp -r "$RESULTS"/. "$SHUTTERD_RIG_RESULTS"/
 fi
 echo "$passed passed, $failed failed"

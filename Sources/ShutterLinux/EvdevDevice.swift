@@ -101,23 +101,36 @@ package final class EvdevDevice {
     /// events up to the next SYN_REPORT are ignored, as the kernel's documentation says,
     /// and the keys' state is asked of the kernel (EVIOCGKEY): every key whose state
     /// differs from the copy comes as an event with `resync` set, then a SYN_REPORT.
-    /// libevdev's own resynchronisation is not used because it first discards every event
-    /// queued in the kernel (`drain_events`), and with them a dial's relative steps, which
-    /// no state query can bring back. Throws ENODEV when the device is gone.
+    ///
+    /// The question is asked after the last event this read brought, not where the damaged
+    /// frame ends: EVIOCGKEY answers with the state after every key event the kernel has
+    /// had, those this read brought after the damaged frame included, and removes from
+    /// this reader's queue the key events not read yet (`__evdev_flush_queue`, its answer
+    /// includes them). Asked where the damaged frame ended, the key events after it in this
+    /// read would be applied on top of a state that already held them: a press there whose
+    /// release was among those removed stayed held for good (the kernel rig's click flood
+    /// found it). libevdev's own resynchronisation is not used because it first discards
+    /// every event queued in the kernel (`drain_events`), and with them a dial's relative
+    /// steps, which no state query can bring back (EVIOCGKEY removes key events only).
+    /// Throws ENODEV when the device is gone.
     package func read(into events: inout [RawEvent]) throws(SystemError) {
         let buffer = readBuffer
         let size = MemoryLayout<input_event>.stride
         guard
             let n = try Sys.read(fd.raw, UnsafeMutableRawBufferPointer(buffer), node)
         else { return }
+        // A damaged frame ended in this read: the state is asked after its last event.
+        var resyncDue = false
+        var lastTime: Int64 = 0
         for ev in buffer[..<(n / size)] {
             let event = RawEvent(
                 type: ev.type, code: ev.code, value: ev.value,
                 time: Int64(ev.time.tv_sec) * 1_000_000 + Int64(ev.time.tv_usec))
+            lastTime = event.time
             if dropping {
                 if event.type == EventType.syn && event.code == SynCode.report {
                     dropping = false
-                    resync(at: event.time, into: &events)
+                    resyncDue = true
                 } else if event.type == EventType.syn && event.code == SynCode.dropped {
                     logDrop(at: event.time)
                 }
@@ -131,6 +144,9 @@ package final class EvdevDevice {
             }
             events.append(event)
         }
+        // Still dropping at the end of the read: the damaged frame ends in a later one, which
+        // asks then (another SYN_DROPPED after this one's end makes a new damaged frame).
+        if resyncDue && !dropping { resync(at: lastTime, into: &events) }
     }
 
     /// Brings libevdev's copy of the keys' state up to the kernel's, appending an event with

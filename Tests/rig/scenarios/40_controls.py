@@ -1,6 +1,8 @@
 """What is a control and what is not: a keyboard's Enter and a mouse wheel are not, a
 dial's button and rotation are; the dial at full speed, and the client that never reads."""
 import json
+import os
+import signal
 import socket
 import time
 
@@ -199,6 +201,93 @@ def sc_slow_client(rig):
     check(seqs == list(range(1, len(seqs) + 1)), "clientSeq before the overflow has gaps")
     return "%d events then overflow %s, then closed" % (len(seqs), short(lines[-1], 140))
 
+
+def _balance(c, key, since):
+    """Each press of key that began in c's messages from index since on: how it ended, as
+    problems (a press ended twice, or never; an end with no began)."""
+    began, ends = {}, {}
+    for m in c.all[since:]:
+        if is_capture(m, None, key):
+            if m["phase"] == "began":
+                began[m["press"]] = m
+            else:
+                ends.setdefault(m["press"], []).append(m["phase"] + (":" + m["reason"] if m.get("reason") else ""))
+    problems = ["press %s ended %d times (%s)" % (p, len(e), e) for p, e in ends.items() if len(e) > 1]
+    problems += ["press %s never ended" % p for p in began if p not in ends]
+    problems += ["press %s ended (%s) but never began" % (p, e) for p, e in ends.items() if p not in began]
+    dropped = sum(1 for e in ends.values() for x in e if x == "cancelled:dropped")
+    return problems, len(began), dropped
+
+
+@scenario("dropped-events-click-flood", needs="enumerate")
+def sc_click_flood(rig):
+    """shutterd stopped (SIGSTOP) while a dial's button is clicked far past the kernel's
+    buffer for its reader, then resumed: the kernel drops events (SYN_DROPPED) and
+    shutterd resynchronises. Every began has exactly one ended or cancelled, and a fresh
+    click begins a press. The dial here declares ten relative axes, so that its reader's
+    buffer (256 events: eight packets of the kernel's estimate) is more than one of
+    shutterd's reads (128): the resync's EVIOCGKEY then finds key events not yet read, and
+    removes them from the queue (its answer includes them). It once left the button held
+    for good: the key events read after the damaged frame were applied on top of that
+    answer, and a press among them whose release had been removed never ended. Rounds
+    vary the flood's length (where the read's end falls in a click) and how it ends: key
+    up, key held then released after, a turn between clicks, the press begun before the
+    stop and released during it, and clicks going on after the resume.
+    SHUTTERD_RIG_FLOOD_ROUNDS sets how many rounds (default 10)."""
+    rounds = int(os.environ.get("SHUTTERD_RIG_FLOOD_ROUNDS", "10"))
+    data = dict(rig.devs["griffin-powermate"].data)
+    data["phys"] = "usb-0000:00:14.0-3/input0"
+    data["capabilities"] = dict(data["capabilities"], EV_REL=[
+        "REL_DIAL", "REL_Z", "REL_RX", "REL_RY", "REL_RZ", "REL_HWHEEL", "REL_WHEEL", "REL_MISC",
+        "REL_WHEEL_HI_RES", "REL_HWHEEL_HI_RES"])
+    c = rig.client("flood")
+    dial = rigdev.UinputDevice(data)
+    try:
+        node = dial.wait_nodes()[0]
+        c.expect(lambda m: m.get("type") == "deviceAdded" and m["device"].get("node") == node.devnode,
+                 what="deviceAdded for the wide dial")
+        btn, rel = rigdev.code("BTN_0"), rigdev.code("REL_DIAL")
+        syn = (rigdev.EV_SYN, rigdev.SYN_REPORT, 0)
+        down, up, turn = [(rigdev.EV_KEY, btn, 1), syn], [(rigdev.EV_KEY, btn, 0), syn], [(rigdev.EV_REL, rel, 1), syn]
+        pid = rig.daemon.pid
+        presses = dropped = 0
+        for r in range(rounds):
+            variant = r % 5
+            n = 90 + 7 * r
+            since = len(c.all)
+            click = down + up + (turn if variant == 2 else [])
+            if variant == 3:
+                dial.emit(down)
+                c.expect(lambda m: is_capture(m, "began", "BTN_0"), what="round %d: the held press began" % r)
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                if variant == 3:
+                    dial.emit(turn * n + up)
+                else:
+                    dial.emit(click * n + (down if variant == 1 else []))
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            if variant == 1:
+                time.sleep(0.3)
+                dial.emit(up)
+            elif variant == 4:
+                dial.emit(click * 300)
+            # What the flood made is read first (kept in c.all for the count below); then a
+            # fresh click must begin a press of its own, and end it.
+            c.drain(1.0)
+            last = max([m["press"] for m in c.all[since:] if is_capture(m, None, "BTN_0")] or [0])
+            b, e = press_of(c, dial, "push", "BTN_0")
+            check(b["press"] > last, "round %d: the fresh click began no press of its own (%s)" % (r, short(b)))
+            check(e.get("phase") == "ended", "round %d: the fresh click %s" % (r, short(e)))
+            c.drain(0.3)
+            problems, k, d = _balance(c, "BTN_0", since)
+            check(not problems, "round %d (variant %d): %s" % (r, variant, "; ".join(problems[:5])))
+            presses += k
+            dropped += d
+    finally:
+        dial.destroy()
+    return "%d rounds: %d presses, each ended once (%d cancelled as dropped), a fresh click began each time" % (
+        rounds, presses, dropped)
 
 @measurement("dial-burst-unpaced")
 def info_burst_unpaced(rig):

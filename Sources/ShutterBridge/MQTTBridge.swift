@@ -302,3 +302,25 @@ package enum HomeAssistantDiscovery {
         return (topic, payload.serialized)
     }
 }
+
+/// How long to wait before connecting to shutterd again: 1 s after the first failure,
+/// doubled after each further one, at most `limit`; back to the first once connected. A
+/// connection to shutterd's socket starts shutterd.service when systemd holds the socket,
+/// and a service that fails 5 times in 10 s (systemd's default start limit) is not started
+/// again, its socket failed with it: at 1, 2, 4, 8 s no 10 s has more than 4 attempts.
+package struct Backoff: Sendable {
+    package static let first: Int64 = 1_000_000
+    package let limit: Int64
+    private(set) var next = Backoff.first
+
+    package init(limit: Int64 = 30_000_000) { self.limit = limit }
+
+    /// The wait before the next attempt (µs), and the one after it doubled.
+    package mutating func delay() -> Int64 {
+        defer { next = Swift.min(next * 2, limit) }
+        return next
+    }
+
+    /// A connection was made: the next failure waits the first delay again.
+    package mutating func reset() { next = Self.first }
+}

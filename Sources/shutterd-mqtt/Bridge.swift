@@ -32,6 +32,8 @@ final class Bridge {
     var connection: Int64 = 0
     var clientFD: Int32?
     let shutterdRetry: Timer
+    /// How long the next reconnection to shutterd waits (exponential, capped).
+    var shutterdBackoff = Backoff()
     var lastShutterdProblem = ""
 
     init(settings: MQTTSettings, socketPath: String, host: String, loop: EventLoop) throws(BridgeError) {
@@ -84,6 +86,7 @@ final class Bridge {
             clientFD = fd
             connection = wallMicros()
             lastShutterdProblem = ""
+            shutterdBackoff.reset()
             Log.info(
                 "shutterd: connected to \(socketPath) (shutterd \(c.hello.daemonVersion), \(c.hello.devices.count) devices)"
             )
@@ -94,9 +97,14 @@ final class Bridge {
             readShutterd()
         } catch {
             let problem = "\(error)"
-            if problem != lastShutterdProblem { Log.error("shutterd: \(problem); retrying") }
+            let wait = shutterdBackoff.delay()
+            if problem != lastShutterdProblem {
+                let most = shutterdBackoff.limit / 1_000_000
+                Log.error(
+                    "shutterd: \(problem); retrying in \(wait / 1_000_000) s, then less often (\(most) s at most)")
+            }
             lastShutterdProblem = problem
-            shutterdRetry.arm(after: 500_000)
+            shutterdRetry.arm(after: UInt64(wait))
         }
     }
 
@@ -112,8 +120,9 @@ final class Bridge {
             client = nil
             clientFD = nil
             c.close()
-            Log.info("shutterd: \(error); reconnecting")
-            shutterdRetry.arm(after: 500_000)
+            let wait = shutterdBackoff.delay()
+            Log.info("shutterd: \(error); reconnecting in \(wait / 1_000_000) s")
+            shutterdRetry.arm(after: UInt64(wait))
         }
     }
 

@@ -10,6 +10,7 @@ let usage = """
                          [--tls-cert FILE --tls-key FILE] [--username NAME]
                          [--password-file FILE] [--client-id ID] [--spool N]
                          [--homeassistant] [--verbose]
+           shutterd-mqtt --check-config [FILE] [options]
 
     Publishes shutterd's devices and events to an MQTT broker: retained
     <prefix>/status (online, or offline as the last will), retained
@@ -28,6 +29,10 @@ let usage = """
                       ever comes from a file
       --homeassistant as homeassistant = yes: Home Assistant device triggers
       --verbose       log more
+      --check-config [FILE]
+                      read the config (FILE, else --config's, else the default) and
+                      the options, and exit: 0 when shutterd-mqtt would start with
+                      them, 78 with the line that is wrong (64 for an option)
       --version       print the version and exit
       --help          print this help and exit
 
@@ -45,6 +50,7 @@ Sys.ignore(Sys.brokenPipe)
 var configPath: String?
 var socketPath: String?
 var overrides: [(String, String)] = []
+var checkConfig = false
 var args = CommandLine.arguments.dropFirst()
 while let arg = args.popFirst() {
     switch arg {
@@ -58,6 +64,12 @@ while let arg = args.popFirst() {
         case "--config": configPath = v
         case "--socket": socketPath = v
         default: overrides.append((String(option.dropFirst(2)), v))
+        }
+    case "--check-config":
+        checkConfig = true
+        if let v = args.first, !v.hasPrefix("-") {
+            args.removeFirst()
+            configPath = v
         }
     case "--homeassistant":
         overrides.append(("homeassistant", "true"))
@@ -98,6 +110,11 @@ for (key, value) in overrides {
     }
 }
 if let problem = settings.inconsistency { fail(problem, code: 64) }
+if checkConfig {
+    Log.info("config: \(file) is good")
+    Log.finish()
+    Sys.exit(0)
+}
 
 let host = Sys.hostName() ?? ""
 

@@ -5,6 +5,7 @@ import ShutterSys
 
 let usage = """
     Usage: shutterd [--socket PATH] [--config FILE] [--verbose]
+           shutterd --check-config [FILE]
            shutterd --replay FILE... [--replay-wait] [--replay-speed N] [--replay-loop]
                     [--socket PATH] ...
 
@@ -18,6 +19,10 @@ let usage = """
                       else /etc/shutterd/shutterd.conf; a missing default means
                       the defaults, any other problem with it stops shutterd)
       --verbose       log every decision about every device
+      --check-config [FILE]
+                      read the config (FILE, else --config's, else the default) and
+                      exit: 0 when shutterd would start with it, 78 with the line
+                      that is wrong (as sshd -t; for package upgrades)
       --replay FILE...
                       play these recordings (evemu format, docs/RECORDING.md) as the
                       devices, instead of reading any: no root, udev or /dev/input
@@ -69,6 +74,7 @@ var replayFiles: [String] = []
 var replaySpeed = 1.0
 var replayLoop = false
 var replayWait = false
+var checkConfig = false
 var args = CommandLine.arguments.dropFirst()
 while let arg = args.popFirst() {
     switch arg {
@@ -96,6 +102,13 @@ while let arg = args.popFirst() {
         replayLoop = true
     case "--replay-wait":
         replayWait = true
+    case "--check-config":
+        checkConfig = true
+        if let v = args.first, !v.hasPrefix("-") {
+            args.removeFirst()
+            configPath = v
+            configRequired = true
+        }
     case "--verbose", "-v":
         Log.verbose = true
     case "--version":
@@ -145,6 +158,11 @@ do {
     Log.info("config: no \(file), using the defaults")
 } catch {
     fail("cannot read config file \(error)", code: 78)
+}
+if checkConfig {
+    Log.info("config: \(file) is good")
+    Log.finish()
+    Sys.exit(0)
 }
 
 var replay: ReplayOptions?

@@ -5,6 +5,24 @@ import Testing
 
 @Suite("shutterd-mqtt's pure part: settings, topics, payloads, the spool, retained devices")
 struct MQTTBridgeTests {
+    @Test("reconnections to shutterd back off: 1 s doubled to 30 s, never 5 in 10 s, and start again once connected")
+    func backoff() {
+        var b = Backoff()
+        var waits: [Int64] = []
+        for _ in 0..<8 { waits.append(b.delay()) }
+        #expect(waits == [1, 2, 4, 8, 16, 30, 30, 30].map { $0 * 1_000_000 })
+        // The attempts' times: in no 10 s window more than 4 (systemd's start limit is 5).
+        var t: Int64 = 0
+        var times: [Int64] = [0]
+        for w in waits {
+            t += w
+            times.append(t)
+        }
+        for start in times { #expect(times.filter { $0 >= start && $0 < start + 10_000_000 }.count <= 4) }
+        b.reset()
+        #expect(b.delay() == 1_000_000)
+    }
+
     @Test("the [mqtt] section: every setting, the defaults, TLS's port")
     func settings() throws {
         let text = """

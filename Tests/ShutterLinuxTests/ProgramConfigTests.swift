@@ -20,6 +20,31 @@ extension ProgramTests {
         Child(user + [shutterd, "--socket", dir + "/s.sock"], directory: dir, env: ["SHUTTERD_CONFIG=\(conf)"])
     }
 
+    @Test(
+        "--check-config, of shutterd and of shutterd-mqtt: 0 for a good file, 78 with the line for a bad or missing one, nothing started",
+        arguments: ["shutterd", "shutterd-mqtt"])
+    func checkConfig(_ program: String) throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let exe = builtProgram(program)
+        writeTextFile(dir + "/good.conf", "[daemon]\nqueue-limit = 100\n[mqtt]\nport = 1884\n")
+        writeTextFile(dir + "/bad.conf", "[daemon]\nqueue-limit = banana\n")
+        let good = Child([exe, "--check-config", dir + "/good.conf"], directory: dir)
+        #expect(good.wait() == 0)
+        #expect(good.stderr.contains("config: \(dir)/good.conf is good"), "\(good.stderr)")
+        let bad = Child([exe, "--check-config", dir + "/bad.conf"], directory: dir)
+        #expect(bad.wait() == 78)
+        let why = "\(program): \(dir)/bad.conf: line 2: queue-limit must be a whole number"
+        #expect(bad.stderr.contains(why), "\(bad.stderr)")
+        let missing = Child([exe, "--check-config", dir + "/none.conf"], directory: dir)
+        #expect(missing.wait() == 78)
+        #expect(missing.stderr.contains("none.conf: No such file or directory"), "\(missing.stderr)")
+        // Without FILE, the default: $SHUTTERD_CONFIG here.
+        let byDefault = Child([exe, "--check-config"], directory: dir, env: ["SHUTTERD_CONFIG=\(dir)/bad.conf"])
+        #expect(byDefault.wait() == 78)
+        #expect(!good.stderr.contains("listening") && !byDefault.stderr.contains("connect"), "nothing was started")
+    }
+
     @Test("only a missing default config means the defaults")
     func missingDefaultConfig() throws {
         let dir = temporaryDirectory()

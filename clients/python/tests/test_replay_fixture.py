@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -145,3 +146,29 @@ def test_the_readme_example_suite_passes_50_times_in_a_row(tmp_path):
     assert r.returncode == 0 and "%d passed" % (tests * ROUNDS) in r.stdout, r.stdout[-4000:]
     print("%d rounds of %d tests in %.0f s" % (ROUNDS, tests, time.monotonic() - started))
 
+
+
+def test_played_waits_for_the_end_of_each_recording_of_one_device():
+    # The two AB Shutter3 recordings are of one remote: their devices share an id, and the
+    # first deviceRemoved is not the end of the second recording.
+    session = replay("ab-shutter3-long-and-double.evemu", REMOTE, binary=_binary(), speed=0)
+    try:
+        c = session.client
+        ids = [d.id for d in c.devices if d.replayed]
+        assert len(ids) == 2 and ids[0] == ids[1]
+        events = played(c)
+        assert sum(isinstance(e, shutterd.DeviceRemoved) for e in events) == 2
+        assert isinstance(events[-1], shutterd.DeviceRemoved)
+        # Three presses of the one, two clicks of the other: ten captures in all.
+        assert len(captures(events)) == 10, captures(events)
+    finally:
+        assert session.close() == 0
+
+
+def test_the_fixture_leaves_no_directory_when_shutterd_is_not_found(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # tempfile reads $TMPDIR again
+    with pytest.raises(DaemonError) as e:
+        replay(REMOTE, binary=str(tmp_path / "no-shutterd"))
+    assert str(e.value).startswith("no shutterd program: tried %s (given)" % (tmp_path / "no-shutterd"))
+    assert os.listdir(str(tmp_path)) == []

@@ -165,6 +165,20 @@ def test_played_waits_for_the_end_of_each_recording_of_one_device():
         assert session.close() == 0
 
 
+def test_a_recording_with_no_events_ends_at_once(tmp_path):
+    # evemu-describe's output: a device that sends nothing. Played, its device goes at once.
+    with open(recording(REMOTE)) as f:
+        description = "".join(line for line in f if not line.startswith("E:"))
+    silent = tmp_path / "silent.evemu"
+    silent.write_text(description)
+    session = replay(str(silent), binary=_binary(), speed=1)
+    try:
+        events = played(session.client, timeout=5)
+        assert [type(e) for e in events] == [shutterd.DeviceRemoved]
+    finally:
+        assert session.close() == 0
+
+
 def test_the_fixture_leaves_no_directory_when_shutterd_is_not_found(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", None)  # tempfile reads $TMPDIR again

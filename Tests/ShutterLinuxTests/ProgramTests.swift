@@ -136,10 +136,17 @@ struct ProgramTests {
         #expect(xml.contains("<testsuite name=\"shutterctl verify\" tests=\"1\" failures=\"1\""))
         #expect(xml.contains("<failure message=\"nothing arrived"))
 
+        // No daemon: exit 3, and still a report, an error with the reason.
         let unreachable = Child(
-            [shutterctl, "--socket", dir + "/none.sock", "verify", "--key", "KEY_ENTER"], directory: dir)
+            [shutterctl, "--socket", dir + "/none.sock", "verify", "--key", "KEY_ENTER", "--junit", dir + "/none.xml"],
+            directory: dir)
         #expect(unreachable.wait() == 3)
-        #expect(unreachable.stderr.contains("cannot connect to shutterd at \(dir)/none.sock"))
+        #expect(unreachable.stderr.contains("FAIL cannot connect to shutterd at \(dir)/none.sock"))
+        let none = readFile(dir + "/none.xml")
+        #expect(
+            none.contains("<testsuite name=\"shutterctl verify\" tests=\"1\" failures=\"0\" errors=\"1\""), "\(none)")
+        #expect(none.contains("<error message=\"cannot connect to shutterd at \(dir)/none.sock"), "\(none)")
+        #expect(!none.contains("<failure"))
 
         let usage = Child([shutterctl, "--socket", path, "verify"], directory: dir)
         #expect(usage.wait() == 64)

@@ -333,8 +333,25 @@ struct ReplayTests {
         #expect(
             ctl.stderr.contains("1: KEY_VOLUMEUP on AB Shutter3:")
                 && ctl.stderr.contains("2: KEY_ENTER on AB Shutter3:"))
+        // The replay plays the presses: no one is asked to press.
+        #expect(!ctl.stderr.contains("press 2 times"), "\(ctl.stderr)")
+        #expect(
+            ctl.stderr.hasPrefix("waiting for 2 presses on 'AB Shutter*', on a device not there yet"), "\(ctl.stderr)")
         kill(d.pid, SIGTERM)
         #expect(d.wait() == 0)
+
+        // On a --replay-wait daemon the devices are in the hello: it says what it measures.
+        let waiting = Child(
+            [shutterd, "--socket", path, "--replay", dir + "/shutter.evemu", "--replay-wait", "--replay-speed", "0"],
+            directory: dir)
+        #expect(waitForFile(path))
+        let started = Child(
+            [builtProgram("shutterctl"), "--socket", path, "latency", "--count", "2", "--start-replay"], directory: dir)
+        #expect(started.wait() == 0, "stderr: \(started.stderr)")
+        #expect(
+            started.stderr.hasPrefix("measuring 2 presses played by shutterd --replay (timeout"), "\(started.stderr)")
+        kill(waiting.pid, SIGTERM)
+        #expect(waiting.wait() == 0)
     }
 
     @Test("shutterctl verify --start-replay passes every time on a --replay-wait daemon, and says a refused start")
@@ -367,11 +384,17 @@ struct ReplayTests {
         // A daemon without --replay-wait started playback with the first client: refused, exit 3.
         let d = replaying(dir + "/shutter.evemu", socket: path, directory: dir)
         let refused = Child(
-            [builtProgram("shutterctl"), "--socket", path, "verify", "--key", "KEY_ENTER", "--start-replay"],
+            [
+                builtProgram("shutterctl"), "--socket", path, "verify", "--key", "KEY_ENTER", "--start-replay",
+                "--junit", dir + "/r.xml",
+            ],
             directory: dir)
         #expect(refused.wait() == 3, "stderr: \(refused.stderr)")
-        #expect(
-            refused.stderr.contains("shutterctl: shutterd refused to start the replay: replay: "), "\(refused.stderr)")
+        #expect(refused.stderr.contains("FAIL shutterd refused: replay: the recordings "), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("replay: replay:"), "\(refused.stderr)")
+        // The report is written for a refused start too: an error with the reason.
+        let report = readFile(dir + "/r.xml")
+        #expect(report.contains("<error message=\"shutterd refused: replay: the recordings "), "\(report)")
         kill(d.pid, SIGTERM)
         #expect(d.wait() == 0)
     }

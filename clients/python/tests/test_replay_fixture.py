@@ -186,3 +186,25 @@ def test_the_fixture_leaves_no_directory_when_shutterd_is_not_found(tmp_path, mo
         replay(REMOTE, binary=str(tmp_path / "no-shutterd"))
     assert str(e.value).startswith("no shutterd program: tried %s (given)" % (tmp_path / "no-shutterd"))
     assert os.listdir(str(tmp_path)) == []
+
+
+def test_at_speed_0_the_gaps_collapse_into_a_double_press_as_the_readme_says():
+    # At speed 0 nothing is held long, and the two clicks come at once: a doublePress.
+    session = replay(REMOTE, binary=_binary(), speed=0, long_press=500, double_press=300)
+    try:
+        gestures = [e.gesture for e in played(session.client) if isinstance(e, shutterd.Gesture)]
+        assert gestures == ["doublePress"]
+    finally:
+        assert session.close() == 0
+    with open(os.path.join(REPO, "clients", "python", "README.md")) as f:
+        readme = " ".join(f.read().split())
+    assert "so no gestures" not in readme
+    assert ("two presses of one key always come within `doublePress`'s window, so that asked for, they make one"
+            in readme)
+
+
+def test_the_fixtures_exceptions_are_documented():
+    with open(os.path.join(REPO, "clients", "python", "README.md")) as f:
+        readme = " ".join(f.read().split())
+    errors = readme[readme.index("- **Errors**: `shutterd_replay` and `replay` raise"):]
+    assert "`ValueError`" in errors.split("- ")[1] and "DaemonError" in errors.split("- ")[1]

@@ -501,6 +501,19 @@ struct ReplayTests {
         let missing = Child([shutterd, "--socket", dir + "/s.sock", "--replay", dir + "/none.evemu"], directory: dir)
         #expect(missing.wait() == 66)
         #expect(missing.stderr.contains("none.evemu"))
+        // Not UTF-8: 66 as well, with the byte, as docs/RECORDING.md says.
+        writeTextFile(dir + "/latin1.evemu", "N: x\nI: 3 1 2 3\n")
+        let fd = open(dir + "/latin1.evemu", O_WRONLY | O_APPEND)
+        #expect(fd >= 0 && Glibc.write(fd, [UInt8(0xff), 0x0a], 2) == 2)
+        close(fd)
+        let latin1 = Child([shutterd, "--socket", dir + "/s.sock", "--replay", dir + "/latin1.evemu"], directory: dir)
+        #expect(latin1.wait() == 66)
+        let said = "cannot read recording \(dir)/latin1.evemu: is not UTF-8 text: byte 0xff at offset 16 (line 3)"
+        #expect(latin1.stderr.contains(said), "\(latin1.stderr)")
+        let file = #filePath
+        let doc = readFile(String(file[..<file.lastIndex(of: "/")!]) + "/../../docs/RECORDING.md")
+        let words = doc.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        #expect(words.contains("or not UTF-8 text, is refused with exit status 66"), "docs/RECORDING.md says 66")
         let speed = Child([shutterd, "--replay", bad, "--replay-speed", "-1"], directory: dir)
         #expect(speed.wait() == 64)
         #expect(speed.stderr.contains("--replay-speed needs a number from 0 to 1000"))

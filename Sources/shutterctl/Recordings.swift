@@ -357,8 +357,10 @@ let replayedMeaning =
     } else {
         say("press \(count) times\(on) (timeout \(timeout) s)")
     }
-    // The devices measured that are there now: when the last of them goes, no press can come.
-    var present = Set(client.hello.devices.filter(measured).map(\.id))
+    // The devices measured that are there now, counted by id (two recordings of one remote
+    // share it): when the last of them goes, no press can come.
+    var present: [String: Int] = [:]
+    for d in there { present[d.id, default: 0] += 1 }
     var saidReplayed = false
     func seen(_ d: Device) {
         guard d.replayed, !saidReplayed else { return }
@@ -385,10 +387,10 @@ let replayedMeaning =
         }
         switch next?.event {
         case .deviceAdded(let d)? where measured(d):
-            present.insert(d.id)
+            present[d.id, default: 0] += 1
             seen(d)
         case .deviceRemoved(let d)? where measured(d):
-            present.remove(d.id)
+            present[d.id] = present[d.id].flatMap { $0 > 1 ? $0 - 1 : nil }
             if present.isEmpty { gone = "'\(d.name)' went away (deviceRemoved)" }
         case .capture(let c)? where c.phase == .began && measured(c.device):
             let receipt = monotonicMicros()

@@ -426,6 +426,21 @@ struct ReplayTests {
         kill(d.pid, SIGTERM)
         #expect(d.wait() == 0)
 
+        // Two recordings of one remote share its id: the first one's end is not the last device gone.
+        write(Self.shutter, dir + "/again.evemu")
+        let both = Child(
+            [
+                shutterd, "--socket", path, "--replay", dir + "/shutter.evemu", dir + "/again.evemu", "--replay-wait",
+                "--replay-speed", "0",
+            ], directory: dir)
+        #expect(waitForFile(path))
+        let four = Child(
+            [builtProgram("shutterctl"), "--socket", path, "latency", "--count", "4", "--start-replay"], directory: dir)
+        #expect(four.wait() == 0, "stderr: \(four.stderr)")
+        #expect(four.stdout.hasPrefix("latency of 4 presses, microseconds"), "\(four.stdout)")
+        kill(both.pid, SIGTERM)
+        #expect(both.wait() == 0)
+
         // A device the pattern does not match going is no end; shutterd going is, with no press.
         let again = replaying(dir + "/shutter.evemu", socket: path, directory: dir)
         let none = Child(

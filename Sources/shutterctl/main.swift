@@ -62,8 +62,8 @@ let verifyUsage = """
     before the timeout (default 30 s, at most 86400); 3 shutterd could not be reached;
     64 usage error (a NAME libevdev does not know is one, with the closest names);
     74 the press arrived but the --junit FILE could not be written. --junit FILE writes the
-    result as JUnit XML, for statuses 0 to 3: a failure for 1 and 2, an error with the
-    reason for 3; a report that cannot be written is said on stderr, and a failure's own
+    result as JUnit XML, for every status: a failure for 1 and 2, an error with the
+    reason for 3 and 64; a report that cannot be written is said on stderr, and a failure's own
     status stays.
     \(startReplayHelp)
     """
@@ -86,7 +86,11 @@ enum Exit {
     Sys.flushOutput()
 }
 
+/// What a usage error does before the exit: `verify --junit` writes its report.
+var beforeUsageExit: (@MainActor (String) -> Void)?
+
 @MainActor func usageError(_ message: String, _ usage: String) -> Never {
+    beforeUsageExit?(message)
     say("shutterctl: \(message)\n\n\(usage)")
     Sys.exit(Exit.usage)
 }
@@ -346,11 +350,17 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
         out(verifyUsage)
         return 0
     }
+    // The report's path first: a usage error is an outcome too, reported as an error.
+    let junit = option("--junit", verifyUsage)
+    if let junit {
+        beforeUsageExit = {
+            _ = writeJUnit(junit, name: "shutterctl verify", seconds: 0, failure: "usage: \($0)", error: true)
+        }
+    }
     guard let key = option("--key", verifyUsage) else { usageError("verify needs --key NAME", verifyUsage) }
     let device = option("--device", verifyUsage)
     let handlerText = option("--handler", verifyUsage)
     let timeoutText = option("--timeout", verifyUsage) ?? "30"
-    let junit = option("--junit", verifyUsage)
     let replay = flagSet("--start-replay")
     rejectLeftovers(verifyUsage)
     var handler: Handler?

@@ -152,9 +152,16 @@ struct ProgramTests {
         #expect(usage.wait() == 64)
         #expect(usage.stderr.contains("verify needs --key NAME"))
 
-        let unknown = Child([shutterctl, "--socket", path, "verify", "--key", "KEY_VOLUMUP"], directory: dir)
+        let unknown = Child(
+            [shutterctl, "--socket", path, "verify", "--key", "KEY_VOLUMUP", "--junit", dir + "/usage.xml"],
+            directory: dir)
         #expect(unknown.wait() == 64, "a name libevdev does not know is a usage error, before any wait")
         #expect(unknown.stderr.contains("--key KEY_VOLUMUP is not a key libevdev knows (closest: KEY_VOLUMEUP"))
+        // A usage error has its report too: an error saying what was wrong.
+        let usageReport = readFile(dir + "/usage.xml")
+        #expect(
+            usageReport.contains("<error message=\"usage: --key KEY_VOLUMUP is not a key libevdev knows"),
+            "\(usageReport)")
 
         let lost = Child(
             [

@@ -130,11 +130,13 @@ package final class Replayer {
         options.speed == 0 ? now : t.origin + Recording.offset(time, speed: options.speed)
     }
 
-    /// Arms the timer for the earliest due event, or disarms it when none is left.
+    /// Arms the timer for the earliest due event, or disarms it when none is left. A track
+    /// with nothing left to play whose device is still there (a recording with no events)
+    /// is due now: its device goes, as at the end of any recording.
     func schedule(now: Int64) {
         var earliest: Int64?
-        for t in tracks where !t.removed && t.next < t.recording.events.count {
-            let d = due(t, t.recording.events[t.next].time, now: now)
+        for t in tracks where state == .playing && !t.removed {
+            let d = t.next < t.recording.events.count ? due(t, t.recording.events[t.next].time, now: now) : now
             earliest = min(earliest ?? d, d)
         }
         if let earliest {

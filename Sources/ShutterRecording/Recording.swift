@@ -234,109 +234,122 @@ extension Recording {
         /// The first event with a key value shutterd ignores, and how many there are.
         var oddKey: (line: Int, event: Event)?
         var oddKeys = 0
-        for (index, raw) in lines.enumerated() {
-            let n = index + 1
-            let line = Substring(raw)
-            if index == 0, let v = Self.formatVersion(line) {
-                guard v.major == 1 else {
-                    throw RecordingError(line: n, "evemu format \(v.major).\(v.minor) is not supported (1.x is)")
+        // A last line with no newline after it, that does not read: the file was cut short
+        // (a copy or a recording stopped mid-write), which its error says.
+        let cutShort = !lines.isEmpty && text.utf8.last != UInt8(ascii: "\n")
+        do throws(RecordingError) {
+            for (index, raw) in lines.enumerated() {
+                let n = index + 1
+                let line = Substring(raw)
+                if index == 0, let v = Self.formatVersion(line) {
+                    guard v.major == 1 else {
+                        throw RecordingError(line: n, "evemu format \(v.major).\(v.minor) is not supported (1.x is)")
+                    }
+                    format = v
+                    continue
                 }
-                format = v
-                continue
-            }
-            if line.allSatisfy({ $0 == " " || $0 == "\t" }) {
-                throw RecordingError(line: n, "empty line (evemu-play stops reading at one)")
-            }
-            if line.hasPrefix("#") {
-                try r.readAddition(line, n)
-                continue
-            }
-            guard line.count >= 2, line[line.index(after: line.startIndex)] == ":",
-                let tag = line.first, let next = Self.section(tag)
-            else {
-                throw RecordingError(
-                    line: n,
-                    "'\(Self.excerpt(line))' is not an evemu line (N:, I:, P:, B:, A:, L:, S:, E: or a # comment)")
-            }
-            if next < section || (next == section && (next == .name || next == .id)) {
-                throw RecordingError(
-                    line: n,
-                    "\(next.tag) after \(section.tag): evemu expects N:, I:, then P:, B:, A:, L:, S: lines, then E: lines"
-                )
-            }
-            if next > .name && name == nil {
-                throw RecordingError(line: n, "\(next.tag) before the device's name (N:)")
-            }
-            if next > .id && id == nil { throw RecordingError(line: n, "\(next.tag) before the device's ids (I:)") }
-            section = next
-            let rest = line.dropFirst(2)
-            if next == .name {
-                let value = rest.drop(while: { $0 == " " || $0 == "\t" })
-                guard !value.isEmpty else { throw RecordingError(line: n, "N: without a name") }
-                name = String(value)
-                continue
-            }
-            let fields = Self.fields(rest)
-            switch next {
-            case .id:
-                let v = try Self.hexFields(
-                    fields, count: 4, n, what: "I: bus vendor product version (four hex numbers)")
-                id = (v[0], v[1], v[2], v[3])
-            case .props:
-                let v = try Self.hexFields(fields, count: 8, n, what: "P: eight hex bytes", max: 0xff)
-                r.properties += v.map { UInt8($0) }
-            case .bits:
-                let v = try Self.hexFields(fields, count: 9, n, what: "B: an event type and eight hex bytes", max: 0xff)
-                guard v[0] <= Self.maxType else {
-                    throw RecordingError(line: n, "B: event type \(hex(v[0], width: 2)) is above EV_MAX (1f)")
+                if line.allSatisfy({ $0 == " " || $0 == "\t" }) {
+                    throw RecordingError(line: n, "empty line (evemu-play stops reading at one)")
                 }
-                let bytes = v[1...].map { UInt8($0) }
-                let have = r.bits[v[0]]?.count ?? 0
-                guard have + 8 <= (Self.maxCode + 1) / 8 else {
-                    throw RecordingError(line: n, "B: too many lines for event type \(hex(v[0], width: 2))")
+                if line.hasPrefix("#") {
+                    try r.readAddition(line, n)
+                    continue
                 }
-                // evemu writes EV_SYN's mask as a fixed 0b; it says nothing of the device.
-                if v[0] != EventType.syn { r.bits[v[0], default: []] += bytes }
-            case .axes:
-                let want = format.minor >= 2 ? 6 : 5
-                guard fields.count == want else {
+                guard line.count >= 2, line[line.index(after: line.startIndex)] == ":",
+                    let tag = line.first, let next = Self.section(tag)
+                else {
                     throw RecordingError(
                         line: n,
-                        "A: needs \(want) numbers (code min max fuzz flat\(want == 6 ? " resolution" : "")) in format \(format.major).\(format.minor), found \(fields.count)"
-                    )
+                        "'\(Self.excerpt(line))' is not an evemu line (N:, I:, P:, B:, A:, L:, S:, E: or a # comment)")
                 }
-                let code = try Self.hexFields([fields[0]], count: 1, n, what: "A: axis code", max: 0x3f)[0]
-                var values: [Int32] = []
-                for f in fields[1...] {
-                    guard let x = Int32(f) else { throw RecordingError(line: n, "A: '\(f)' is not a decimal number") }
-                    values.append(x)
-                }
-                r.axes.append(
-                    Axis(
-                        code: code, minimum: values[0], maximum: values[1], fuzz: values[2], flat: values[3],
-                        resolution: want == 6 ? values[4] : 0))
-            case .leds, .switches:
-                guard fields.count == 2, let state = Int32(fields[1]) else {
-                    throw RecordingError(line: n, "\(next.tag) needs a hex code and a decimal state")
-                }
-                let code = try Self.hexFields([fields[0]], count: 1, n, what: "\(next.tag) code", max: 0x1f)[0]
-                if next == .leds { r.leds.append((code, state)) } else { r.switches.append((code, state)) }
-            case .events:
-                let event = try Self.event(fields, n)
-                if event.time < lastTime {
+                if next < section || (next == section && (next == .name || next == .id)) {
+                    let what = next == section ? "a second \(next.tag) line" : "\(next.tag) after \(section.tag)"
                     throw RecordingError(
-                        line: n, "time \(Self.time(event.time)) is before the previous event's \(Self.time(lastTime))")
+                        line: n,
+                        "\(what) (evemu expects one N:, one I:, then P:, B:, A:, L:, S: lines, then E: lines)")
                 }
-                lastTime = event.time
-                try r.check(event, n)
-                if event.type == EventType.key && !(0...2).contains(event.value) {
-                    if oddKey == nil { oddKey = (n, event) }
-                    oddKeys += 1
+                if next > .name && name == nil {
+                    throw RecordingError(line: n, "\(next.tag) before the device's name (N:)")
                 }
-                r.events.append(event)
-            case .start, .name:
-                break
+                if next > .id && id == nil { throw RecordingError(line: n, "\(next.tag) before the device's ids (I:)") }
+                section = next
+                let rest = line.dropFirst(2)
+                if next == .name {
+                    let value = rest.drop(while: { $0 == " " || $0 == "\t" })
+                    guard !value.isEmpty else { throw RecordingError(line: n, "N: without a name") }
+                    name = String(value)
+                    continue
+                }
+                let fields = Self.fields(rest)
+                switch next {
+                case .id:
+                    let v = try Self.hexFields(
+                        fields, count: 4, n, what: "I: bus vendor product version (four hex numbers)")
+                    id = (v[0], v[1], v[2], v[3])
+                case .props:
+                    let v = try Self.hexFields(fields, count: 8, n, what: "P: eight hex bytes", max: 0xff)
+                    r.properties += v.map { UInt8($0) }
+                case .bits:
+                    let v = try Self.hexFields(
+                        fields, count: 9, n, what: "B: an event type and eight hex bytes", max: 0xff)
+                    guard v[0] <= Self.maxType else {
+                        throw RecordingError(line: n, "B: event type \(hex(v[0], width: 2)) is above EV_MAX (1f)")
+                    }
+                    let bytes = v[1...].map { UInt8($0) }
+                    let have = r.bits[v[0]]?.count ?? 0
+                    guard have + 8 <= (Self.maxCode + 1) / 8 else {
+                        throw RecordingError(line: n, "B: too many lines for event type \(hex(v[0], width: 2))")
+                    }
+                    // evemu writes EV_SYN's mask as a fixed 0b; it says nothing of the device.
+                    if v[0] != EventType.syn { r.bits[v[0], default: []] += bytes }
+                case .axes:
+                    let want = format.minor >= 2 ? 6 : 5
+                    guard fields.count == want else {
+                        throw RecordingError(
+                            line: n,
+                            "A: needs \(want) numbers (code min max fuzz flat\(want == 6 ? " resolution" : "")) in format \(format.major).\(format.minor), found \(fields.count)"
+                        )
+                    }
+                    let code = try Self.hexFields([fields[0]], count: 1, n, what: "A: axis code", max: 0x3f)[0]
+                    var values: [Int32] = []
+                    for f in fields[1...] {
+                        guard let x = Int32(f) else {
+                            throw RecordingError(line: n, "A: '\(f)' is not a decimal number")
+                        }
+                        values.append(x)
+                    }
+                    r.axes.append(
+                        Axis(
+                            code: code, minimum: values[0], maximum: values[1], fuzz: values[2], flat: values[3],
+                            resolution: want == 6 ? values[4] : 0))
+                case .leds, .switches:
+                    guard fields.count == 2, let state = Int32(fields[1]) else {
+                        throw RecordingError(line: n, "\(next.tag) needs a hex code and a decimal state")
+                    }
+                    let code = try Self.hexFields([fields[0]], count: 1, n, what: "\(next.tag) code", max: 0x1f)[0]
+                    if next == .leds { r.leds.append((code, state)) } else { r.switches.append((code, state)) }
+                case .events:
+                    let event = try Self.event(fields, n)
+                    if event.time < lastTime {
+                        throw RecordingError(
+                            line: n,
+                            "time \(Self.time(event.time)) is before the previous event's \(Self.time(lastTime))")
+                    }
+                    lastTime = event.time
+                    try r.check(event, n)
+                    if event.type == EventType.key && !(0...2).contains(event.value) {
+                        if oddKey == nil { oddKey = (n, event) }
+                        oddKeys += 1
+                    }
+                    r.events.append(event)
+                case .start, .name:
+                    break
+                }
             }
+        } catch {
+            guard cutShort && error.line == lines.count else { throw error }
+            throw RecordingError(
+                line: error.line, error.message + " (the file ends in this line, with no newline: it was cut short)")
         }
         guard let name else {
             throw RecordingError(line: max(lines.count, 1), "no N: line: this is not an evemu recording")

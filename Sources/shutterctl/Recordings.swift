@@ -341,13 +341,26 @@ let replayedMeaning =
     rejectLeftovers(latencyUsage)
     let client = connect()
     if replay { startReplay(client) }
-    say("press \(count) times\(pattern.map { " on '\($0)'" } ?? "") (timeout \(timeout) s)")
     func measured(_ d: Device) -> Bool {
         guard let pattern else { return true }
         return Glob.matches(pattern: pattern, d.name) || d.id == pattern || d.group == pattern
     }
-    // The devices measured that are there now: when the last of them goes, no press can come.
-    var present = Set(client.hello.devices.filter(measured).map(\.id))
+    // Someone to press only when a real device is there: a replay plays its presses itself,
+    // and with no device yet (a --replay without --replay-wait adds them after the hello)
+    // whether anyone must press is not known.
+    let on = pattern.map { " on '\($0)'" } ?? ""
+    let there = client.hello.devices.filter(measured)
+    if replay || there.contains(where: \.replayed) {
+        say("measuring \(count) presses played by shutterd --replay\(on) (timeout \(timeout) s)")
+    } else if there.isEmpty {
+        say("waiting for \(count) presses\(on), on a device not there yet (timeout \(timeout) s)")
+    } else {
+        say("press \(count) times\(on) (timeout \(timeout) s)")
+    }
+    // The devices measured that are there now, counted by id (two recordings of one remote
+    // share it): when the last of them goes, no press can come.
+    var present: [String: Int] = [:]
+    for d in there { present[d.id, default: 0] += 1 }
     var saidReplayed = false
     func seen(_ d: Device) {
         guard d.replayed, !saidReplayed else { return }
@@ -374,10 +387,10 @@ let replayedMeaning =
         }
         switch next?.event {
         case .deviceAdded(let d)? where measured(d):
-            present.insert(d.id)
+            present[d.id, default: 0] += 1
             seen(d)
         case .deviceRemoved(let d)? where measured(d):
-            present.remove(d.id)
+            present[d.id] = present[d.id].flatMap { $0 > 1 ? $0 - 1 : nil }
             if present.isEmpty { gone = "'\(d.name)' went away (deviceRemoved)" }
         case .capture(let c)? where c.phase == .began && measured(c.device):
             let receipt = monotonicMicros()

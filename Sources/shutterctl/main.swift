@@ -62,8 +62,9 @@ let verifyUsage = """
     before the timeout (default 30 s, at most 86400); 3 shutterd could not be reached;
     64 usage error (a NAME libevdev does not know is one, with the closest names);
     74 the press arrived but the --junit FILE could not be written. --junit FILE writes the
-    result as JUnit XML; a report that cannot be written is said on stderr, and a failure's
-    own status stays.
+    result as JUnit XML, for every status: a failure for 1 and 2, an error with the
+    reason for 3 and 64; a report that cannot be written is said on stderr, and a failure's own
+    status stays.
     \(startReplayHelp)
     """
 
@@ -85,7 +86,11 @@ enum Exit {
     Sys.flushOutput()
 }
 
+/// What a usage error does before the exit: `verify --junit` writes its report.
+var beforeUsageExit: (@MainActor (String) -> Void)?
+
 @MainActor func usageError(_ message: String, _ usage: String) -> Never {
+    beforeUsageExit?(message)
     say("shutterctl: \(message)\n\n\(usage)")
     Sys.exit(Exit.usage)
 }
@@ -109,13 +114,18 @@ if let i = args.firstIndex(of: "--socket") {
     }
 }
 
-@MainActor func unreachable(_ error: ClientError) -> Never {
+/// Why shutterd could not be reached, or what it refused (a refused `replay` start's
+/// message says `replay: ...` itself).
+func unreachableReason(_ error: ClientError) -> String {
     switch error {
-    case .cannotConnect:
-        say("shutterctl: \(error). Is shutterd running (systemctl status shutterd), and are you in its group?")
-    case .daemon(_, let message): say("shutterctl: shutterd refused: \(message)")
-    default: say("shutterctl: \(error)")
+    case .cannotConnect: "\(error). Is shutterd running (systemctl status shutterd), and are you in its group?"
+    case .daemon(_, let message): "shutterd refused: \(message)"
+    default: "\(error)"
     }
+}
+
+@MainActor func unreachable(_ error: ClientError) -> Never {
+    say("shutterctl: \(unreachableReason(error))")
     Sys.exit(Exit.unreachable)
 }
 
@@ -137,10 +147,6 @@ if let i = args.firstIndex(of: "--socket") {
     do {
         try client.startReplay()
     } catch {
-        if case .daemon(_, let message) = error {
-            say("shutterctl: shutterd refused to start the replay: \(message)")
-            Sys.exit(Exit.unreachable)
-        }
         unreachable(error)
     }
 }
@@ -313,17 +319,22 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
     return r
 }
 
-/// Writes the report; false (and why, on stderr) when it could not be written whole.
-@MainActor func writeJUnit(_ path: String, name: String, seconds: Double, failure: String?) -> Bool {
-    let failures = failure == nil ? 0 : 1
+/// Writes the report; false (and why, on stderr) when it could not be written whole. A
+/// wrong press or none is a `failure`; a shutterd that could not be reached, or refused, is
+/// an `error`: the test could not be run.
+@MainActor func writeJUnit(_ path: String, name: String, seconds: Double, failure: String?, error: Bool = false)
+    -> Bool
+{
+    let failures = failure != nil && !error ? 1 : 0
+    let errors = failure != nil && error ? 1 : 0
     var xml = """
         <?xml version="1.0" encoding="UTF-8"?>
-        <testsuites tests="1" failures="\(failures)">
-          <testsuite name="shutterctl verify" tests="1" failures="\(failures)" errors="0" time="\(seconds)">
+        <testsuites tests="1" failures="\(failures)" errors="\(errors)">
+          <testsuite name="shutterctl verify" tests="1" failures="\(failures)" errors="\(errors)" time="\(seconds)">
             <testcase classname="shutterctl.verify" name="\(xmlEscape(name))" time="\(seconds)">
 
         """
-    if let failure { xml += "      <failure message=\"\(xmlEscape(failure))\"/>\n" }
+    if let failure { xml += "      <\(error ? "error" : "failure") message=\"\(xmlEscape(failure))\"/>\n" }
     xml += "    </testcase>\n  </testsuite>\n</testsuites>\n"
     do {
         try Sys.writeFile(path, xml)
@@ -339,11 +350,17 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
         out(verifyUsage)
         return 0
     }
+    // The report's path first: a usage error is an outcome too, reported as an error.
+    let junit = option("--junit", verifyUsage)
+    if let junit {
+        beforeUsageExit = {
+            _ = writeJUnit(junit, name: "shutterctl verify", seconds: 0, failure: "usage: \($0)", error: true)
+        }
+    }
     guard let key = option("--key", verifyUsage) else { usageError("verify needs --key NAME", verifyUsage) }
     let device = option("--device", verifyUsage)
     let handlerText = option("--handler", verifyUsage)
     let timeoutText = option("--timeout", verifyUsage) ?? "30"
-    let junit = option("--junit", verifyUsage)
     let replay = flagSet("--start-replay")
     rejectLeftovers(verifyUsage)
     var handler: Handler?
@@ -360,14 +377,21 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
     }
     let expected = PressExpectation(key: key, device: device, handler: handler)
     let start = ContinuousClock.now
-    let client = connect()
-    // Both handlers unless primary is asked for: then volume up falls through, as on iOS.
-    setInteraction(client, Interaction(primary: true, secondary: handler != .primary))
-    if replay { startReplay(client) }
-    say("waiting for \(expected) (timeout \(timeoutText) s)")
     let code: Int32
     let message: String
     do throws(PressError) {
+        // Not connect(), setInteraction() and startReplay(), which exit: the report is
+        // written for a shutterd that cannot be reached or refuses too.
+        let client: Client
+        do throws(ClientError) {
+            client = try Client(socketPath: socketPath, retryInterval: .seconds(1))
+            // Both handlers unless primary is asked for: then volume up falls through, as on iOS.
+            try client.setInteraction(Interaction(primary: true, secondary: handler != .primary))
+            if replay { try client.startReplay() }
+        } catch {
+            throw PressError.client(error)
+        }
+        say("waiting for \(expected) (timeout \(timeoutText) s)")
         let press = try client.waitForPress(expected, timeout: .seconds(timeout) - start.duration(to: .now))
         (code, message) = (Exit.passed, "\(PressJudge.describe(press.ended)): began and ended")
     } catch {
@@ -376,16 +400,17 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
         case .nothing: (code, message) = (Exit.timeout, "nothing arrived within \(timeoutText) s: no \(expected)")
         case .client(.closed):
             (code, message) = (Exit.unreachable, "shutterd closed the connection before \(expected) arrived")
-        case .client(.daemon(_, let text)): (code, message) = (Exit.unreachable, "shutterd refused: \(text)")
-        case .client(let other): (code, message) = (Exit.unreachable, other.description)
+        case .client(let other): (code, message) = (Exit.unreachable, unreachableReason(other))
         }
     }
     if code == Exit.passed { out("PASS \(message)") } else { say("FAIL \(message)") }
     if let junit {
         let elapsed = start.duration(to: .now).components
         let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+        // Every outcome has its report: a shutterd not reached, or refusing, is an error.
         let written = writeJUnit(
-            junit, name: expected.description, seconds: seconds, failure: code == Exit.passed ? nil : message)
+            junit, name: expected.description, seconds: seconds, failure: code == Exit.passed ? nil : message,
+            error: code == Exit.unreachable)
         // A CI that reads the report must not take a missing one for a pass.
         if !written && code == Exit.passed { return Exit.report }
     }

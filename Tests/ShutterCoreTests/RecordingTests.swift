@@ -221,7 +221,23 @@ struct RecordingTests {
             "line 2: '10000' is not a hex number up to ffff (I: bus vendor product version (four hex numbers))"
         ),
         ("N:\nI: 3 1 2 3\n", "line 1: N: without a name"),
-        ("N: x\nN: y\n", "line 2: N: after N:: evemu expects N:, I:, then P:, B:, A:, L:, S: lines, then E: lines"),
+        (
+            "N: x\nN: y\n",
+            "line 2: a second N: line (evemu expects one N:, one I:, then P:, B:, A:, L:, S: lines, then E: lines)"
+        ),
+        (
+            "N: x\nI: 3 1 2 3\nI: 3 1 2 3\n",
+            "line 3: a second I: line (evemu expects one N:, one I:, then P:, B:, A:, L:, S: lines, then E: lines)"
+        ),
+        // A last line without its newline that does not read: the file was cut short.
+        (
+            "N: x\nI: 3 1 2 3\nB: 01 00 00 00 00 00 00 00 00\nE: 0.000001 0001",
+            "line 4: E: needs four fields (SEC.USEC TYPE CODE VALUE), found 2 (the file ends in this line, with no newline: it was cut short)"
+        ),
+        (
+            "N: x\nI: 3 1",
+            "line 2: expected I: bus vendor product version (four hex numbers), found 2 fields (the file ends in this line, with no newline: it was cut short)"
+        ),
         (
             "N: x\nI: 3 1 2 3\nB: 01 00 00 00 00 00 00 00\n",
             "line 3: expected B: an event type and eight hex bytes, found 8 fields"
@@ -233,7 +249,7 @@ struct RecordingTests {
         ),
         (
             "N: x\nI: 3 1 2 3\nA: 00 0 1 0 0\nB: 01 00 00 00 00 00 00 00 00\n",
-            "line 4: B: after A:: evemu expects N:, I:, then P:, B:, A:, L:, S: lines, then E: lines"
+            "line 4: B: after A: (evemu expects one N:, one I:, then P:, B:, A:, L:, S: lines, then E: lines)"
         ),
         (
             "# EVEMU 1.3\nN: x\nI: 3 1 2 3\nA: 00 0 1 0 0\n",
@@ -289,7 +305,7 @@ struct RecordingTests {
         ),
         (
             "N: x\nI: 3 1 2 3\nB: 01 00 00 00 10 00 00 00 00\nE: 0.000001 0001 001c 1\nB: 01 00 00 00 00 00 00 00 00\n",
-            "line 5: B: after E:: evemu expects N:, I:, then P:, B:, A:, L:, S: lines, then E: lines"
+            "line 5: B: after E: (evemu expects one N:, one I:, then P:, B:, A:, L:, S: lines, then E: lines)"
         ),
         ("N: x\nI: 3 1 2 3\n\nE: 0.000001 0001 001c 1\n", "line 3: empty line (evemu-play stops reading at one)"),
         (

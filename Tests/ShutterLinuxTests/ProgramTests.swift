@@ -136,18 +136,32 @@ struct ProgramTests {
         #expect(xml.contains("<testsuite name=\"shutterctl verify\" tests=\"1\" failures=\"1\""))
         #expect(xml.contains("<failure message=\"nothing arrived"))
 
+        // No daemon: exit 3, and still a report, an error with the reason.
         let unreachable = Child(
-            [shutterctl, "--socket", dir + "/none.sock", "verify", "--key", "KEY_ENTER"], directory: dir)
+            [shutterctl, "--socket", dir + "/none.sock", "verify", "--key", "KEY_ENTER", "--junit", dir + "/none.xml"],
+            directory: dir)
         #expect(unreachable.wait() == 3)
-        #expect(unreachable.stderr.contains("cannot connect to shutterd at \(dir)/none.sock"))
+        #expect(unreachable.stderr.contains("FAIL cannot connect to shutterd at \(dir)/none.sock"))
+        let none = readFile(dir + "/none.xml")
+        #expect(
+            none.contains("<testsuite name=\"shutterctl verify\" tests=\"1\" failures=\"0\" errors=\"1\""), "\(none)")
+        #expect(none.contains("<error message=\"cannot connect to shutterd at \(dir)/none.sock"), "\(none)")
+        #expect(!none.contains("<failure"))
 
         let usage = Child([shutterctl, "--socket", path, "verify"], directory: dir)
         #expect(usage.wait() == 64)
         #expect(usage.stderr.contains("verify needs --key NAME"))
 
-        let unknown = Child([shutterctl, "--socket", path, "verify", "--key", "KEY_VOLUMUP"], directory: dir)
+        let unknown = Child(
+            [shutterctl, "--socket", path, "verify", "--key", "KEY_VOLUMUP", "--junit", dir + "/usage.xml"],
+            directory: dir)
         #expect(unknown.wait() == 64, "a name libevdev does not know is a usage error, before any wait")
         #expect(unknown.stderr.contains("--key KEY_VOLUMUP is not a key libevdev knows (closest: KEY_VOLUMEUP"))
+        // A usage error has its report too: an error saying what was wrong.
+        let usageReport = readFile(dir + "/usage.xml")
+        #expect(
+            usageReport.contains("<error message=\"usage: --key KEY_VOLUMUP is not a key libevdev knows"),
+            "\(usageReport)")
 
         let lost = Child(
             [

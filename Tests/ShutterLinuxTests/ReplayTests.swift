@@ -333,8 +333,25 @@ struct ReplayTests {
         #expect(
             ctl.stderr.contains("1: KEY_VOLUMEUP on AB Shutter3:")
                 && ctl.stderr.contains("2: KEY_ENTER on AB Shutter3:"))
+        // The replay plays the presses: no one is asked to press.
+        #expect(!ctl.stderr.contains("press 2 times"), "\(ctl.stderr)")
+        #expect(
+            ctl.stderr.hasPrefix("waiting for 2 presses on 'AB Shutter*', on a device not there yet"), "\(ctl.stderr)")
         kill(d.pid, SIGTERM)
         #expect(d.wait() == 0)
+
+        // On a --replay-wait daemon the devices are in the hello: it says what it measures.
+        let waiting = Child(
+            [shutterd, "--socket", path, "--replay", dir + "/shutter.evemu", "--replay-wait", "--replay-speed", "0"],
+            directory: dir)
+        #expect(waitForFile(path))
+        let started = Child(
+            [builtProgram("shutterctl"), "--socket", path, "latency", "--count", "2", "--start-replay"], directory: dir)
+        #expect(started.wait() == 0, "stderr: \(started.stderr)")
+        #expect(
+            started.stderr.hasPrefix("measuring 2 presses played by shutterd --replay (timeout"), "\(started.stderr)")
+        kill(waiting.pid, SIGTERM)
+        #expect(waiting.wait() == 0)
     }
 
     @Test("shutterctl verify --start-replay passes every time on a --replay-wait daemon, and says a refused start")
@@ -367,11 +384,17 @@ struct ReplayTests {
         // A daemon without --replay-wait started playback with the first client: refused, exit 3.
         let d = replaying(dir + "/shutter.evemu", socket: path, directory: dir)
         let refused = Child(
-            [builtProgram("shutterctl"), "--socket", path, "verify", "--key", "KEY_ENTER", "--start-replay"],
+            [
+                builtProgram("shutterctl"), "--socket", path, "verify", "--key", "KEY_ENTER", "--start-replay",
+                "--junit", dir + "/r.xml",
+            ],
             directory: dir)
         #expect(refused.wait() == 3, "stderr: \(refused.stderr)")
-        #expect(
-            refused.stderr.contains("shutterctl: shutterd refused to start the replay: replay: "), "\(refused.stderr)")
+        #expect(refused.stderr.contains("FAIL shutterd refused: replay: the recordings "), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("replay: replay:"), "\(refused.stderr)")
+        // The report is written for a refused start too: an error with the reason.
+        let report = readFile(dir + "/r.xml")
+        #expect(report.contains("<error message=\"shutterd refused: replay: the recordings "), "\(report)")
         kill(d.pid, SIGTERM)
         #expect(d.wait() == 0)
     }
@@ -402,6 +425,21 @@ struct ReplayTests {
         #expect(bars.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }.reduce(0, +) == 2)
         kill(d.pid, SIGTERM)
         #expect(d.wait() == 0)
+
+        // Two recordings of one remote share its id: the first one's end is not the last device gone.
+        write(Self.shutter, dir + "/again.evemu")
+        let both = Child(
+            [
+                shutterd, "--socket", path, "--replay", dir + "/shutter.evemu", dir + "/again.evemu", "--replay-wait",
+                "--replay-speed", "0",
+            ], directory: dir)
+        #expect(waitForFile(path))
+        let four = Child(
+            [builtProgram("shutterctl"), "--socket", path, "latency", "--count", "4", "--start-replay"], directory: dir)
+        #expect(four.wait() == 0, "stderr: \(four.stderr)")
+        #expect(four.stdout.hasPrefix("latency of 4 presses, microseconds"), "\(four.stdout)")
+        kill(both.pid, SIGTERM)
+        #expect(both.wait() == 0)
 
         // A device the pattern does not match going is no end; shutterd going is, with no press.
         let again = replaying(dir + "/shutter.evemu", socket: path, directory: dir)
@@ -478,6 +516,19 @@ struct ReplayTests {
         let missing = Child([shutterd, "--socket", dir + "/s.sock", "--replay", dir + "/none.evemu"], directory: dir)
         #expect(missing.wait() == 66)
         #expect(missing.stderr.contains("none.evemu"))
+        // Not UTF-8: 66 as well, with the byte, as docs/RECORDING.md says.
+        writeTextFile(dir + "/latin1.evemu", "N: x\nI: 3 1 2 3\n")
+        let fd = open(dir + "/latin1.evemu", O_WRONLY | O_APPEND)
+        #expect(fd >= 0 && Glibc.write(fd, [UInt8(0xff), 0x0a], 2) == 2)
+        close(fd)
+        let latin1 = Child([shutterd, "--socket", dir + "/s.sock", "--replay", dir + "/latin1.evemu"], directory: dir)
+        #expect(latin1.wait() == 66)
+        let said = "cannot read recording \(dir)/latin1.evemu: is not UTF-8 text: byte 0xff at offset 16 (line 3)"
+        #expect(latin1.stderr.contains(said), "\(latin1.stderr)")
+        let file = #filePath
+        let doc = readFile(String(file[..<file.lastIndex(of: "/")!]) + "/../../docs/RECORDING.md")
+        let words = doc.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        #expect(words.contains("or not UTF-8 text, is refused with exit status 66"), "docs/RECORDING.md says 66")
         let speed = Child([shutterd, "--replay", bad, "--replay-speed", "-1"], directory: dir)
         #expect(speed.wait() == 64)
         #expect(speed.stderr.contains("--replay-speed needs a number from 0 to 1000"))

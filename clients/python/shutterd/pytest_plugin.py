@@ -83,7 +83,9 @@ def shutterd_replay(request) -> Iterator[Callable[..., Client]]:
     Client.set_interaction), starts playback (Client.start_replay), and returns the
     connected Client. A recording is a path, a path relative to the test's file, or the
     name of one shipped with the package (shutterd.testing.recordings()). The daemons are
-    stopped after the test; a failed test's report has each one's log."""
+    stopped after the test; a failed test's report has each one's log. Raises ValueError
+    for a recording that is neither a file nor shipped, and shutterd.testing.DaemonError
+    when shutterd is not found, does not start, or refuses the interaction or the start."""
     made = []
     setattr(request.node, _REPLAYS, made)
     binary = request.config.getoption("shutterd_bin")

@@ -339,12 +339,13 @@ def replay(*names: str, speed: float = 1.0, loop: bool = False, config: Optional
     if not names:
         raise ValueError("replay() needs at least one recording")
     files = [_recording_path(n, base) for n in names]
+    program = find_shutterd(binary)  # before the directory is made: a missing program leaves none
     argv = ["--replay"] + files + ["--replay-wait", "--replay-speed", "%g" % speed] + (["--replay-loop"] if loop else [])
     if config is not None:
         argv += ["--config", config]
     directory = tempfile.mkdtemp(prefix="shutterd-")  # short: a socket path has at most 107 bytes
     env: Dict[str, Optional[str]] = {"SHUTTERD_CONFIG": os.path.join(directory, "no-config")}
-    daemon = Daemon(find_shutterd(binary), os.path.join(directory, "shutterd.sock"), argv + list(args), env=env,
+    daemon = Daemon(program, os.path.join(directory, "shutterd.sock"), argv + list(args), env=env,
                     log_path=os.path.join(directory, "shutterd.log"), start_timeout=timeout)
     session = Replay(daemon, directory)
     try:
@@ -368,17 +369,25 @@ def replay(*names: str, speed: float = 1.0, loop: bool = False, config: Optional
 def played(client: Any, timeout: float = 10.0) -> List[Any]:
     """Every event ``client`` receives until each replayed device of its hello has gone
     (deviceRemoved): what the recordings played, to their end, as its interaction selects
-    it. ``timeout`` bounds each wait (shutterd.Timeout); a looping replay never ends, so
-    it waits in vain. ValueError when the hello lists no replayed device."""
+    it. Two recordings of one device (the same id) are two devices, each removed at its own
+    recording's end: it waits for both. ``timeout`` bounds each wait (shutterd.Timeout); a
+    looping replay never ends, so it waits in vain. ValueError when the hello lists no
+    replayed device."""
     from ._protocol import DeviceRemoved
 
-    left = {d.id for d in client.devices if d.replayed}
+    # By id, counted: the devices of two recordings of one remote share their id.
+    left: Dict[str, int] = {}
+    for d in client.devices:
+        if d.replayed:
+            left[d.id] = left.get(d.id, 0) + 1
     if not left:
         raise ValueError("the hello lists no replayed device: not a shutterd --replay ... --replay-wait")
     events = []
     while left:
         event = client.next_event(timeout)
         events.append(event)
-        if isinstance(event, DeviceRemoved):
-            left.discard(event.device.id)
+        if isinstance(event, DeviceRemoved) and event.device.id in left:
+            left[event.device.id] -= 1
+            if not left[event.device.id]:
+                del left[event.device.id]
     return events

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -145,3 +146,65 @@ def test_the_readme_example_suite_passes_50_times_in_a_row(tmp_path):
     assert r.returncode == 0 and "%d passed" % (tests * ROUNDS) in r.stdout, r.stdout[-4000:]
     print("%d rounds of %d tests in %.0f s" % (ROUNDS, tests, time.monotonic() - started))
 
+
+
+def test_played_waits_for_the_end_of_each_recording_of_one_device():
+    # The two AB Shutter3 recordings are of one remote: their devices share an id, and the
+    # first deviceRemoved is not the end of the second recording.
+    session = replay("ab-shutter3-long-and-double.evemu", REMOTE, binary=_binary(), speed=0)
+    try:
+        c = session.client
+        ids = [d.id for d in c.devices if d.replayed]
+        assert len(ids) == 2 and ids[0] == ids[1]
+        events = played(c)
+        assert sum(isinstance(e, shutterd.DeviceRemoved) for e in events) == 2
+        assert isinstance(events[-1], shutterd.DeviceRemoved)
+        # Three presses of the one, two clicks of the other: ten captures in all.
+        assert len(captures(events)) == 10, captures(events)
+    finally:
+        assert session.close() == 0
+
+
+def test_a_recording_with_no_events_ends_at_once(tmp_path):
+    # evemu-describe's output: a device that sends nothing. Played, its device goes at once.
+    with open(recording(REMOTE)) as f:
+        description = "".join(line for line in f if not line.startswith("E:"))
+    silent = tmp_path / "silent.evemu"
+    silent.write_text(description)
+    session = replay(str(silent), binary=_binary(), speed=1)
+    try:
+        events = played(session.client, timeout=5)
+        assert [type(e) for e in events] == [shutterd.DeviceRemoved]
+    finally:
+        assert session.close() == 0
+
+
+def test_the_fixture_leaves_no_directory_when_shutterd_is_not_found(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # tempfile reads $TMPDIR again
+    with pytest.raises(DaemonError) as e:
+        replay(REMOTE, binary=str(tmp_path / "no-shutterd"))
+    assert str(e.value).startswith("no shutterd program: tried %s (given)" % (tmp_path / "no-shutterd"))
+    assert os.listdir(str(tmp_path)) == []
+
+
+def test_at_speed_0_the_gaps_collapse_into_a_double_press_as_the_readme_says():
+    # At speed 0 nothing is held long, and the two clicks come at once: a doublePress.
+    session = replay(REMOTE, binary=_binary(), speed=0, long_press=500, double_press=300)
+    try:
+        gestures = [e.gesture for e in played(session.client) if isinstance(e, shutterd.Gesture)]
+        assert gestures == ["doublePress"]
+    finally:
+        assert session.close() == 0
+    with open(os.path.join(REPO, "clients", "python", "README.md")) as f:
+        readme = " ".join(f.read().split())
+    assert "so no gestures" not in readme
+    assert ("two presses of one key always come within `doublePress`'s window, so that asked for, they make one"
+            in readme)
+
+
+def test_the_fixtures_exceptions_are_documented():
+    with open(os.path.join(REPO, "clients", "python", "README.md")) as f:
+        readme = " ".join(f.read().split())
+    errors = readme[readme.index("- **Errors**: `shutterd_replay` and `replay` raise"):]
+    assert "`ValueError`" in errors.split("- ")[1] and "DaemonError" in errors.split("- ")[1]

@@ -36,12 +36,19 @@ package struct PeerLog {
             used += 1
             return (true, summary)
         }
-        if let i = unlogged.firstIndex(where: { $0.what == what }) {
-            unlogged[i].count += 1
-        } else {
-            unlogged.append((what, 1))
-        }
+        count(what, 1)
         return (false, summary)
+    }
+
+    /// Counts `n` things of kind `what` that were not logged one by one and whose line
+    /// saying them was not logged either (a client's counted refusals).
+    package mutating func count(_ what: String, _ n: Int) {
+        guard n > 0 else { return }
+        if let i = unlogged.firstIndex(where: { $0.what == what }) {
+            unlogged[i].count += n
+        } else {
+            unlogged.append((what, n))
+        }
     }
 
     /// When the current window's summary is due: its end, while some line is unlogged.
@@ -59,9 +66,8 @@ package struct PeerLog {
             unlogged.removeAll()
         }
         guard !unlogged.isEmpty else { return nil }
-        let total = unlogged.reduce(0) { $0 + $1.count }
         let parts = unlogged.map { "\($0.what) \($0.count)" }.joined(separator: ", ")
-        return "\(total) lines caused by clients not logged (more than \(perWindow) a minute): \(parts)"
+        return "not logged one by one, past \(perWindow) lines a minute caused by clients: \(parts)"
     }
 }
 
@@ -91,6 +97,9 @@ package struct RefusalTally {
         return false
     }
 
+    /// Refusals counted and not said yet.
+    package var total: Int { counted.reduce(0) { $0 + $1.count } }
+
     /// Whether a minute has passed since the first refusal now counted.
     package func due(now: Int64) -> Bool { since.map { now - $0 >= PeerLog.window } ?? false }
 
@@ -101,7 +110,6 @@ package struct RefusalTally {
             since = nil
         }
         guard !counted.isEmpty else { return nil }
-        let total = counted.reduce(0) { $0 + $1.count }
         let parts = counted.map { "\($0.code) \($0.count)" }.joined(separator: ", ")
         return "\(total) more requests refused, not logged one by one: \(parts)"
     }

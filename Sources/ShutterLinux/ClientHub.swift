@@ -140,6 +140,7 @@ package final class ClientHub {
         }
         fanout.planDone()
         if let summary = peerLog.summary() { Log.info(summary) }
+        grabs.log = { Log.info($0) }
         loop.remove(listener.raw)
         loop.remove(closeTimer.raw)
         loop.remove(gestureTimer.raw)
@@ -148,7 +149,9 @@ package final class ClientHub {
 
     /// Logs a line that a client caused (`what` names its kind for the count), unless the
     /// minute's bound is reached: then it is counted, and said in the minute's summary.
-    func peerLine(_ what: String, _ line: @autoclosure () -> String) {
+    /// Returns whether it was logged.
+    @discardableResult
+    func peerLine(_ what: String, _ line: @autoclosure () -> String) -> Bool {
         let now = monotonicMicros()
         let (log, summary) = peerLog.admit(what, now: now)
         if let summary { Log.info(summary) }
@@ -158,6 +161,16 @@ package final class ClientHub {
             logTimerDue = due
             if let due { logTimer.arm(after: UInt64(max(1, due - now))) } else { logTimer.disarm() }
         }
+        return log
+    }
+
+    /// Says a client's counted refusals (`RefusalTally`) in `line` made of them, as a line
+    /// of kind `what`; when that line is over the minute's bound, the refusals themselves are
+    /// added to the minute's count, so that its summary still says how many there were.
+    func sayRefusals(of client: Client, as what: String, _ line: (String) -> String) {
+        let total = client.refusals.total
+        guard let counted = client.refusals.take() else { return }
+        if !peerLine(what, line(counted)) { peerLog.count("refused requests", total) }
     }
 
     func logTimerFired() {
@@ -377,8 +390,8 @@ package final class ClientHub {
         let now = monotonicMicros()
         if client.refusals.note(error.code.rawValue, now: now) {
             peerLine("refused requests", "\(client.label): \(error.code.rawValue): \(error.message)")
-        } else if client.refusals.due(now: now), let counted = client.refusals.take() {
-            peerLine("refusal counts", "\(client.label): \(counted)")
+        } else if client.refusals.due(now: now) {
+            sayRefusals(of: client, as: "refusal counts") { "\(client.label): \($0)" }
         }
         fanout.send(Message.error(error), to: client.fan)
         if error.code.closes { fanout.close(client.fan) }
@@ -567,11 +580,12 @@ package final class ClientHub {
         fanout.remove(client.fan)
         loop.remove(client.fd)
         client.socket.close()
-        let counted = client.refusals.take()
-        if let why {
-            peerLine("departures", "\(client.label): \(why)" + (counted.map { " (\($0))" } ?? ""))
-        } else if let counted {
-            peerLine("refusal counts", "\(client.label): \(counted)")
+        if let why, client.refusals.total > 0 {
+            sayRefusals(of: client, as: "departures") { "\(client.label): \(why) (\($0))" }
+        } else if let why {
+            peerLine("departures", "\(client.label): \(why)")
+        } else {
+            sayRefusals(of: client, as: "refusal counts") { "\(client.label): \($0)" }
         }
         carryOut()
         Systemd.notify("STATUS=\(status)")

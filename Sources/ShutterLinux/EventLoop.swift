@@ -44,7 +44,8 @@ package final class EventLoop {
     }
 
     package func modify(_ fd: Int32, events: UInt32) {
-        guard let token = handlers[fd]?.token else { return }
+        // A descriptor not watched fails (ENOENT), and is logged: a mistake, said.
+        let token = handlers[fd]?.token ?? 0
         logged { () throws(SystemError) in try Sys.epollControl(epoll.raw, .modify, fd, events: events, token: token) }
     }
 

@@ -14,6 +14,7 @@ struct PeerLogTests {
         for i in 0..<5 { logged.append(tally.note("unknownRequest", now: 2 + Int64(i))) }
         logged.append(tally.note("invalidRequest", now: 10))
         #expect(logged == [true, true, false, false, false, false, false, false])
+        #expect(tally.total == 6)
         #expect(!tally.due(now: 2 + PeerLog.window - 1))
         #expect(tally.due(now: 2 + PeerLog.window))
         let first = tally.take()
@@ -43,13 +44,22 @@ struct PeerLogTests {
         let next = log.admit("departures", now: PeerLog.window + 5)
         #expect(next.log)
         #expect(
-            next.summary == "3 lines caused by clients not logged (more than 3 a minute): connections 2, departures 1")
+            next.summary
+                == "not logged one by one, past 3 lines a minute caused by clients: connections 2, departures 1")
         #expect(log.summaryDue == nil)
         // A minute ended by the timer (2 of these 4 logged) says its count once, then nothing.
         for i in 0..<4 { _ = log.admit("connections", now: PeerLog.window + 6 + Int64(i)) }
         let ended = log.summary()
-        #expect(ended == "2 lines caused by clients not logged (more than 3 a minute): connections 2")
+        #expect(ended == "not logged one by one, past 3 lines a minute caused by clients: connections 2")
         let none = log.summary()
         #expect(none == nil)
+        // A client's counted refusals whose line was over the bound are counted themselves.
+        for i in 0..<4 { _ = log.admit("departures", now: 2 * PeerLog.window + Int64(i)) }
+        log.count("refused requests", 99_997)
+        let refusals = log.summary()
+        #expect(
+            refusals
+                == "not logged one by one, past 3 lines a minute caused by clients: departures 1, refused requests 99997"
+        )
     }
 }

@@ -450,7 +450,6 @@ struct ClientGoneTests {
         #expect(new.id != oldID && new.id & 0xFFFF_FFFF == oldID & 0xFFFF_FFFF, "the same slot, another id")
         #expect(h.hub.clients[oldID] == nil && h.hub.clients.descriptor(oldID) == nil)
         #expect(h.hub.clients.descriptor(new.id) == new.fd)
-        // A plan still naming the old id (as one made before the close would) reaches no one.
         _ = (first, second)
     }
 

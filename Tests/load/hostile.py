@@ -449,7 +449,7 @@ def churn_with_live_clients(d):
     base_fds = d.fds()
     rss0 = d.rss()
     rounds = 5000 * SCALE
-    live = int(os.environ.get("LIVE", 8))
+    live = 8
     stop = threading.Event()
     problems, counts = [], {}
     threads = [threading.Thread(target=live_client, args=(d.path, f"live{i}", stop, problems, counts))

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shutterd: build, install, check.
 #
 #   make                      build the three programs (release, standing alone) and the units
@@ -11,7 +12,8 @@
 #                             there (files and the directories it created), reload
 #   make check                check-units, check-rules, check-man, check-install,
 #                             check-format (swift format lint), check-door (only the
-#                             door to C calls C: scripts/check-c-door)
+#                             door to C calls C: scripts/check-c-door), check-licence
+#                             (Apache-2.0 everywhere: scripts/check-licence)
 #   make check-systemd        boot Debian 12 with systemd under qemu and check the
 #                             README's install, the units and uninstall (root; slow)
 #   make run                  set up, build and run shutterd in the foreground (root)
@@ -74,7 +76,7 @@ SED          ?= sed
 DOCS = $(wildcard README.md docs/*.md)
 
 .PHONY: all build units install post-install uninstall check check-units check-format check-door \
-	check-rules check-man check-install check-systemd test run clean bench load \
+	check-rules check-man check-install check-systemd check-licence test run clean bench load \
 	bench-hostile fuzz deb check-deb hot-order generate check-generated
 
 all: build units
@@ -210,7 +212,12 @@ uninstall:
 	fi
 	@echo "The user and group shutterd, if created, are left in place (userdel shutterd)."
 
-check: check-units check-rules check-man check-install check-format check-door check-generated
+check: check-units check-rules check-man check-install check-format check-door check-generated check-licence
+
+# The licence: LICENSE, debian/copyright (DEP-5, every tracked file), the sources' SPDX
+# headers, and licensecheck finding nothing else (scripts/check-licence).
+check-licence:
+	@scripts/check-licence
 
 # The Python client's message classes, from the protocol's one declaration
 # (Sources/ShutterCore/Schema.swift) through `shutterctl schema`.

@@ -1,10 +1,11 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Sets up and runs every test tier of shutterd, in order:
 #   1. setup: the Debian packages the build and the checks need (Tests/setup.sh)
 #   2. swift test: the pure logic (recorded event streams), the C boundary with real file
 #      descriptors, the socket server over a real Unix socket, and the built programs
 #   3. the systemd units, the udev rules, the man pages, a staged install, the sources'
-#      format, the one door to C and the generated Python messages (make check)
+#      format, the one door to C, the generated Python messages and the licence (make check)
 #   3b. the Debian packages: make deb (release binaries that stand alone: no RUNPATH, no
 #      library outside Debian's directories) and lintian on them (make check-deb)
 #   4. hostile clients against the built shutterd: floods, hoarders, slow and many
@@ -77,7 +78,7 @@ fi
 echo "== units, udev rules, man pages, install, format, the door to C"
 # A check that cannot run here exits 0 after saying '...; skipped' (with CI=true it
 # fails instead): it is reported, not counted as passed.
-for target in check-units check-rules check-man check-install check-format check-door check-generated; do
+for target in check-units check-rules check-man check-install check-format check-door check-generated check-licence; do
     if make -s "$target" SWIFT_BIN=.build/debug >"$log" 2>&1; then
         tail -n 3 "$log"
         if grep -q '; skipped' "$log"; then

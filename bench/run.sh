@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The benchmark: shutterd against a minimal C relay (relay.c), acpid, lircd (devinput) and a
 # direct evdev reader, inside the kernel rig's guest (Debian's kernel under qemu/virtme-ng,
 # TCG, booted through Tests/rig/boot.sh: once timed, once counted with qemu's -icount).

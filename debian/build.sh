@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # make deb: the binary packages shutterd and shutterd-mqtt built from this tree as it is,
 # into $DEB_DESTDIR (default .build/deb). The version is shutterdVersion (Sources/
 # ShutterLinux/Daemon.swift), then +git, the commit's UTC time and its short hash, so that

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs inside the systemd boot tier's guest (Tests/systemd/run.sh), as root, with systemd
 # as PID 1. SHARE holds src/ (the tree), bin/ (shutterd, shutterctl, shutterd-mqtt: make
 # build's, which need no Swift runtime), debs/old and debs/new (the packages at a lower

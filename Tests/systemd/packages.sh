@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The Debian packages in the systemd boot tier's guest: sourced by Tests/systemd/guest.sh
 # after `make uninstall`, with its helpers (check, pass, fail, wait_for, prop, ready, hello,
 # socket_owner_is_root, ...). This machine has never had a Swift toolchain or a Swift

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The systemd boot tier: boots a Debian 12 image with systemd as PID 1 under qemu (TCG) and,
 # inside it, follows the README's install steps with the built binaries, then checks the
 # units for real: socket activation, READY, the socket's owner, the watchdog, a restart

@@ -4,6 +4,7 @@
 #   make                      build the three programs (release, standing alone) and the units
 #   make deb                  the Debian packages shutterd and shutterd-mqtt, in .build/deb
 #                             (docs/PACKAGING.md); make check-deb runs lintian on them
+#   make dsc                  the source package they rebuild from, in .build/deb
 #   make install              install under PREFIX (default /usr/local)
 #   make install PREFIX=/usr DESTDIR=/tmp/pkg   staged install for packaging
 #   make post-install         create the user, reload systemd and udev (root,
@@ -80,7 +81,7 @@ DOCS = $(wildcard README.md docs/*.md)
 
 .PHONY: all build units install post-install uninstall check check-units check-format check-door \
 	check-rules check-man check-install check-systemd check-licence test run clean bench load \
-	bench-hostile fuzz deb check-deb hot-order generate check-generated
+	bench-hostile fuzz deb dsc check-deb hot-order generate check-generated
 
 all: build units
 
@@ -245,6 +246,11 @@ check-door:
 # .build/deb, built from the tree as it is (uncommitted changes are built, and said).
 deb:
 	sh debian/build.sh
+
+# The native source package of the same version (debian/build.sh source; docs/PACKAGING.md):
+# .dsc, .tar.xz, _source.changes and _source.buildinfo in .build/deb.
+dsc:
+	sh debian/build.sh source
 
 # lintian on the packages make deb built: no error, and no warning that is not fixed or
 # overridden with its reason (debian/*.lintian-overrides).

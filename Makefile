@@ -5,6 +5,8 @@
 #   make deb                  the Debian packages shutterd and shutterd-mqtt, in .build/deb
 #                             (docs/PACKAGING.md); make check-deb runs lintian on them
 #   make dsc                  the source package they rebuild from, in .build/deb
+#   make repo                 a signed apt repository of them, in .build/repo (make deb and
+#                             make dsc first; docs/PACKAGING.md)
 #   make install              install under PREFIX (default /usr/local)
 #   make install PREFIX=/usr DESTDIR=/tmp/pkg   staged install for packaging
 #   make post-install         create the user, reload systemd and udev (root,
@@ -81,7 +83,7 @@ DOCS = $(wildcard README.md docs/*.md)
 
 .PHONY: all build units install post-install uninstall check check-units check-format check-door \
 	check-rules check-man check-install check-systemd check-licence test run clean bench load \
-	bench-hostile fuzz deb dsc check-deb hot-order generate check-generated
+	bench-hostile fuzz deb dsc repo check-deb hot-order generate check-generated
 
 all: build units
 
@@ -251,6 +253,12 @@ deb:
 # .dsc, .tar.xz, _source.changes and _source.buildinfo in .build/deb.
 dsc:
 	sh debian/build.sh source
+
+# A signed apt repository of what make deb and make dsc made (debian/repo.sh; reprepro and
+# gpg, with a key made for it), in .build/repo, for any static file server; docs/PACKAGING.md
+# says how a rig adds it. REPO_DIR, REPO_GNUPGHOME (keep the key!) and REPO_CODENAME as there.
+repo:
+	sh debian/repo.sh
 
 # lintian on the packages make deb built: no error, and no warning that is not fixed or
 # overridden with its reason (debian/*.lintian-overrides).

@@ -8,7 +8,9 @@
 #      format, the one door to C, the generated Python messages and the licence (make check)
 #   3b. the Debian packages: make deb (release binaries that stand alone: no RUNPATH, no
 #      library outside Debian's directories; full RELRO; Static-Built-Using), the version
-#      scheme (Tests/debian/version-test.sh) and lintian on them (make check-deb)
+#      scheme (Tests/debian/version-test.sh), lintian on them (make check-deb), the signed
+#      repository read by apt (make repo; Tests/debian/repo-test.sh) and two rebuilds from
+#      the source package, byte-identical (make dsc; Tests/debian/rebuild.sh)
 #   4. hostile clients against the built shutterd: floods, hoarders, slow and many
 #      clients, the descriptor limit (Tests/load/hostile.py)
 #   5. fuzzing: libFuzzer over the request, JSON and config parsers (Tests/fuzz/run.sh,
@@ -144,6 +146,10 @@ one_check() {
 # The version scheme (debian/version.sh): dirty builds unique, ordered as dpkg orders them.
 one_check sh Tests/debian/version-test.sh
 one_check make -s check-deb
+# The repository (make repo) read by apt: signature, Signed-By, tampering refused.
+one_check sh Tests/debian/repo-test.sh
+# The binary packages rebuilt twice from the source package (make dsc): byte-identical.
+one_check sh Tests/debian/rebuild.sh
 
 # Adds the 'N passed, N failed' line that ends $log to the totals; without one the tier did
 # not run, which under CI=true is a failure.

@@ -81,5 +81,8 @@ fi
 r deleteunreferenced
 r export "$CODENAME"
 
+# The gpg-agent that signing started is not left running.
+gpgconf --kill gpg-agent 2>/dev/null || true
+
 echo "repo: $OUT, signed by $key:"
 r list "$CODENAME" | sed 's/^/repo:   /'

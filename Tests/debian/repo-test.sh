@@ -90,6 +90,7 @@ mkdir -p "$work/other" && chmod 700 "$work/other"
 GNUPGHOME="$work/other" gpg --batch --quiet --passphrase '' --quick-gen-key "not the repository" ed25519 sign never 2>/dev/null
 GNUPGHOME="$work/other" gpg --batch --export >"$work/other.gpg" 2>/dev/null
 [ -s "$work/other.gpg" ] || ko "could not make another key to sign with"
+GNUPGHOME="$work/other" gpgconf --kill gpg-agent 2>/dev/null
 sources "$work/repo" "$work/other.gpg"
 check "Signed-By another key: apt-get update refuses the repository" refused "NO_PUBKEY\|not signed"
 

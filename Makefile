@@ -264,11 +264,14 @@ dsc:
 repo:
 	sh debian/repo.sh
 
-# lintian on the packages make deb built: no error, and no warning that is not fixed or
-# overridden with its reason (debian/*.lintian-overrides).
+# lintian on the packages make deb built, and on the source package of the same version when
+# make dsc made it: no error, and no warning that is not fixed or overridden with its reason
+# (debian/*.lintian-overrides).
 check-deb:
 	@set -e; debs=$$(ls .build/deb/shutterd_*.deb .build/deb/shutterd-mqtt_*.deb 2>/dev/null) || \
 		{ echo "check-deb: no packages in .build/deb: run make deb"; exit 1; }; \
+	v=$$(dpkg-deb -f .build/deb/shutterd_*.deb Version); \
+	[ ! -f ".build/deb/shutterd_$$v.dsc" ] || debs="$$debs .build/deb/shutterd_$$v.dsc"; \
 	command -v lintian >/dev/null || { echo "check-deb: lintian not found (apt-get install lintian)"; exit 1; }; \
 	st=0; out=$$(lintian --fail-on error,warning --display-level '>=warning' $$debs 2>&1) || st=$$?; \
 	out=$$(printf '%s\n' "$$out" | grep -v '^running with root privileges' || true); \

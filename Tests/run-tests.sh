@@ -145,6 +145,9 @@ one_check() {
 }
 # The version scheme (debian/version.sh): dirty builds unique, ordered as dpkg orders them.
 one_check sh Tests/debian/version-test.sh
+# The source package, at the binary packages' version (with uncommitted changes two runs of
+# make would give two), which check-deb runs lintian on too.
+one_check env DEB_VERSION="$(dpkg-deb -f "$(ls .build/deb/shutterd_*.deb | tail -n 1)" Version)" make -s dsc
 one_check make -s check-deb
 # The repository (make repo) read by apt: signature, Signed-By, tampering refused.
 one_check sh Tests/debian/repo-test.sh

@@ -64,15 +64,11 @@ SWIFTFLAGS   ?=
 # (bench/hotorder.sh, make hot-order), so that the text they share pages with is small.
 # Full RELRO (-z relro -z now: every library symbol bound at start, then the GOT read-only);
 # it costs no idle memory or start-up beyond noise (docs/PACKAGING.md, "Hardening").
-# No .swift_modhash section (-disable-incremental-llvm-codegen): the hashes the compiler
-# writes there to skip unchanged objects differ from build to build, the code being the
-# same, and would make two builds of one source differ (Tests/debian/rebuild.sh).
 STATIC_FLAGS  = --static-swift-stdlib --disable-local-rpath --toolset $(CURDIR)/$(GENDIR)/toolset.json \
 	-Xswiftc -Xfrontend -Xswiftc -disable-implicit-string-processing-module-import \
 	-Xlinker -L$(CURDIR)/$(GENDIR)/staticcxx \
 	-Xlinker --symbol-ordering-file=$(CURDIR)/bench/hot.order -Xlinker --no-warn-symbol-ordering \
-	-Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now \
-	-Xswiftc -Xfrontend -Xswiftc -disable-incremental-llvm-codegen
+	-Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now
 # The toolchain's clang finds the C++ library as the link does (a minimal Debian has no g++).
 CLANG         = $(dir $(realpath $(SWIFT)))clang
 # Where `swift build -c release` leaves the binaries.

@@ -1,8 +1,12 @@
+# SPDX-License-Identifier: Apache-2.0
 # shutterd: build, install, check.
 #
 #   make                      build the three programs (release, standing alone) and the units
 #   make deb                  the Debian packages shutterd and shutterd-mqtt, in .build/deb
 #                             (docs/PACKAGING.md); make check-deb runs lintian on them
+#   make dsc                  the source package they rebuild from, in .build/deb
+#   make repo                 a signed apt repository of them, in .build/repo (make deb and
+#                             make dsc first; docs/PACKAGING.md)
 #   make install              install under PREFIX (default /usr/local)
 #   make install PREFIX=/usr DESTDIR=/tmp/pkg   staged install for packaging
 #   make post-install         create the user, reload systemd and udev (root,
@@ -11,7 +15,8 @@
 #                             there (files and the directories it created), reload
 #   make check                check-units, check-rules, check-man, check-install,
 #                             check-format (swift format lint), check-door (only the
-#                             door to C calls C: scripts/check-c-door)
+#                             door to C calls C: scripts/check-c-door), check-licence
+#                             (Apache-2.0 everywhere: scripts/check-licence)
 #   make check-systemd        boot Debian 12 with systemd under qemu and check the
 #                             README's install, the units and uninstall (root; slow)
 #   make run                  set up, build and run shutterd in the foreground (root)
@@ -57,10 +62,13 @@ SWIFTFLAGS   ?=
 # libstdc++.so in $(GENDIR)/staticcxx, found before the system's). The functions that run
 # at start and on the press path are laid out together, in bench/hot.order's order
 # (bench/hotorder.sh, make hot-order), so that the text they share pages with is small.
+# Full RELRO (-z relro -z now: every library symbol bound at start, then the GOT read-only);
+# it costs no idle memory or start-up beyond noise (docs/PACKAGING.md, "Hardening").
 STATIC_FLAGS  = --static-swift-stdlib --disable-local-rpath --toolset $(CURDIR)/$(GENDIR)/toolset.json \
 	-Xswiftc -Xfrontend -Xswiftc -disable-implicit-string-processing-module-import \
 	-Xlinker -L$(CURDIR)/$(GENDIR)/staticcxx \
-	-Xlinker --symbol-ordering-file=$(CURDIR)/bench/hot.order -Xlinker --no-warn-symbol-ordering
+	-Xlinker --symbol-ordering-file=$(CURDIR)/bench/hot.order -Xlinker --no-warn-symbol-ordering \
+	-Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now
 # The toolchain's clang finds the C++ library as the link does (a minimal Debian has no g++).
 CLANG         = $(dir $(realpath $(SWIFT)))clang
 # Where `swift build -c release` leaves the binaries.
@@ -74,8 +82,8 @@ SED          ?= sed
 DOCS = $(wildcard README.md docs/*.md)
 
 .PHONY: all build units install post-install uninstall check check-units check-format check-door \
-	check-rules check-man check-install check-systemd test run clean bench load \
-	bench-hostile fuzz deb check-deb hot-order generate check-generated
+	check-rules check-man check-install check-systemd check-licence test run clean bench load \
+	bench-hostile fuzz deb dsc repo check-deb hot-order generate check-generated
 
 all: build units
 
@@ -210,7 +218,12 @@ uninstall:
 	fi
 	@echo "The user and group shutterd, if created, are left in place (userdel shutterd)."
 
-check: check-units check-rules check-man check-install check-format check-door check-generated
+check: check-units check-rules check-man check-install check-format check-door check-generated check-licence
+
+# The licence: LICENSE, debian/copyright (DEP-5, every tracked file), the sources' SPDX
+# headers, and licensecheck finding nothing else (scripts/check-licence).
+check-licence:
+	@scripts/check-licence
 
 # The Python client's message classes, from the protocol's one declaration
 # (Sources/ShutterCore/Schema.swift) through `shutterctl schema`.
@@ -236,11 +249,25 @@ check-door:
 deb:
 	sh debian/build.sh
 
-# lintian on the packages make deb built: no error, and no warning that is not fixed or
-# overridden with its reason (debian/*.lintian-overrides).
+# The native source package of the same version (debian/build.sh source; docs/PACKAGING.md):
+# .dsc, .tar.xz, _source.changes and _source.buildinfo in .build/deb.
+dsc:
+	sh debian/build.sh source
+
+# A signed apt repository of what make deb and make dsc made (debian/repo.sh; reprepro and
+# gpg, with a key made for it), in .build/repo, for any static file server; docs/PACKAGING.md
+# says how a rig adds it. REPO_DIR, REPO_GNUPGHOME (keep the key!) and REPO_CODENAME as there.
+repo:
+	sh debian/repo.sh
+
+# lintian on the packages make deb built, and on the source package of the same version when
+# make dsc made it: no error, and no warning that is not fixed or overridden with its reason
+# (debian/*.lintian-overrides).
 check-deb:
 	@set -e; debs=$$(ls .build/deb/shutterd_*.deb .build/deb/shutterd-mqtt_*.deb 2>/dev/null) || \
 		{ echo "check-deb: no packages in .build/deb: run make deb"; exit 1; }; \
+	v=$$(dpkg-deb -f .build/deb/shutterd_*.deb Version); \
+	[ ! -f ".build/deb/shutterd_$$v.dsc" ] || debs="$$debs .build/deb/shutterd_$$v.dsc"; \
 	command -v lintian >/dev/null || { echo "check-deb: lintian not found (apt-get install lintian)"; exit 1; }; \
 	st=0; out=$$(lintian --fail-on error,warning --display-level '>=warning' $$debs 2>&1) || st=$$?; \
 	out=$$(printf '%s\n' "$$out" | grep -v '^running with root privileges' || true); \

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # scripts/check-c-door on copies of Sources/ with one mistake each: it must fail and name
 # the file and line. Run by `make check-door`.
 set -eu

@@ -1,12 +1,16 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Sets up and runs every test tier of shutterd, in order:
 #   1. setup: the Debian packages the build and the checks need (Tests/setup.sh)
 #   2. swift test: the pure logic (recorded event streams), the C boundary with real file
 #      descriptors, the socket server over a real Unix socket, and the built programs
 #   3. the systemd units, the udev rules, the man pages, a staged install, the sources'
-#      format, the one door to C and the generated Python messages (make check)
+#      format, the one door to C, the generated Python messages and the licence (make check)
 #   3b. the Debian packages: make deb (release binaries that stand alone: no RUNPATH, no
-#      library outside Debian's directories) and lintian on them (make check-deb)
+#      library outside Debian's directories; full RELRO; Static-Built-Using), the version
+#      scheme (Tests/debian/version-test.sh), lintian on them (make check-deb), the signed
+#      repository read by apt (make repo; Tests/debian/repo-test.sh) and two rebuilds from
+#      the source package, byte-identical (make dsc; Tests/debian/rebuild.sh)
 #   4. hostile clients against the built shutterd: floods, hoarders, slow and many
 #      clients, the descriptor limit (Tests/load/hostile.py)
 #   5. fuzzing: libFuzzer over the request, JSON and config parsers (Tests/fuzz/run.sh,
@@ -83,7 +87,7 @@ fi
 echo "== units, udev rules, man pages, install, format, the door to C"
 # A check that cannot run here exits 0 after saying '...; skipped' (with CI=true it
 # fails instead): it is reported, not counted as passed.
-for target in check-units check-rules check-man check-install check-format check-door check-generated; do
+for target in check-units check-rules check-man check-install check-format check-door check-generated check-licence; do
     if make -s "$target" SWIFT_BIN=.build/debug >"$log" 2>&1; then
         tail -n 3 "$log"
         if grep -q '; skipped' "$log"; then
@@ -105,6 +109,9 @@ if make -s deb >"$log" 2>&1; then
     bad=
     for b in .build/release/shutterd .build/release/shutterctl .build/release/shutterd-mqtt; do
         readelf -d "$b" | grep -qE '\((RUNPATH|RPATH)\)' && bad="$bad $b: RUNPATH or RPATH;"
+        # Full RELRO: the GOT read-only once the libraries are bound, all of them at start.
+        readelf -d "$b" | grep -qE '\(FLAGS\).*BIND_NOW|\(BIND_NOW\)' || bad="$bad $b: no BIND_NOW;"
+        readelf -lW "$b" | grep -q GNU_RELRO || bad="$bad $b: no RELRO;"
         for lib in $(ldd "$b" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p'); do
             # With merged /usr a package may name the file under /lib or under /usr/lib.
             case $lib in /lib/* | /usr/lib/*)
@@ -113,8 +120,14 @@ if make -s deb >"$log" 2>&1; then
             *) bad="$bad $b: links $lib;" ;; esac
         done
     done
+    # What is linked in is said: the Swift toolchain and libstdc++ (Static-Built-Using).
+    for d in .build/deb/shutterd_*.deb .build/deb/shutterd-mqtt_*.deb; do
+        sbu=$(dpkg-deb -f "$d" Static-Built-Using)
+        case $sbu in *"swiftlang (= "[0-9]*) ;; *) bad="$bad $d: Static-Built-Using '$sbu' names no swiftlang;" ;; esac
+        case $sbu in *"gcc-12 (= "[0-9]*) ;; *) bad="$bad $d: Static-Built-Using '$sbu' names no gcc-12;" ;; esac
+    done
     if [ -z "$bad" ]; then
-        echo "deb: the three binaries carry no RUNPATH and link only libraries from Debian packages"
+        echo "deb: the three binaries carry no RUNPATH, have full RELRO (BIND_NOW) and link only libraries from Debian packages; Static-Built-Using: $sbu"
         passed=$((passed + 1))
     else
         echo "tests: the release binaries do not stand alone:$bad"
@@ -125,14 +138,27 @@ else
     echo "tests: make deb failed"
     failed=$((failed + 1))
 fi
-if make -s check-deb >"$log" 2>&1; then
-    tail -n 3 "$log"
-    passed=$((passed + 1))
-else
-    cat "$log"
-    echo "tests: make check-deb failed"
-    failed=$((failed + 1))
-fi
+# one_check COMMAND...: one check, its output's last lines when it passes, all of it when not.
+one_check() {
+    if "$@" >"$log" 2>&1; then
+        tail -n 3 "$log"
+        passed=$((passed + 1))
+    else
+        cat "$log"
+        echo "tests: $* failed"
+        failed=$((failed + 1))
+    fi
+}
+# The version scheme (debian/version.sh): dirty builds unique, ordered as dpkg orders them.
+one_check sh Tests/debian/version-test.sh
+# The source package, at the binary packages' version (with uncommitted changes two runs of
+# make would give two), which check-deb runs lintian on too.
+one_check env DEB_VERSION="$(dpkg-deb -f "$(ls .build/deb/shutterd_*.deb | tail -n 1)" Version)" make -s dsc
+one_check make -s check-deb
+# The repository (make repo) read by apt: signature, Signed-By, tampering refused.
+one_check sh Tests/debian/repo-test.sh
+# The binary packages rebuilt twice from the source package (make dsc): byte-identical.
+one_check sh Tests/debian/rebuild.sh
 
 # Adds the 'N passed, N failed' line that ends $log to the totals; without one the tier did
 # not run, which under CI=true is a failure.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages named as arguments, or without arguments what building and
 # testing shutterd needs on Debian 12: what the Swift toolchain itself runs and links with
 # (a minbase root lacks libcurl4, libncurses6, libxml2, libsqlite3-0, the C and C++ -dev
@@ -12,7 +13,7 @@
 set -eu
 
 SWIFT_PACKAGES="libcurl4 libncurses6 libxml2 libsqlite3-0 libc6-dev libgcc-12-dev libstdc++-12-dev binutils"
-PACKAGES=${*:-$SWIFT_PACKAGES pkg-config libevdev-dev libudev-dev libsystemd-dev libmosquitto-dev make systemd udev util-linux groff-base man-db git python3 dbus-daemon python3-dbusmock debhelper lintian}
+PACKAGES=${*:-$SWIFT_PACKAGES pkg-config libevdev-dev libudev-dev libsystemd-dev libmosquitto-dev make systemd udev util-linux groff-base man-db git python3 dbus-daemon python3-dbusmock debhelper lintian licensecheck reprepro gnupg}
 
 missing=""
 for p in $PACKAGES; do

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's allocation counter: an LD_PRELOAD library that counts the calls a process
  * makes to the C heap (malloc, calloc, realloc, free and the aligned allocators, which
  * Swift's runtime uses for over-aligned objects) and passes each to the next definition

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The benchmark's guest runner.
 
   guest.py BIN_DIR OUT_DIR [--quick] [--profile] [--counted]

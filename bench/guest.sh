@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs inside the rig's guest (started by bench/run.sh through virtme-ng), as root.
 #
 # Usage: guest.sh OUT_DIR BIN_DIR [--quick] [--profile]

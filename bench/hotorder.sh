@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Writes bench/hot.order: the functions that shutterd, shutterctl and shutterd-mqtt run when
 # they start, serve clients and publish presses, one symbol a line, which make build hands
 # to the linker (lld's --symbol-ordering-file) so that they lie together at the start of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's injector: makes uinput devices and writes events into them, recording
  * CLOCK_MONOTONIC just before each write.
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The packaged shutterd's memory on this machine's own kernel, and the binary's size: the
 # figures the README's "Figures" section gives. make bench runs it after its boots; it also
 # runs alone, in a few seconds, as any user.

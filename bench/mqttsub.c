@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's MQTT consumer: subscribes to a topic filter on a broker (QoS 1) through
  * libmosquitto and stamps CLOCK_MONOTONIC when each message is handed over, as reader.c
  * does for a socket client.

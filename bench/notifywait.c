@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Start-up time: exec to READY=1.
  *
  * Usage: notifywait SOCKET TIMEOUT_S LOG PROGRAM [ARGS...]

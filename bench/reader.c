@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's clients: the floor (a direct evdev reader) or K clients of a daemon's
  * Unix socket, all in one process around one epoll, each stamping CLOCK_MONOTONIC when a
  * read returns.

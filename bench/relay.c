@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's reference relay: the least a daemon that publishes key presses on a Unix
  * socket has to do, written the way the C daemons shutterd replaces are. One epoll; one read
  * of the evdev node per wake-up into an input_event buffer (a frame, up to its SYN_REPORT,

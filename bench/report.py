@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The benchmark's report.
 
   report.py RAW_JSON FACTS_JSON OUT_DIR [COUNTED_RAW_JSON]

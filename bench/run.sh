@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The benchmark: shutterd against a minimal C relay (relay.c), acpid, lircd (devinput) and a
 # direct evdev reader, inside the kernel rig's guest (Debian's kernel under qemu/virtme-ng,
 # TCG, booted through Tests/rig/boot.sh: once timed, once counted with qemu's -icount).
@@ -51,6 +52,8 @@ SWIFT=${SWIFT:-swift}
 command -v "$SWIFT" >/dev/null || [ ! -x /opt/swift/usr/bin/swift ] || SWIFT=/opt/swift/usr/bin/swift
 # The packaged binaries are measured (make deb: release, the Swift runtime linked in, laid
 # out by bench/hot.order, stripped), as a rig installs them.
+# .build/ is not there yet in a fresh clone.
+mkdir -p "$REPO/.build"
 (cd "$REPO" && make -s deb >"$REPO/.build/bench-deb.log" 2>&1) || { tail -n 20 "$REPO/.build/bench-deb.log"; die "make deb failed"; }
 DEB=$(ls "$REPO"/.build/deb/shutterd_*.deb | tail -n 1)
 DEBMQTT=$(ls "$REPO"/.build/deb/shutterd-mqtt_*.deb | tail -n 1)

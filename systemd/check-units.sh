@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Check shutterd's systemd files offline, without installing anything:
 #
 #   1. `systemd-analyze verify` on shutterd.service (made from the template)

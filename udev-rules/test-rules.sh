@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Check udev-rules/60-shutterd.rules against fake input devices.
 #
 # Debian 12's udevadm (systemd 252) has no `udevadm verify`, and a build machine

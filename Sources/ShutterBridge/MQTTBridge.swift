@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// The pure part of shutterd-mqtt, the bridge from shutterd's socket to an MQTT broker:
 /// topic names, payloads, the spool that holds events while the broker is away, and which
 /// retained device messages the broker should have. Its settings (the `[mqtt]` section,

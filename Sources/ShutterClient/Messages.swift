@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package import ShutterCore
 
 /// A protocol version: the major changes only when a field changes meaning or disappears,

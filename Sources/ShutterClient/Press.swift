@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 internal import ShutterCore
 
 /// The press a test waits for: a key, on a device, driving a handler.

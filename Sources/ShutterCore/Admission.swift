@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// Which input nodes shutterd takes, how, and when it grabs them: the daemon's policy,
 /// pure, so that it is tested as logic (Tests/ShutterCoreTests/AdmissionTests.swift). The
 /// Linux side gathers the facts (udev, libevdev) and carries out what is decided here.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// Appending text to a byte buffer without going through `String`: the per-client part of
 /// every event message is written this way (see docs/DESIGN.md, "Where the time goes").
 extension Array where Element == UInt8 {

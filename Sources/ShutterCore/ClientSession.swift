@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import Synchronization
 
 /// One client's view of the event stream: its interaction, the presses it has seen begin,

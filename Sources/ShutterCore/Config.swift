@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// A mistake in the config file or in a device's udev properties, with where it is.
 package struct ConfigError: Error, Equatable, CustomStringConvertible {
     var line: Int?

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// How shutterd maps a device's keys: set by udev (`SHUTTERD_KIND`), the config file, or
 /// guessed from its name and capabilities.
 package enum DeviceKind: String, CaseIterable, Sendable {

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// The daemon-wide state of input: which devices exist, which of their keys are held, the
 /// slider movement of the current frame. Raw evdev events go in, `Occurrence`s come out.
 ///

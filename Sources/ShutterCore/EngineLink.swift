@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 extension Engine {
     /// The device's object changed (link state, battery): later occurrences carry `record`,
     /// which has the same handle. When BlueZ says the device is no longer connected, its

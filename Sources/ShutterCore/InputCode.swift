@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// The evdev event types and codes the mapping uses.
 ///
 /// Values are the kernel's, from `include/uapi/linux/input-event-codes.h` and

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// Which events a client wants, by device and key. Every non-empty list must match.
 struct Filter: Equatable, Sendable {
     /// Exact device ids or groups.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// A JSON value, with object members kept in the order they were written.
 ///
 /// shutterd writes its own JSON rather than linking Foundation: the daemon's idle resident

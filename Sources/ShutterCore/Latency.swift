@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// Latency figures for `shutterctl latency`: percentiles and a text histogram. Pure.
 package enum Latency {
     /// The nearest-rank percentile `p` (0 < p <= 100) of `values`, or nil for none.

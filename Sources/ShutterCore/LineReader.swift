@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// Splits a byte stream into lines, refusing any longer than a limit.
 ///
 /// Lines are handed out from a read position that moves forward; the consumed prefix is

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// What a device's link says beyond its input node: BlueZ's view of a Bluetooth device
 /// (connected, alias, battery) and the kernel's HID battery.
 package struct LinkState: Equatable, Sendable {

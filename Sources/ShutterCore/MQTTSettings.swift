@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// The `[mqtt]` section of shutterd.conf: shutterd checks it with the rest of the config and
 /// leaves it alone; shutterd-mqtt (ShutterBridge) acts on it.
 package struct MQTTSettings: Equatable, Sendable {

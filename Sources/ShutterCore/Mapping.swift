@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// What a key of a device does in the capture-event model.
 enum KeyRole: Equatable, Sendable {
     /// Drives the primary handler (volume down, camera, headset click, dial button, a remote's Enter).

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// A phase of a press, as on iOS.
 enum Phase: String, CaseIterable, Sendable {
     case began, ended, cancelled

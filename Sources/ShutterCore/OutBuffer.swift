@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// What waits to be sent to one client: its messages' bytes in one buffer, written in place
 /// (no array per message) and sent straight from it, bounded in messages and in bytes so
 /// that a client that stops reading costs a known amount of memory and is dropped rather

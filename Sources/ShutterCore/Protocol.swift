@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// The protocol version spoken; see docs/PROTOCOL.md.
 package enum ProtocolVersion {
     package static let major = 1

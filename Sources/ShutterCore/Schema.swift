@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// The protocol's vocabulary, declared once: every message type shutterd writes, each with
 /// its fields, and the device object's properties. What is derived from it:
 ///

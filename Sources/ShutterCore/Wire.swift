@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// Every byte shutterd writes to a client: the events, the replies and errors, `hello`, the
 /// device objects and the notices. Each message is one JSON object on one line, its fields
 /// those of `Schema` (SchemaTests holds them to it).

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ShutterSys
 
 /// A single-threaded epoll loop: file descriptors and what to do when they are ready.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ShutterSys
 
 /// Why a text file could not be read: the errno of the failing call (or EISDIR, EFBIG,

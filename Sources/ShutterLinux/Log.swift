@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// Writes to stderr, one line per message; systemd's journal takes stderr. Logging never
 /// makes the daemon wait: what stderr does not take now is held (64 KiB) and written when it
 /// can be, from the event loop once `attach(to:)`; beyond that lines are dropped and counted.

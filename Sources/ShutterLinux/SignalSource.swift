@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ShutterSys
 
 /// SIGTERM, SIGINT and SIGHUP as a descriptor (signalfd), so they arrive through the loop.

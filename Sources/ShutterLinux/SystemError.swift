@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ShutterSys
 
 /// The door to C is ShutterSys (`Sys`); these keep the names the rest of the module uses.

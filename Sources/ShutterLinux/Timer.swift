@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ShutterSys
 
 /// A timerfd: a one-shot or repeating timer the event loop can wait on.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ShutterSys
 
 /// The daemon's listening socket: bound by shutterd (with a lock against a second daemon)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ShutterCore
 
 /// A recorded input device: its description and its events, in evemu's text format

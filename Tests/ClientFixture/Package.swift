@@ -1,4 +1,5 @@
 // swift-tools-version:6.0
+// SPDX-License-Identifier: Apache-2.0
 // A package outside shutterd's, as a user's would be: it depends on the ShutterClient
 // library by path and receives shutterd's events (Tests/ClientFixture/run.sh, the kernel rig).
 import PackageDescription

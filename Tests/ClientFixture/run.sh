@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The Swift client's tier: Tests/ClientFixture is a package of its own, as a user's would
 # be, that depends on the ShutterClient library by path. This builds it with 'swift build'
 # (its own .build directory; the first build compiles the library from scratch) and runs it

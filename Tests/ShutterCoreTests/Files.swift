@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import Glibc
 
 /// Test helpers to read the stream files (the pure module has no file access of its own).

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // libFuzzer target over the parsers of the pure core: request lines, JSON and the config
 // file. Built by Tests/fuzz/build.sh together with the sources of ShutterCore (one module),
 // as one binary linked under three names; the name it is run under picks the parser:

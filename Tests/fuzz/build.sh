@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Builds the libFuzzer target of Tests/fuzz/FuzzTarget.swift: the sources of ShutterCore and
 # the entry compiled as one module with -sanitize=fuzzer,address, linked under three names
 # (fuzz-request, fuzz-json, fuzz-config; the name picks the parser).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Builds the libFuzzer target (Tests/fuzz/build.sh) and fuzzes each parser of the pure core
 # for a bounded time, starting from its seed corpus (Tests/fuzz/corpus/PARSER); first it
 # replays every saved reproducer (Tests/fuzz/crashes/PARSER/*), which must pass.

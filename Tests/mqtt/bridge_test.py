@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """shutterd-mqtt against a real mosquitto on 127.0.0.1 (a free port), mosquitto_sub as the
 consumer: the retained status and its last will, reconnecting to a restarted broker and a
 restarted shutterd, and, with a stand-in shutterd that sends captures (events need a kernel

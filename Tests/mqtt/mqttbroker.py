@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A real mosquitto on 127.0.0.1 on a free port, for the MQTT tier (bridge_test.py) and the
 kernel rig's MQTT scenarios (Tests/rig/scenarios/75_mqtt.py). Python 3 standard library
 only; mosquitto and mosquitto-clients from Debian."""

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The MQTT tier: shutterd-mqtt between the built shutterd (or a stand-in that sends
 # captures, for events without a kernel device) and a real mosquitto started on 127.0.0.1
 # on a free port, with mosquitto_sub as the consumer (Tests/mqtt/bridge_test.py).

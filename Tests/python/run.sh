@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The Python client's tier: builds a wheel of clients/python and installs it into a fresh
 # virtualenv, as a user would, then runs its pytest suite (clients/python/tests) against
 # the built shutterd: the protocol on the socket (no devices needed), the asyncio client,
@@ -33,9 +34,10 @@ SHUTTERD=$(cd "$(dirname "$SHUTTERD")" && pwd)/$(basename "$SHUTTERD")
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# A copy, so that the build leaves nothing in the tree.
+# A copy, so that the build leaves nothing in the tree (LICENSE, a link to the project's, copied
+# as the file it names).
 mkdir "$work/src"
-(cd clients/python && tar cf - --exclude=build --exclude='*.egg-info' --exclude=__pycache__ \
+(cd clients/python && tar chf - --exclude=build --exclude='*.egg-info' --exclude=__pycache__ \
     --exclude=.pytest_cache --exclude=dist .) | (cd "$work/src" && tar xf -)
 
 "$PY" -m venv --system-site-packages "$work/venv" || cannot "python3 -m venv failed"
@@ -47,6 +49,22 @@ if ! $pip wheel -q --no-build-isolation --no-index --no-deps -w "$work/dist" "$w
     exit 1
 fi
 wheel=$(ls "$work"/dist/shutterd-*.whl)
+# The licence travels with the wheel: Apache-2.0 in its metadata, and the project's LICENSE.
+if ! "$PY" - "$wheel" <<'END'
+import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+lines = z.read(meta).decode().splitlines()
+licence = next((n for n in z.namelist() if n.endswith(".dist-info/LICENSE")), None)
+ok = "License: Apache-2.0" in lines and licence and b"Apache License" in z.read(licence)
+print("python: the wheel's licence:", [l for l in lines if l.startswith("License")], licence)
+sys.exit(0 if ok else 1)
+END
+then
+    echo "python: the wheel does not carry License: Apache-2.0 and the LICENSE file"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
 if ! $pip install -q --no-index "$wheel" >"$work/log" 2>&1; then
     cat "$work/log"
     echo "python: installing $(basename "$wheel") into a fresh venv failed"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by the tiers that boot Debian's kernel with this machine's filesystem as the guest's
 # root through virtme-ng (Tests/rig/run.sh, bench/run.sh): the kernel, the module blacklist
 # and the vng invocation, in one place. Needs RIG (the directory of this file).

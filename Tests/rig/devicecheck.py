@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks each device data file against the guest kernel, without shutterd.
 
 For every Tests/devices/*.json (or the files named on the command line): make the device,

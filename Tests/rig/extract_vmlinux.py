@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Extracts the uncompressed ELF kernel from a bzImage, for a faster boot under TCG.
 
 Usage: extract_vmlinux.py BZIMAGE OUT

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs inside the rig's guest (started by run.sh through virtme-ng), as root.
 #
 # Usage: guest.sh RESULTS_DIR SHUTTERD|- SHUTTERCTL|- [PYTHON_VENV|-] [ONLY|-]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The rig's harness for shutterd's scenarios (the scenarios themselves are in scenarios/).
 
 What every scenario uses: Failure and check, a socket Client that decodes shutterd's lines,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by the tiers that boot Debian's kernel under qemu (Tests/rig/run.sh,
 # Tests/systemd/run.sh). newest_kernel prints the newest /boot/vmlinuz-* version that has
 # its modules in /lib/modules, or nothing.

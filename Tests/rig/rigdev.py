@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Guest-side device injectors for the kernel test rig (Python 3 stdlib only).
 
 Three ways to make an input device in the guest kernel, each driven by a device data file

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The kernel test rig: boots Debian's kernel once under qemu (virtme-ng, TCG) with this
 # machine's filesystem as the guest's root, and runs the device checks and the shutterd
 # scenarios inside it against real uhid, uinput and USB gadget devices.

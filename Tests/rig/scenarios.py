@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """End-to-end scenarios: shutterd in the guest, real kernel devices, a socket client.
 
 Usage (inside the rig's guest, as root):

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs what the kernel test rig needs on Debian 12, as root. Idempotent: a second run
 # only checks. The venv lives outside the repository, in $SHUTTERD_RIG_CACHE
 # (default /var/cache/shutterd-rig).

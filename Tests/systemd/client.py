@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Client side of the systemd boot tier (Tests/systemd/guest.sh), standard library only.
 
   client.py hello SOCKET            connect, read the first message; exit 0 when it is a hello

@@ -1,8 +1,11 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs inside the systemd boot tier's guest (Tests/systemd/run.sh), as root, with systemd
 # as PID 1. SHARE holds src/ (the tree), bin/ (shutterd, shutterctl, shutterd-mqtt: make
-# build's, which need no Swift runtime), debs/old and debs/new (the packages at a lower
-# version and at the tree's); results.txt and journal.txt are written back to it.
+# build's, which need no Swift runtime), debs/repo-old and debs/repo-new (signed apt
+# repositories of the packages at a lower version and at the tree's) and debs/repo-bad-*
+# (copies of the newer one, changed after signing: a Release, a package); results.txt and
+# journal.txt are written back to it.
 #
 # Follows the developers' install (`make install post-install`, `systemctl enable --now
 # shutterd.socket shutterd.service`) and checks the units as systemd runs them, then

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Builds what the systemd boot tier boots (sourced by Tests/systemd/run.sh, which sets KVER,
 # CACHE, IMAGE, INITRD, IMAGE_PACKAGES and MIRROR). The cache key is this file's content,
 # the kernel version and the package list: a change here builds a new image.

@@ -1,22 +1,48 @@
+# SPDX-License-Identifier: Apache-2.0
 # The Debian packages in the systemd boot tier's guest: sourced by Tests/systemd/guest.sh
 # after `make uninstall`, with its helpers (check, pass, fail, wait_for, prop, ready, hello,
 # socket_owner_is_root, ...). This machine has never had a Swift toolchain or a Swift
-# runtime library, and it has no network: `apt install ./*.deb` finds every dependency
-# installed already, as on a rig whose packages are up to date.
+# runtime library, and it has no network: the packages come from signed apt repositories
+# that make repo made on the host (debs/repo-*), added as docs/PACKAGING.md says (the
+# repository's key in /usr/share/keyrings, a deb822 .sources file with Signed-By, here with
+# a file: URI), and every dependency is installed already, as on a rig that is up to date.
 #
-# From a lower version of the same source to this tree's: install both packages, the units
-# at work (socket activation, READY, a press through the sandbox, shutterctl verify, the
-# bridge publishing to mosquitto), an edited conffile kept across the upgrade, the services
-# restarted and a client reconnecting, remove (everything stopped, the conffile kept),
+# From a lower version of the same source to this tree's: apt-get install from the first
+# repository, the units at work (socket activation, READY, a press through the sandbox,
+# shutterctl verify, the bridge publishing to mosquitto); a repository whose Release was
+# changed after signing, and one with a changed package, refused, nothing upgraded; then
+# apt-get upgrade from the newer repository: an edited conffile kept, the services
+# restarted and a client reconnecting; remove (everything stopped, the conffile kept),
 # purge (the file tree as before the install, no user or group left).
 
-DEBS=/root/debs
+DEBS=/srv/shutterd-repos
 rm -rf "$DEBS"
 cp -r "$SHARE/debs" "$DEBS"
+chmod -R a+rX "$DEBS"
 export DEBIAN_FRONTEND=noninteractive
 CONF=/etc/shutterd/shutterd.conf
 KEYDEV="shutterd systemd-check key"
+KEYRING=/usr/share/keyrings/shutterd-archive-keyring.gpg
+SOURCES=/etc/apt/sources.list.d/shutterd.sources
+OLD=0~systemd.tier
 
+# use_repo NAME: the .sources file names the repository $DEBS/repo-NAME.
+use_repo() {
+    cat >"$SOURCES" <<END
+Types: deb
+URIs: file:$DEBS/repo-$1
+Suites: bookworm
+Components: main
+Signed-By: $KEYRING
+END
+}
+# apt-get update, which must succeed with no warning (an unsigned or badly signed
+# repository is a warning or an error).
+update_ok() {
+    apt-get update </dev/null >/tmp/update.log 2>&1 && ! grep -q '^[WE]:' /tmp/update.log ||
+        { grep '^[WE]:' /tmp/update.log | tail -n 3; false; }
+}
+version_is() { v=$(dpkg-query -W -f '${Version} ' shutterd shutterd-mqtt); echo "$v"; [ "$v" = "$1 $1 " ]; }
 # apt_do LOG ARGS...: apt with ARGS, its output in /tmp/LOG.log; the last lines on failure.
 apt_do() {
     log=/tmp/$1.log
@@ -47,11 +73,17 @@ check pkg-no-swift "no Swift toolchain or Swift runtime library on this machine"
     sh -c 'l=$(find / -xdev \( -name "libswift*" -o -name "swift" -o -name "swiftc" -o -name "lib_StringProcessing*" -o -name "lib_Concurrency*" -o -name "libdispatch.so*" -o -name "libBlocksRuntime*" \) -print 2>/dev/null | head -n 5); [ -z "$l" ] || { echo "found: $l"; false; }'
 tree >/tmp/pkg-before.txt
 
-# ---- install: the lower version ------------------------------------------------------------
-old=$(ls "$DEBS"/old/shutterd_*.deb)
-oldmqtt=$(ls "$DEBS"/old/shutterd-mqtt_*.deb)
-check pkg-install "apt install ./$(basename "$old") ./$(basename "$oldmqtt")" \
-    apt_do install install -y "$old" "$oldmqtt"
+# ---- install: the lower version, from its repository ------------------------------------------
+# Debian's own sources are put aside (no network here) and come back at the end.
+[ ! -e /etc/apt/sources.list ] || mv /etc/apt/sources.list /root/sources.list.aside
+cp "$DEBS/repo-old/shutterd-archive-keyring.gpg" "$KEYRING"
+use_repo old
+check pkg-repo-update "apt-get update reads the repository (file: URI, Signed-By), its signature checked" update_ok
+check pkg-repo-candidate "apt offers shutterd $OLD from it" \
+    sh -c 'c=$(apt-cache policy shutterd | sed -n "s/^ *Candidate: //p"); echo "$c"; [ "$c" = "'"$OLD"'" ]'
+check pkg-install "apt-get install shutterd shutterd-mqtt from the repository" \
+    apt_do install install -y shutterd shutterd-mqtt
+check pkg-install-version "both at $OLD" version_is "$OLD"
 check pkg-installed "dpkg: both installed" \
     sh -c 'a=$(dpkg-query -W -f "\${db:Status-Abbrev}" shutterd shutterd-mqtt); echo "$a"; [ "$a" = "ii ii " ]'
 check pkg-user "the package made the user shutterd, in group input" \
@@ -88,7 +120,25 @@ mqtt_press() {
 }
 check pkg-mqtt-press "a uinput press reaches a mosquitto subscriber through shutterd-mqtt" mqtt_press
 
-# ---- upgrade: this tree's version -----------------------------------------------------------
+# ---- refused: a Release changed after signing, a package changed in the pool ---------------------
+use_repo bad-release
+bad_release() {
+    if apt-get update </dev/null >/tmp/bad-release.log 2>&1; then echo "apt-get update succeeded"; return 1; fi
+    grep -m1 'BADSIG' /tmp/bad-release.log | cut -c1-120 || return 1
+    apt-get upgrade -y </dev/null >/tmp/bad-release-upgrade.log 2>&1
+    version_is "$OLD"
+}
+check pkg-refused-release "a Release changed after signing: apt-get update refuses it, apt-get upgrade changes nothing" bad_release
+use_repo bad-package
+bad_package() {
+    update_ok || return 1
+    if apt-get upgrade -y </dev/null >/tmp/bad-package.log 2>&1; then echo "apt-get upgrade succeeded"; return 1; fi
+    grep -m1 'Hash Sum mismatch\|Hashes of expected file' /tmp/bad-package.log | cut -c1-120 || return 1
+    version_is "$OLD" && ready
+}
+check pkg-refused-package "a package changed in the pool: apt-get upgrade refuses it (hash mismatch), shutterd untouched and READY" bad_package
+
+# ---- upgrade: this tree's version, from the newer repository --------------------------------------
 sed -i 's/^# max-clients = 1024.*/max-clients = 512   # edited on this rig/' "$CONF"
 systemctl restart shutterd.service
 edited_ready() { grep -q '^max-clients = 512' "$CONF" && wait_for 30 ready && ready; }
@@ -98,10 +148,13 @@ reconnector=$!
 wait_for 20 grep -q connected /tmp/reconnect.log
 pid=$(main_pid)
 mqttpid=$(prop shutterd-mqtt.service MainPID)
-new=$(ls "$DEBS"/new/shutterd_*.deb)
-newmqtt=$(ls "$DEBS"/new/shutterd-mqtt_*.deb)
-check pkg-upgrade "apt install ./$(basename "$new") ./$(basename "$newmqtt") over the lower version" \
-    apt_do upgrade install -y "$new" "$newmqtt"
+use_repo new
+upgrade_from_new() {
+    update_ok || return 1
+    apt-get upgrade -y </dev/null >/tmp/upgrade.log 2>&1 || { tail -n 8 /tmp/upgrade.log; return 1; }
+    grep -m1 '^[0-9]* upgraded' /tmp/upgrade.log
+}
+check pkg-upgrade "apt-get update && apt-get upgrade from the newer repository" upgrade_from_new
 check pkg-upgraded "dpkg: both at the new version" \
     sh -c 'v=$(dpkg-query -W -f "\${Version} " shutterd shutterd-mqtt); echo "$v"; case "$v" in *"~systemd.tier"*) false ;; esac'
 check pkg-conffile-kept "the edited conffile kept, no .dpkg-new or .dpkg-dist beside it" \
@@ -150,6 +203,9 @@ check pkg-removed-conffile "the conffile is left, as edited; dpkg keeps the conf
 check pkg-purge "apt purge shutterd shutterd-mqtt" apt_do purge purge -y shutterd shutterd-mqtt
 check pkg-purged-user "no user or group shutterd left" \
     sh -c '! getent passwd shutterd && ! getent group shutterd && ! grep -q "^shutterd:" /etc/shadow /etc/gshadow'
+# What an administrator who gives up the repository removes; Debian's sources come back.
+rm -f "$SOURCES" "$KEYRING"
+[ ! -e /root/sources.list.aside ] || mv /root/sources.list.aside /etc/apt/sources.list
 tree >/tmp/pkg-after.txt
 check pkg-purged-tree "the file tree as before the install" \
     sh -c 'diff /tmp/pkg-before.txt /tmp/pkg-after.txt | sed -n "s/^\([<>]\) /\1/p" | tr "\n" " "; cmp -s /tmp/pkg-before.txt /tmp/pkg-after.txt'

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The systemd boot tier: boots a Debian 12 image with systemd as PID 1 under qemu (TCG) and,
 # inside it, follows the README's install steps with the built binaries, then checks the
 # units for real: socket activation, READY, the socket's owner, the watchdog, a restart
@@ -8,7 +9,9 @@
 # socket activation, READY, a press, `shutterctl verify`, an upgrade from a lower version
 # of the same source (the edited conffile kept, the service restarted, a client
 # reconnecting), remove and purge, and the same for shutterd-mqtt against a mosquitto in the
-# guest (Tests/systemd/guest.sh).
+# guest (Tests/systemd/guest.sh). The packages come from signed apt repositories that make
+# repo makes here (file: URIs, Signed-By): installed from one, upgraded with apt-get upgrade
+# from a newer one, and a changed Release and a changed package refused.
 #
 # Usage: Tests/systemd/run.sh [SHUTTERD [SHUTTERCTL]]
 #   SHUTTERD, SHUTTERCTL  default to .build/release/shutterd and .build/release/shutterctl,
@@ -42,7 +45,7 @@ MIRROR=${SHUTTERD_SYSTEMD_MIRROR:-http://deb.debian.org/debian}
 # network: `apt install ./*.deb` finds every dependency installed), mosquitto and its
 # clients for shutterd-mqtt. No Swift toolchain, no Swift runtime library.
 IMAGE_PACKAGES=systemd,systemd-sysv,udev,dbus,kmod,procps,make,python3,libevdev2,libudev1,libsystemd0,libmosquitto1,mosquitto,mosquitto-clients
-HOST_PACKAGES="debootstrap qemu-system-x86 linux-image-amd64 busybox-static e2fsprogs kmod debhelper"
+HOST_PACKAGES="debootstrap qemu-system-x86 linux-image-amd64 busybox-static e2fsprogs kmod debhelper reprepro gnupg"
 
 skip() {
     echo "systemd: skipped: $*"
@@ -77,6 +80,26 @@ if ! (cd "$REPO" && DEB_DESTDIR="$DEBS/old" DEB_VERSION="0~systemd.tier" make -s
     exit 1
 fi
 ls "$DEBS"/old/*.deb "$DEBS"/new/*.deb | sed 's|.*/|systemd: package |'
+# Two signed repositories of them (make repo), one key: the lower version, which the guest
+# installs from, and the tree's, which it upgrades from; then, from copies of the newer
+# one, a Release changed after signing and a package changed in the pool, which it must
+# refuse.
+for v in old new; do
+    if ! (cd "$REPO" && REPO_DEBS="$DEBS/$v" REPO_DIR="$DEBS/repo-$v" REPO_STATE="$DEBS/state-$v" \
+        REPO_GNUPGHOME="$DEBS/gnupg" make -s repo) >"$DEBS/repo-$v.log" 2>&1; then
+        tail -n 20 "$DEBS/repo-$v.log"
+        echo "systemd: make repo failed (above)"
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+done
+cp -a "$DEBS/repo-new" "$DEBS/repo-bad-release"
+sed -i 's/^Description: .*/Description: changed after signing/' \
+    "$DEBS/repo-bad-release/dists/bookworm/InRelease" "$DEBS/repo-bad-release/dists/bookworm/Release"
+cp -a "$DEBS/repo-new" "$DEBS/repo-bad-package"
+printf 'X' | dd of="$(ls "$DEBS"/repo-bad-package/pool/main/s/shutterd/shutterd_*.deb)" bs=1 seek=2000 \
+    conv=notrunc 2>/dev/null
+echo "systemd: repositories $(sed -n 's/^repo: .*signed by \([0-9A-F]*\):$/signed by \1/p' "$DEBS/repo-new.log")"
 
 [ -x "$SHUTTERD" ] || skip "shutterd binary not found at $SHUTTERD (make build, or pass its path)"
 [ -x "$SHUTTERCTL" ] || skip "shutterctl binary not found at $SHUTTERCTL (make build, or pass its path)"
@@ -136,7 +159,8 @@ mkdir -p "$RESULTS/src" "$RESULTS/bin" "$RESULTS/debs"
 # shutterd-mqtt (beside shutterd) is installed and uninstalled with the rest, not run.
 cp "$SHUTTERD" "$RESULTS/bin/shutterd" && cp "$SHUTTERCTL" "$RESULTS/bin/shutterctl" &&
     cp "$(dirname "$SHUTTERD")/shutterd-mqtt" "$RESULTS/bin/shutterd-mqtt" || skip "cannot copy the binaries"
-cp -r "$DEBS/old" "$DEBS/new" "$RESULTS/debs/" || skip "cannot copy the packages"
+cp -r "$DEBS/repo-old" "$DEBS/repo-new" "$DEBS/repo-bad-release" "$DEBS/repo-bad-package" \
+    "$RESULTS/debs/" || skip "cannot copy the repositories"
 
 echo "systemd: kernel $KERNEL, image $IMAGE, results in $RESULTS"
 START=$(date +%s)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The press path in one process, for instruction and allocation counts: a device's frames
 // go through the engine and the socket server to N real Unix-socket clients, which read
 // everything. No kernel device: the frames are the ones an AB Shutter3 sends (MSC_SCAN,

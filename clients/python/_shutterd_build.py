@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The package's build backend: setuptools' own (setuptools.build_meta), run on a copy of the
 source in a temporary directory, so that a build (``pip install ./clients/python``, ``pip
 wheel``, ``python3 -m build``) leaves nothing in the source tree. setuptools itself has no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Linux interfaces Swift's Glibc module does not carry (epoll, signalfd, timerfd,
    accept4, SO_PEERCRED, EVIOCGKEY), and socket flags as plain ints. The functions that need
    _GNU_SOURCE live in clinux.c so that this header declares no glibc type differently

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A rig test as its users write them, with the shutterd package's pytest plugin: the robot
 presses the remote's shutter button, and the test passes when shutterd reports that press.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Devices that exist before shutterd starts, and one that comes after: their identity
 and kind in hello, listDevices and deviceAdded."""
 from harness import check, device_matches, scenario

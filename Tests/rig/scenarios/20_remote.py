@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Bluetooth remote's two buttons: which handler each drives, and what a capture
 carries (device, key, times, sequence numbers)."""
 from harness import check, short, press_of, device_matches, scenario

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """USB devices through the gadget on dummy_hcd: a headset, and a keyboard whose two HID
 interfaces give two nodes of one name (ids, a grab of one, unplug and replug)."""
 import re

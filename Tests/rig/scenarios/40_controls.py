@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What is a control and what is not: a keyboard's Enter and a mouse wheel are not, a
 dial's button and rotation are; the dial at full speed, and the client that never reads."""
 import json

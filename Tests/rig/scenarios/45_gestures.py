@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Gestures with a real remote: a long press told by the timer while the button is still
 held, a double press of two clicks, and nothing for a client that did not ask."""
 import time

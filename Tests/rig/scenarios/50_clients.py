@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Per-client interaction: filters, the headset sound rule, a camera key's focus control."""
 from harness import Failure, check, short, is_capture, press_of, describe_capture, device_matches, scenario
 

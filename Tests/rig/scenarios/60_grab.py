@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Exclusive access: grab, a grab asked while a key is held, and a grab refused by an
 unprivileged shutterd."""
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The project's tools against the daemon: shutterctl verify, the Python package's pytest
 plugin (pip-installed in a venv), and the Swift client library in a package of its own."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """shutterd-mqtt on real presses: a mosquitto on 127.0.0.1 (a free port) inside the guest,
 the bridge against the rig's shutterd, and mosquitto_sub as the consumer. A plain socket
 client beside the bridge receives the same events, and what reaches the subscriber is

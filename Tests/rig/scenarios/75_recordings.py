@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Recordings (docs/RECORDING.md): the AB Shutter3's volume-up node, the PowerMate and the
 Jabra headset are recorded with shutterctl record while shutterd sees them live; then each recording is played
 three ways and must give the live stream again (handlers, phases, press pairing, keys and

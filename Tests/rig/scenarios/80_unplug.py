@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The remote destroyed mid-press, then made again."""
 from harness import check, is_capture, press_of, scenario
 

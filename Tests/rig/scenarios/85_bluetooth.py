@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The AB Shutter3's Bluetooth link as BlueZ reports it on the system bus (python-dbusmock's
 bluez5 template on a private dbus-daemon, started before shutterd): connected, alias and
 battery in the device object, deviceChanged on every change, a held press cancelled on

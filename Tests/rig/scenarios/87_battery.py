@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The kernel's own HID battery: hid-input makes a power_supply (hid-*-battery) for a device
 whose report descriptor has Battery Strength, USB or Bluetooth alike."""
 import time

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Last: the daemon survived everything before."""
 from harness import check, scenario
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A camera app's tests against a recorded AB Shutter3: no remote, no root, no /dev/input.
 
 Each test gets a shutterd of its own (the shutterd_replay fixture): its interaction is in

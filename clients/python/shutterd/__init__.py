@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A client of shutterd, the daemon that publishes attributed presses of camera remotes,
 headsets, media keys and dials on a Unix socket (docs/PROTOCOL.md).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the generated message classes (_messages.py) stand on: the field reader, the
 base of every message, and the methods a generated class takes by hand."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The blocking client."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The shutterd protocol without any I/O: message types, parsing, requests, and the judge
 of a press. Shared by the blocking client (shutterd) and the asyncio one (shutterd.aio).
 

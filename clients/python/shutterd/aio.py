@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The shutterd client over asyncio: the same as shutterd.Client, with coroutines.
 
     import asyncio, shutterd.aio

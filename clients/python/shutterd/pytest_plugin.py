@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The pytest plugin of shutterd, registered through the ``pytest11`` entry point: installed
 with the package, it is active in every pytest run (``-p no:shutterd`` turns it off).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Starting shutterd in tests: the one way every Python harness of the project starts the
 daemon and waits for it (the client's tests, the hostile clients, the protocol fuzzer, the
 MQTT bridge's tests, the kernel rig, the benchmark guest).

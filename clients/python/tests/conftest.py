@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures of the client's tests: the real shutterd (built by `swift build`) on a socket of
 its own, and the protocol stand-in of fakedaemon.py."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A stand-in for shutterd that speaks the protocol on a Unix socket, for the client's own
 unit tests: a hello of any version, scripted events, silence, errors. What a real daemon
 does is tested against the real daemon (test_daemon.py) and in the kernel rig."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The blocking and asyncio clients against the real shutterd (no devices needed)."""
 
 import asyncio

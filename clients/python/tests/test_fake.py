@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The clients against the protocol stand-in (fakedaemon.py): versions, every message type,
 what this version does not know, presses, and the daemon misbehaving."""
 

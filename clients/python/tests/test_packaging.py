@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`pip install ./clients/python` into a fresh virtualenv, offline (Debian 12's setuptools
 builds it), and what the installed distribution holds."""
 

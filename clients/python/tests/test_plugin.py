@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The pytest plugin, as installed (the pytest11 entry point), run by pytester in a fresh
 pytest process per case."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A client's own tests against a recording (issue 22): the replay request through both
 clients, the shutterd_replay fixture (a shutterd --replay --replay-wait of each test's own),
 the recordings shipped in the package, and the README's example suite run many times over."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """shutterd.testing, the one way the harnesses start shutterd: a start that fails says the
 exit status and the log, one that never listens gives up in bounded time, a good one
 listens; the bounded reads."""

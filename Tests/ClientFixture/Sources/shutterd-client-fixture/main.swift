@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Connects to shutterd with the ShutterClient library and prints what it receives, one
 // line each: the hello, the devices, the ping, the interaction in force, then events.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// The client side of publishing, without sockets: every client's session and output
 /// buffer, and the shared text of the occurrence being published. Given occurrences (or a
 /// message for one client or all, or the time at which long presses fall due) it writes

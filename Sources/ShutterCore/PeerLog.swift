@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// The log's lines that clients can cause, bounded in number (the log's writer bounds them
 /// in bytes only, and the journal keeps every line it is given). Two bounds, as values the
 /// socket owner consults before it logs (times are CLOCK_MONOTONIC µs, given by the caller):

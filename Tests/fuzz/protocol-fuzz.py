@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Protocol fuzzer: structured random requests against a running shutterd over its socket.
 
 Starts the given shutterd on a socket in a temporary directory (or uses --socket of one

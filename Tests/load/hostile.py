@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Hostile clients against the built shutterd, over its real Unix socket.
 
 Each scenario attacks a running daemon and asserts outcomes only: the daemon lives, every

@@ -3,7 +3,7 @@
 /// The protocol version spoken; see docs/PROTOCOL.md.
 package enum ProtocolVersion {
     package static let major = 1
-    package static let minor = 3
+    package static let minor = 4
 }
 
 /// The longest request line accepted, without its newline.

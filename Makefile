@@ -21,7 +21,8 @@
 #                             README's install, the units and uninstall (root; slow)
 #   make run                  set up, build and run shutterd in the foreground (root)
 #   make test                 set up and run every test tier (Tests/run-tests.sh; root)
-#   make load                 the hostile-client tier at ten times its size
+#   make load                 the hostile-client tier at ten times its size, and the
+#                             rig's dropped-events tier for 1,000 rounds (root; slow)
 #   make bench-hostile        what hostile clients cost the release daemon (figures)
 #   make hot-order            lay out the functions that run at start and per press together
 #                             again (bench/hot.order; bench/hotorder.sh)
@@ -381,10 +382,13 @@ hot-order: build
 	sh bench/hotorder.sh
 	rm -f $(SWIFT_BIN)/shutterd $(SWIFT_BIN)/shutterctl $(SWIFT_BIN)/shutterd-mqtt
 
-# The hostile-client tier, ten times larger than in `make test`.
+# The hostile-client tier, ten times larger than in `make test`; the kernel rig's
+# dropped-events tier, 1,000 rounds per device (root, as the rig needs).
 load:
-	$(SWIFT) build $(SWIFTFLAGS) --product shutterd
+	$(SWIFT) build $(SWIFTFLAGS) --product shutterd --product shutterctl
 	python3 Tests/load/hostile.py .build/debug/shutterd --scale 10
+	SHUTTERD_RIG_FLOOD_ROUNDS=1000 SHUTTERD_RIG_TIMEOUT=3600 \
+		sh Tests/rig/run.sh --only "enumerate,hotplug-add,dropped-events-*" .build/debug/shutterd
 
 # What attacks cost the release daemon: CPU per MiB, a fresh client's hello latency, RSS.
 bench-hostile:

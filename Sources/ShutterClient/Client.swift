@@ -299,7 +299,9 @@ public final class Client {
                 if let interaction { try setInteraction(interaction) }
                 pending.insert((.reconnected(hello), text), at: 0)
                 return true
-            } catch .cannotConnect, .closed, .timedOut, .notShutterd, .daemon(code: "tooManyClients", _) {
+            } catch .cannotConnect, .closed, .timedOut, .notShutterd, .daemon(code: "tooManyClients", _),
+                .daemon(code: "unavailable", _)
+            {
                 connection = nil
                 pending.removeAll()
                 continue

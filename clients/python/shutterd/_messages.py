@@ -385,7 +385,7 @@ class Error(Message):
     """A request that could not be carried out, or a line that is not a request."""
 
     #: What went wrong. One of: lineTooLong, invalidJSON, unknownRequest, invalidRequest,
-    #: notPermitted, tooManyClients, invalidState.
+    #: notPermitted, tooManyClients, invalidState, unavailable.
     code: str = ""
     #: The daemon's words.
     message: str = ""

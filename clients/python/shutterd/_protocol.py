@@ -79,7 +79,8 @@ class ProtocolVersionError(ProtocolError):
 
 class ErrorReply(ShutterdError):
     """An ``error`` message from the daemon: ``code`` (invalidRequest, unknownRequest,
-    notPermitted, tooManyClients, invalidJSON, lineTooLong, or one this version does not
+    notPermitted, tooManyClients, invalidJSON, lineTooLong, invalidState, unavailable (shutterd
+    could not start: the message says why), or one this version does not
     know), ``message`` (the daemon's words), ``id`` (the request's, when it had one) and
     ``raw`` (the whole message)."""
 

@@ -124,6 +124,13 @@ if [ "$SHUTTERD" != - ]; then
     fi
 fi
 
+# Bumble for the Bluetooth tier (scenarios/95_bluez.py), installed by setup.sh into the cache,
+# which the guest does not see: a copy beside the binaries.
+BUMBLE=-
+if [ "$SHUTTERD" != - ] && [ -f "$CACHE/bumble/.requirements" ]; then
+    cp -r "$CACHE/bumble" "$RESULTS/bumble" && BUMBLE=$RESULTS/bumble
+fi
+
 # The scenario modules load on the host as in the guest: a broken one fails here, before the
 # boot, and not after it.
 if [ "$SHUTTERD" != - ] && ! out=$(/usr/bin/python3 "$RIG/scenarios.py" --list 2>&1); then
@@ -135,11 +142,11 @@ fi
 
 echo "rig: kernel $KERNEL ($KVER), qemu $([ -n "$ACCEL" ] && echo TCG || echo KVM), results in $RESULTS"
 START=$(date +%s)
-rig_boot shutterd-rig "$TIMEOUT" "$RESULTS" "sh $GUEST_RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL $PYTHON_VENV '$ONLY'"
+rig_boot shutterd-rig "$TIMEOUT" "$RESULTS" "sh $GUEST_RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL $PYTHON_VENV '$ONLY' $BUMBLE"
 END=$(date +%s)
 echo "rig: guest finished in $((END - START))s"
 
-for f in shutterd.log shutterd-mqtt.log mosquitto.log; do
+for f in shutterd.log shutterd-mqtt.log mosquitto.log shutterd-bluez.log bluetoothd.log btremote.log; do
     if [ -s "$RESULTS/$f" ] && grep -q '^FAIL' "$RESULTS/results.txt" 2>/dev/null; then
         echo "rig: last lines of $f:"
         tail -n 40 "$RESULTS/$f" | sed 's/^/  | /'
@@ -155,7 +162,7 @@ if [ "$passed" = 0 ] && [ "$failed" = 0 ]; then
     failed=1
 fi
 if [ -n "${SHUTTERD_RIG_RESULTS:-}" ]; then
-    mkdir -p "$SHUTTERD_RIG_RESULTS" && rm -rf "$RESULTS/bin" "$RESULTS/venv" "$RESULTS/tree" &&
+    mkdir -p "$SHUTTERD_RIG_RESULTS" && rm -rf "$RESULTS/bin" "$RESULTS/venv" "$RESULTS/tree" "$RESULTS/bumble" &&
         cp -r "$RESULTS"/. "$SHUTTERD_RIG_RESULTS"/
 fi
 echo "$passed passed, $failed failed"

@@ -94,6 +94,10 @@ class Remote:
                 raise BluezError("remote: no '%s' within %.0f s (events: %s)" % (event, timeout, self.all[-8:]))
             if e is None:
                 self.events.put(None)
+                try:
+                    self.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    pass
                 raise BluezError("remote exited (%s) waiting for '%s'; its log: %s" % (
                     self.proc.poll(), event, self.log.name))
             if e.get("event") == "error":
@@ -177,7 +181,8 @@ class Bluez:
         log.write("--- bluetoothd started\n")
         log.flush()
         self.procs["bluetoothd"] = subprocess.Popen(["/usr/libexec/bluetooth/bluetoothd", "-n", "-d", "-f", path],
-                                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                                    env=dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=BUS_ADDRESS))
         self.connect_bus()
         self.wait(lambda: self.owner or self.bus.name_has_owner("org.bluez"), 60, "bluetoothd on the system bus")
         self.refresh()

@@ -28,7 +28,7 @@ import json
 import logging
 import sys
 
-from bumble import core, gatt, hid, sdp
+from bumble import core, gatt, hci, hid, sdp
 from bumble.core import AdvertisingData
 from bumble.device import Device, DeviceConfiguration
 from bumble.profiles.battery_service import BatteryService
@@ -223,7 +223,7 @@ async def main():
     async with await open_transport("hci-socket:" + index) as transport:
         config = DeviceConfiguration(name=NAME, class_of_device=CLASS_OF_DEVICE,
                                      classic_enabled=(mode == "classic"), le_enabled=(mode == "le"))
-        config.address = core.Address(address)
+        config.address = hci.Address(address)
         device = Device.from_config_with_hci(config, transport.source, transport.sink)
         remote = Remote(device, mode)
         if mode == "classic":

@@ -376,5 +376,11 @@ class Bluez:
     def remove(self, path):
         self.call("/org/bluez/hci0", "org.bluez.Adapter1", "RemoveDevice", self.dbus.ObjectPath(path))
 
+    def changed_to(self, path, interface, name, value, since):
+        """Whether a PropertiesChanged since then set name to value (a later change may have
+        set it back: bluetoothd reconnects a trusted HID device at once)."""
+        return any(s[1] == path and s[2] == interface and s[3] == "changed" and s[4].get(name) == value
+                   for s in self.signals if s[0] >= since)
+
     def signals_of(self, path, since=0.0):
         return [s for s in self.signals if s[1] == path and s[0] >= since]

@@ -24,6 +24,7 @@ when a channel opens or closes), subscribed {report} (LE, when the host enables 
 characteristic's notifications), sent, battery, error {message}.
 """
 import asyncio
+import errno
 import json
 import logging
 import sys
@@ -220,7 +221,16 @@ async def main():
     mode, index = sys.argv[1], sys.argv[2]
     address = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--address" else "F2:1A:55:0E:B3:0A"
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    async with await open_transport("hci-socket:" + index) as transport:
+    # The controller is busy for a moment after another user channel on it closed.
+    for attempt in range(100):
+        try:
+            transport = await open_transport("hci-socket:" + index)
+            break
+        except OSError as e:
+            if e.errno != errno.EBUSY or attempt == 99:
+                raise
+            await asyncio.sleep(0.1)
+    async with transport:
         config = DeviceConfiguration(name=NAME, class_of_device=CLASS_OF_DEVICE,
                                      classic_enabled=(mode == "classic"), le_enabled=(mode == "le"))
         config.address = hci.Address(address)

@@ -18,7 +18,7 @@ import time
 from harness import Client, Failure, check, is_capture, scenario
 from shutterd import testing
 
-CLASSIC_CONF = """[General]
+BLUETOOTHD_CONF = """[General]
 # Debian's default, said here: a stale key is refused, so the tier removes the device
 # (bluetoothd's key) and ends the remote (Bumble keeps its keys in memory) between pairings.
 JustWorksRepairing = never
@@ -163,7 +163,7 @@ def sc_setup(rig):
     t.start_remote("classic")
     t2 = time.monotonic()
     check(t.address == addresses[1], "the remote's address %s is not hci1's %s" % (t.address, addresses[1]))
-    t.bluez.start_bluetoothd(CLASSIC_CONF)
+    t.bluez.start_bluetoothd(BLUETOOTHD_CONF)
     t.bluez.power_on()
     version = subprocess.run(["/usr/libexec/bluetooth/bluetoothd", "--version"], capture_output=True,
                              text=True).stdout.strip()
@@ -295,13 +295,20 @@ def sc_bluetoothd_restart(rig):
     c = t.client("bluez-bluetoothd")
     ids = set(t.ids.values())
     t.bluez.stop_bluetoothd()
-    # bluetoothd powers hci0 off as it exits: the link and hidp's node go.
-    gone = c.expect(lambda m: m.get("type") in ("deviceRemoved", "deviceChanged") and m["device"].get("id") in ids,
-                    timeout=30, what="the remote's removal or change")
-    check(gone["type"] == "deviceRemoved" or "connected" not in gone["device"],
-          "after bluetoothd stopped: %s" % gone)
+    # bluetoothd powers hci0 off as it exits: the link and hidp's node go. Whether shutterd
+    # first hears BlueZ's Connected false (or BlueZ leaving the bus) or the node's removal
+    # is not ordered: both were seen. What must hold: nothing says connected true, and the
+    # node is removed.
+    seen = []
+    while True:
+        m = c.expect(lambda m: m.get("type") in ("deviceRemoved", "deviceChanged") and m["device"].get("id") in ids,
+                     timeout=30, what="the remote's removal")
+        seen.append("%s(connected=%s)" % (m["type"], m["device"].get("connected")))
+        if m["type"] == "deviceRemoved":
+            break
+        check(m["device"].get("connected") is not True, "after bluetoothd stopped: %s" % m)
     t.remote.expect("disconnected", timeout=30)
-    t.bluez.start_bluetoothd(CLASSIC_CONF)
+    t.bluez.start_bluetoothd(BLUETOOTHD_CONF)
     t.bluez.power_on()
     t.bluez.connect(t.path)
     nodes = t.wait_nodes()
@@ -317,8 +324,8 @@ def sc_bluetoothd_restart(rig):
     log = t.daemon.log()
     check("BlueZ left the system bus" in log and "BlueZ is on the system bus" in log,
           "shutterd's log does not say BlueZ left and came back")
-    return "first %s (%s), then back connected, same id %s, press %s" % (
-        gone["type"], gone["device"].get("connected"), b["device"]["id"], b["press"])
+    return "stopped: %s; started and connected: same id %s, connected, press %s" % (
+        ", ".join(seen), b["device"]["id"], b["press"])
 
 
 @scenario("bluez-le-pair", needs="bluez-setup")
@@ -332,11 +339,17 @@ def sc_le_pair(rig):
     if t.path is not None:
         t.bluez.remove(t.path)
         t.path = None
+    # The remote's controller goes back to the kernel when its user channel closes, and a
+    # running bluetoothd takes it at once (mgmt's Index Added) and keeps it: so bluetoothd is
+    # stopped while the remotes change hands.
+    t.bluez.stop_bluetoothd()
     if t.remote is not None:
         t.remote.stop()
     t.remote = None
     t.ids = {}
     t.start_remote("le")
+    t.bluez.start_bluetoothd(BLUETOOTHD_CONF)
+    t.bluez.power_on()
     t.path = t.bluez.pair(t.address, "le")
     t.bluez.wait(lambda: t.bluez.prop(t.path, "org.bluez.Device1", "ServicesResolved") is True, 60,
                  "ServicesResolved")
@@ -398,17 +411,30 @@ def sc_le_disconnect(rig):
     c = t.client("bluez-le-disconnect")
     t.remote.command("send", IOS[0])
     began = c.expect(lambda m: is_capture(m, "began", "KEY_VOLUMEUP"), timeout=30, what="began")
+    since = time.monotonic()
     t.remote.send("disconnect", "0x13")
     t.remote.expect("disconnected", timeout=30)
     end = c.expect(lambda m: m.get("type") == "capture" and m.get("press") == began["press"], timeout=30,
                    what="the end of press %s" % began["press"])
     check(end.get("phase") == "cancelled" and end.get("reason") in ("disconnected", "removed"),
           "press %s: phase %r reason %r" % (began["press"], end.get("phase"), end.get("reason")))
-    t.bluez.wait(lambda: t.bluez.prop(t.path, "org.bluez.Device1", "Connected") is False, 30, "Connected false")
-    after = c.expect(lambda m: m.get("type") in ("deviceRemoved", "deviceChanged")
-                     and m["device"].get("uniq") == t.address.lower(), timeout=30, what="removal or change")
-    return "press %s cancelled with reason %s, then %s (node %s)" % (
-        began["press"], end.get("reason"), after["type"], "gone" if not t.nodes() else "kept")
+    t.bluez.wait(lambda: t.bluez.changed_to(t.path, "org.bluez.Device1", "Connected", False, since), 30,
+                 "Connected false")
+    # 5.66's hog destroys its uhid device at disconnect (5.73 keeps it).
+    removed = c.expect(lambda m: m.get("type") == "deviceRemoved" and m["device"].get("uniq") == t.address.lower(),
+                       timeout=30, what="deviceRemoved (5.66 destroys the HoG node)")
+    # The remote advertises again, and bluetoothd has the trusted HID device in the kernel's
+    # accept list: it connects again by itself, and the node comes back with its id.
+    back = c.expect(lambda m: m.get("type") == "deviceAdded" and m["device"].get("uniq") == t.address.lower(),
+                    timeout=60, what="deviceAdded on the automatic reconnection")
+    check(back["device"]["id"] == removed["device"]["id"], "id %s after, %s before" % (
+        back["device"]["id"], removed["device"]["id"]))
+    t.remote.expect("subscribed", timeout=60, pred=lambda e: e.get("report") == 2 and e.get("notify"))
+    b, e = t.click(c, *IOS)
+    order = [m.get("type") + ("/" + m.get("phase", "") if m.get("type") == "capture" else "")
+             for m in c.all if m.get("type") in ("capture", "deviceChanged", "deviceRemoved", "deviceAdded")]
+    return "press %s cancelled with reason %s; client saw %s; reconnected by itself, same id, press %s" % (
+        began["press"], end.get("reason"), order, b["press"])
 
 
 @scenario("bluez-teardown", needs="bluez-setup")

@@ -418,8 +418,6 @@ def sc_le_disconnect(rig):
                    what="the end of press %s" % began["press"])
     check(end.get("phase") == "cancelled" and end.get("reason") in ("disconnected", "removed"),
           "press %s: phase %r reason %r" % (began["press"], end.get("phase"), end.get("reason")))
-    t.bluez.wait(lambda: t.bluez.changed_to(t.path, "org.bluez.Device1", "Connected", False, since), 30,
-                 "Connected false")
     # 5.66's hog destroys its uhid device at disconnect (5.73 keeps it).
     removed = c.expect(lambda m: m.get("type") == "deviceRemoved" and m["device"].get("uniq") == t.address.lower(),
                        timeout=30, what="deviceRemoved (5.66 destroys the HoG node)")
@@ -433,8 +431,12 @@ def sc_le_disconnect(rig):
     b, e = t.click(c, *IOS)
     order = [m.get("type") + ("/" + m.get("phase", "") if m.get("type") == "capture" else "")
              for m in c.all if m.get("type") in ("capture", "deviceChanged", "deviceRemoved", "deviceAdded")]
-    return "press %s cancelled with reason %s; client saw %s; reconnected by itself, same id, press %s" % (
-        began["press"], end.get("reason"), order, b["press"])
+    # bluetoothd emits property changes when idle, reading the value then: a reconnection
+    # that quick can leave no Connected false on the bus at all (seen here). Said, not required.
+    hidden = not t.bluez.changed_to(t.path, "org.bluez.Device1", "Connected", False, since)
+    return ("press %s cancelled with reason %s; client saw %s; Connected false %s on the bus;"
+            " reconnected by itself, same id, press %s" % (
+                began["press"], end.get("reason"), order, "never" if hidden else "was", b["press"]))
 
 
 @scenario("bluez-teardown", needs="bluez-setup")

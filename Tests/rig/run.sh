@@ -19,7 +19,7 @@ set -u
 RIG=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$RIG/../.." && pwd)
 . "$RIG/boot.sh"
-TIMEOUT=${SHUTTERD_RIG_TIMEOUT:-420}
+TIMEOUT=${SHUTTERD_RIG_TIMEOUT:-660}
 
 skip() {
     echo "rig: skipped: $*"

@@ -297,8 +297,8 @@ def sc_bluetoothd_restart(rig):
     t.bluez.stop_bluetoothd()
     # bluetoothd powers hci0 off as it exits: the link and hidp's node go. Whether shutterd
     # first hears BlueZ's Connected false (or BlueZ leaving the bus) or the node's removal
-    # is not ordered: both were seen. What must hold: nothing says connected true, and the
-    # node is removed.
+    # is not ordered: both were seen (the deviceRemoved's object then still says connected
+    # true). What must hold: no deviceChanged says connected true, and the node is removed.
     seen = []
     while True:
         m = c.expect(lambda m: m.get("type") in ("deviceRemoved", "deviceChanged") and m["device"].get("id") in ids,

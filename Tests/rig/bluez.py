@@ -132,6 +132,7 @@ class Bluez:
         self.objects = {}  # path -> interface -> properties, mirrored from the signals
         self.agent = None
         self.owner = ""
+        self.controller_attempts = 0
 
     # --- processes ---------------------------------------------------------------------
 
@@ -164,6 +165,7 @@ class Bluez:
                 while time.monotonic() < deadline:
                     addresses = [hci_address(0), hci_address(1)]
                     if all(a and a != "00:00:00:00:00:00" for a in addresses):
+                        self.controller_attempts = attempt
                         return addresses
                     time.sleep(0.1)  # the kernel tells no one when a controller's setup ends
             finally:

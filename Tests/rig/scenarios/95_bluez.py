@@ -175,8 +175,9 @@ def sc_setup(rig):
     check(not [d for d in c.hello.get("devices", []) if d.get("uniq") == t.address.lower()],
           "the remote is listed before pairing")
     return ("bluetoothd %s, adapter %s, remote %s (Classic, Bumble, hci1 user channel); shutterd as uid 65534;"
-            " controllers %.1f s, remote %.1f s, bluetoothd and shutterd %.1f s" % (
-                version, addresses[0], t.address, t1 - t0, t2 - t1, time.monotonic() - t2))
+            " controllers %.1f s (btvirt started %d time(s)), remote %.1f s, bluetoothd and shutterd %.1f s" % (
+                version, addresses[0], t.address, t1 - t0, t.bluez.controller_attempts, t2 - t1,
+                time.monotonic() - t2))
 
 
 @scenario("bluez-classic-pair", needs="bluez-setup")

@@ -21,7 +21,8 @@
 #                             README's install, the units and uninstall (root; slow)
 #   make run                  set up, build and run shutterd in the foreground (root)
 #   make test                 set up and run every test tier (Tests/run-tests.sh; root)
-#   make load                 the hostile-client tier at ten times its size
+#   make load                 the hostile-client tier at ten times its size, and the
+#                             rig's dropped-events tier for 1,000 rounds (root; slow)
 #   make bench-hostile        what hostile clients cost the release daemon (figures)
 #   make hot-order            lay out the functions that run at start and per press together
 #                             again (bench/hot.order; bench/hotorder.sh)
@@ -147,7 +148,7 @@ install: units
 	$(INSTALL) -m 0755 $(SWIFT_BIN)/shutterd $(SWIFT_BIN)/shutterd-mqtt $(DESTDIR)$(SBINDIR)/
 	$(INSTALL) -m 0755 $(SWIFT_BIN)/shutterctl $(DESTDIR)$(BINDIR)/
 	$(INSTALL) -m 0644 $(GENDIR)/shutterd.service $(GENDIR)/shutterd-mqtt.service systemd/shutterd.socket \
-		$(DESTDIR)$(UNITDIR)/
+		systemd/shutterd-mqtt.path $(DESTDIR)$(UNITDIR)/
 	$(INSTALL) -m 0644 systemd/shutterd.sysusers $(DESTDIR)$(SYSUSERSDIR)/shutterd.conf
 	$(INSTALL) -m 0644 udev-rules/60-shutterd.rules $(DESTDIR)$(UDEVRULESDIR)/
 	$(INSTALL) -m 0644 man/shutterd.8 man/shutterd-mqtt.8 $(DESTDIR)$(MANDIR)/man8/
@@ -177,14 +178,14 @@ SYSTEMD_RUNNING = $(shell [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ] && [
 
 uninstall:
 	@if [ -f "$(DESTDIR)$(UNITDIR)/shutterd.service" ] || [ -f "$(DESTDIR)$(UNITDIR)/shutterd.socket" ] || \
-		[ -f "$(DESTDIR)$(UNITDIR)/shutterd-mqtt.service" ]; then \
+		[ -f "$(DESTDIR)$(UNITDIR)/shutterd-mqtt.service" ] || [ -f "$(DESTDIR)$(UNITDIR)/shutterd-mqtt.path" ]; then \
 		if [ "$(SYSTEMD_RUNNING)" = yes ]; then \
-			echo "systemctl disable --now shutterd-mqtt.service shutterd.socket shutterd.service"; \
-			systemctl disable --now shutterd-mqtt.service shutterd.socket shutterd.service || \
+			echo "systemctl disable --now shutterd-mqtt.path shutterd-mqtt.service shutterd.socket shutterd.service"; \
+			systemctl disable --now shutterd-mqtt.path shutterd-mqtt.service shutterd.socket shutterd.service || \
 				echo "uninstall: systemctl disable --now failed (above); removing the files anyway" >&2; \
 		elif command -v systemctl >/dev/null 2>&1; then \
-			echo "systemctl --root=$(DESTDIR)/ disable shutterd-mqtt.service shutterd.socket shutterd.service"; \
-			systemctl --root="$(DESTDIR)/" disable shutterd-mqtt.service shutterd.socket shutterd.service || \
+			echo "systemctl --root=$(DESTDIR)/ disable shutterd-mqtt.path shutterd-mqtt.service shutterd.socket shutterd.service"; \
+			systemctl --root="$(DESTDIR)/" disable shutterd-mqtt.path shutterd-mqtt.service shutterd.socket shutterd.service || \
 				echo "uninstall: systemctl --root disable failed (above); removing the files anyway" >&2; \
 		else \
 			echo "uninstall: no systemctl; remove any enable links of shutterd.socket and shutterd.service yourself" >&2; \
@@ -192,7 +193,7 @@ uninstall:
 	fi
 	rm -f $(DESTDIR)$(SBINDIR)/shutterd $(DESTDIR)$(BINDIR)/shutterctl $(DESTDIR)$(SBINDIR)/shutterd-mqtt
 	rm -f $(DESTDIR)$(UNITDIR)/shutterd.service $(DESTDIR)$(UNITDIR)/shutterd.socket \
-		$(DESTDIR)$(UNITDIR)/shutterd-mqtt.service
+		$(DESTDIR)$(UNITDIR)/shutterd-mqtt.service $(DESTDIR)$(UNITDIR)/shutterd-mqtt.path
 	rm -f $(DESTDIR)$(SYSUSERSDIR)/shutterd.conf
 	rm -f $(DESTDIR)$(UDEVRULESDIR)/60-shutterd.rules
 	rm -f $(DESTDIR)$(MANDIR)/man8/shutterd.8 $(DESTDIR)$(MANDIR)/man8/shutterd-mqtt.8 \
@@ -299,7 +300,8 @@ check-install: units
 	before=$$(cd "$$d" && find . | sort); \
 	$(MAKE) -s install DESTDIR=$$d SWIFT_BIN=$(SWIFT_BIN) >/dev/null; \
 	for f in $(SBINDIR)/shutterd $(BINDIR)/shutterctl $(SBINDIR)/shutterd-mqtt $(UNITDIR)/shutterd.service \
-		$(UNITDIR)/shutterd.socket $(UNITDIR)/shutterd-mqtt.service $(SYSUSERSDIR)/shutterd.conf \
+		$(UNITDIR)/shutterd.socket $(UNITDIR)/shutterd-mqtt.service $(UNITDIR)/shutterd-mqtt.path \
+		$(SYSUSERSDIR)/shutterd.conf \
 		$(UDEVRULESDIR)/60-shutterd.rules $(MANDIR)/man8/shutterd.8 $(MANDIR)/man8/shutterd-mqtt.8 \
 		$(MANDIR)/man1/shutterctl.1 $(DOCDIR)/README.md $(DIRLIST); do \
 		[ -f "$$d$$f" ] || { echo "check-install: $$f was not installed"; exit 1; }; \
@@ -309,9 +311,9 @@ check-install: units
 	for p in $(CHECK_PREEXISTING); do \
 		! grep -qx "$$p" "$$d$(DIRLIST)" || { echo "check-install: $(DIRLIST) claims $$p, which existed before"; exit 1; }; \
 	done; \
-	systemctl --root="$$d" enable shutterd.socket shutterd.service shutterd-mqtt.service >/dev/null 2>&1; \
+	systemctl --root="$$d" enable shutterd.socket shutterd.service shutterd-mqtt.service shutterd-mqtt.path >/dev/null 2>&1; \
 	links=$$(find "$$d/etc/systemd/system" -type l -name "shutterd*" | wc -l); \
-	[ "$$links" -eq 3 ] || { echo "check-install: systemctl --root enable made $$links links, expected 3"; exit 1; }; \
+	[ "$$links" -eq 4 ] || { echo "check-install: systemctl --root enable made $$links links, expected 4"; exit 1; }; \
 	$(MAKE) -s install DESTDIR=$$d SWIFT_BIN=$(SWIFT_BIN) >/dev/null; \
 	$(MAKE) -s uninstall DESTDIR=$$d >"$$d.log" 2>&1 || { cat "$$d.log"; rm -f "$$d.log"; exit 1; }; \
 	rm -f "$$d.log"; \
@@ -381,10 +383,13 @@ hot-order: build
 	sh bench/hotorder.sh
 	rm -f $(SWIFT_BIN)/shutterd $(SWIFT_BIN)/shutterctl $(SWIFT_BIN)/shutterd-mqtt
 
-# The hostile-client tier, ten times larger than in `make test`.
+# The hostile-client tier, ten times larger than in `make test`; the kernel rig's
+# dropped-events tier, 1,000 rounds per device (root, as the rig needs).
 load:
-	$(SWIFT) build $(SWIFTFLAGS) --product shutterd
+	$(SWIFT) build $(SWIFTFLAGS) --product shutterd --product shutterctl
 	python3 Tests/load/hostile.py .build/debug/shutterd --scale 10
+	SHUTTERD_RIG_FLOOD_ROUNDS=1000 SHUTTERD_RIG_TIMEOUT=3600 \
+		sh Tests/rig/run.sh --only "enumerate,hotplug-add,dropped-events-*" .build/debug/shutterd
 
 # What attacks cost the release daemon: CPU per MiB, a fresh client's hello latency, RSS.
 bench-hostile:

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Check shutterd's systemd files offline, without installing anything:
 #
-#   1. `systemd-analyze verify` on shutterd.service (made from the template)
-#      and shutterd.socket must succeed and print nothing. When man(1) is
+#   1. `systemd-analyze verify` on shutterd.service and shutterd-mqtt.service (made
+#      from their templates), shutterd.socket and shutterd-mqtt.path must succeed
+#      and print nothing. When man(1) is
 #      available, the units' Documentation=man: links are checked too, against
 #      the pages in man/.
 #   2. `systemd-analyze security --offline=yes` must rate shutterd.service and
@@ -70,7 +71,7 @@ mkdir -p "$tmp/mqttbin"
 printf '#!/bin/sh\nexit 0\n' > "$tmp/mqttbin/shutterd-mqtt"
 chmod +x "$tmp/mqttbin/shutterd-mqtt"
 sed "s|@SBINDIR@|$tmp/mqttbin|g" "$here/shutterd-mqtt.service.in" > "$tmp/units/shutterd-mqtt.service"
-cp "$here/shutterd.socket" "$tmp/units/shutterd.socket"
+cp "$here/shutterd.socket" "$here/shutterd-mqtt.path" "$tmp/units/"
 if grep -n '@[A-Z_]*@' "$tmp/units/shutterd.service"; then
     echo "check-units: FAIL: unsubstituted placeholder in shutterd.service" >&2
     exit 1
@@ -88,9 +89,10 @@ if command -v man >/dev/null 2>&1; then
     export MANPATH
     man_opt=--man=yes
 fi
-echo "== systemd-analyze verify $man_opt shutterd.service shutterd.socket shutterd-mqtt.service"
+echo "== systemd-analyze verify $man_opt shutterd.service shutterd.socket shutterd-mqtt.service shutterd-mqtt.path"
 set +e
-(cd "$tmp/units" && systemd-analyze verify "$man_opt" ./shutterd.service ./shutterd.socket ./shutterd-mqtt.service) \
+(cd "$tmp/units" && systemd-analyze verify "$man_opt" ./shutterd.service ./shutterd.socket ./shutterd-mqtt.service \
+    ./shutterd-mqtt.path) \
     > "$tmp/verify.out" 2>&1
 status=$?
 set -e

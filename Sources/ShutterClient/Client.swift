@@ -212,6 +212,12 @@ public final class Client {
         try Device.list(try request("listDevices")["devices"], "a listDevices reply")
     }
 
+    /// The presses shutterd holds now, daemon-wide, in the order they began (protocol 1.4):
+    /// once every key is up, none. A test's way to see that no press is left hanging.
+    public func held() throws(ClientError) -> [HeldPress] {
+        try HeldPress.list(try request("listDevices")["held"])
+    }
+
     /// Asks shutterd for a reply: returns once it came.
     public func ping() throws(ClientError) {
         _ = try request("ping")
@@ -293,7 +299,9 @@ public final class Client {
                 if let interaction { try setInteraction(interaction) }
                 pending.insert((.reconnected(hello), text), at: 0)
                 return true
-            } catch .cannotConnect, .closed, .timedOut, .notShutterd, .daemon(code: "tooManyClients", _) {
+            } catch .cannotConnect, .closed, .timedOut, .notShutterd, .daemon(code: "tooManyClients", _),
+                .daemon(code: "unavailable", _)
+            {
                 connection = nil
                 pending.removeAll()
                 continue

@@ -87,6 +87,16 @@ public struct Key: Sendable, Equatable {
     public var scancode: UInt32?
 }
 
+/// A press shutterd holds: begun, and not yet ended or cancelled (`Client.held()`).
+public struct HeldPress: Sendable, Equatable {
+    /// The id of the device whose key is held.
+    public var device: String
+    /// The key held (no scancode).
+    public var key: Key
+    /// The press, as its began said.
+    public var press: Int64
+}
+
 /// A capture's handler.
 public enum Handler: String, Sendable {
     case primary, secondary
@@ -371,6 +381,21 @@ extension Key {
         self.init(
             code: Int(try f.int("code")), name: try f.string("name"),
             scancode: scancode.flatMap { UInt32(exactly: $0) })
+    }
+}
+
+extension HeldPress {
+    static func list(_ json: JSON?) throws(ClientError) -> [HeldPress] {
+        guard let items = json?.arrayValue else {
+            throw .malformed("a listDevices reply without a \"held\" array (shutterd before protocol 1.4)")
+        }
+        var held: [HeldPress] = []
+        for item in items {
+            let f = Fields(json: item, context: "a held press")
+            held.append(
+                HeldPress(device: try f.string("device"), key: try Key(try f.object("key")), press: try f.int("press")))
+        }
+        return held
     }
 }
 

@@ -124,6 +124,15 @@ package final class Engine {
     /// How many of the device's mapped keys are held now (grabbing waits for zero).
     package func heldCount(_ handle: Int) -> Int { devices[handle]?.held.count ?? 0 }
 
+    /// The presses that have begun and not yet ended or been cancelled, daemon-wide, in the
+    /// order they began: what `listDevices` says the daemon holds (protocol 1.4), so that a
+    /// test can see that no press is left hanging rather than guess it from the events.
+    package var heldPresses: [HeldPress] {
+        devices.values.flatMap { state in
+            state.held.map { HeldPress(device: state.record.info.id, key: $0.key.withoutScancode, press: $0.press) }
+        }.sorted { $0.press < $1.press }
+    }
+
     /// Forgets a device; its held keys are cancelled.
     package func removeDevice(handle: Int, now: Int64) -> [Occurrence] {
         let out = cancelAll(handle: handle, reason: .removed, now: now)

@@ -3,7 +3,7 @@
 /// The protocol version spoken; see docs/PROTOCOL.md.
 package enum ProtocolVersion {
     package static let major = 1
-    package static let minor = 3
+    package static let minor = 4
 }
 
 /// The longest request line accepted, without its newline.
@@ -39,9 +39,15 @@ package enum ErrorCode: String, CaseIterable, Sendable {
     /// Since 1.3: a well-formed request that the daemon's state does not allow now (a
     /// replay start on a daemon that does not replay, or that plays or has played).
     case invalidState
+    /// Since 1.4: as the only message, from a shutterd that could not start (its config file
+    /// does not parse; the message names the file and the line) to a client that was
+    /// waiting on the socket systemd holds for it.
+    case unavailable
 
     /// Whether the connection is closed after this error.
-    package var closes: Bool { self == .lineTooLong || self == .invalidJSON || self == .tooManyClients }
+    package var closes: Bool {
+        self == .lineTooLong || self == .invalidJSON || self == .tooManyClients || self == .unavailable
+    }
 }
 
 /// A request's `id`: the exact JSON text the client wrote, echoed byte for byte in the

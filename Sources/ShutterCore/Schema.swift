@@ -23,6 +23,8 @@ package struct FieldSpec: Sendable {
         case key
         /// An array of device objects.
         case devices
+        /// An array of held presses (`Schema.held`).
+        case held
         /// An object of these fields.
         case object([FieldSpec])
         /// An object the reply of a request carries, described with the request in
@@ -153,6 +155,13 @@ package enum Schema {
             presence: .sometimes),
     ]
 
+    /// A press the daemon holds, in a listDevices reply (`HeldPress.json`).
+    static let held: [FieldSpec] = [
+        FieldSpec("device", .string, "The id of the device whose key is held."),
+        FieldSpec("key", .key, "The key held (no scancode)."),
+        FieldSpec("press", .int, "The press, as its began said."),
+    ]
+
     /// The fields every event ends with: Wire.eventTail.
     static let eventTail: [FieldSpec] = [
         FieldSpec("device", .device, "The device the event came from."),
@@ -245,6 +254,10 @@ package enum Schema {
                     "interaction", .interaction, "For setInteraction: the interaction in force.", presence: .sometimes),
                 FieldSpec("devices", .devices, "For listDevices: the devices open now.", presence: .sometimes),
                 FieldSpec(
+                    "held", .held,
+                    "For listDevices (1.4): the presses begun and not yet ended or cancelled, daemon-wide (whatever this client's interaction selects), in the order they began.",
+                    presence: .sometimes),
+                FieldSpec(
                     "action", .string, "For replay (1.3): the action carried out.", presence: .sometimes,
                     values: ReplayAction.allCases.map(\.rawValue)),
             ]),
@@ -280,6 +293,7 @@ extension FieldSpec {
         case .device: m.append(("kind", .string("device")))
         case .key: m.append(("kind", .string("key")))
         case .devices: m.append(("kind", .string("devices")))
+        case .held: m.append(("kind", .string("held")))
         case .interaction: m.append(("kind", .string("interaction")))
         case .object(let fields):
             m.append(("kind", .string("object")))
@@ -309,6 +323,7 @@ extension Schema {
             ),
             ("device", .array(DeviceInfo.properties.map(\.field.json))),
             ("key", .array(key.map(\.json))),
+            ("held", .array(held.map(\.json))),
             (
                 "messages",
                 .array(

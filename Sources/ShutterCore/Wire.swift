@@ -42,12 +42,14 @@ package enum Message {
         line([("type", .string("reply")), ("request", .string(request.name))], id: id, extra)
     }
 
-    /// The reply to listDevices: the device objects as admitted.
-    package static func devices(id: RequestID?, _ devices: [DeviceRecord]) -> [UInt8] {
+    /// The reply to listDevices: the device objects as admitted, and the presses held now.
+    package static func devices(id: RequestID?, _ devices: [DeviceRecord], held: [HeldPress]) -> [UInt8] {
         var out = line([("type", .string("reply")), ("request", .string(Request.listDevices.name))], id: id, [])
         out.removeLast(2)  // "}\n"
         out.append(ascii: ",\"devices\":")
         devicesArray(devices, into: &out)
+        out.append(ascii: ",\"held\":")
+        JSON.array(held.map(\.json)).write(into: &out)
         out.append(ascii: "}\n")
         return out
     }

@@ -404,7 +404,7 @@ package final class ClientHub {
         case .ping:
             fanout.send(Message.reply(line.request, id: line.id), to: client.fan)
         case .listDevices:
-            fanout.send(Message.devices(id: line.id, devices), to: client.fan)
+            fanout.send(Message.devices(id: line.id, devices, held: engine.heldPresses), to: client.fan)
         case .setInteraction(let interaction):
             if interaction.grab && !client.mayGrab {
                 let who = client.peer.map { "uid \($0.uid)" } ?? "this client"

@@ -95,8 +95,9 @@ package final class EvdevDevice {
     /// After a SYN_DROPPED, until the SYN_REPORT that ends the damaged frame.
     var dropping = false
 
-    /// Reads what the node holds now, with one read(2), appending its events to `events`
-    /// (the caller reuses the buffer). Returns at once when there is nothing.
+    /// Reads what the node holds now, with one read(2) (more after a SYN_DROPPED, below),
+    /// appending its events to `events` (the caller reuses the buffer). Returns at once
+    /// when there is nothing.
     ///
     /// The keys' state is kept in libevdev's copy (`libevdev_set_event_value`), which is
     /// what `anyKeyDown` and a resynchronisation compare with. After a SYN_DROPPED, the
@@ -104,52 +105,68 @@ package final class EvdevDevice {
     /// and the keys' state is asked of the kernel (EVIOCGKEY): every key whose state
     /// differs from the copy comes as an event with `resync` set, then a SYN_REPORT.
     ///
-    /// The question is asked after the last event this read brought, not where the damaged
-    /// frame ends: EVIOCGKEY answers with the state after every key event the kernel has
-    /// had, those this read brought after the damaged frame included, and removes from
-    /// this reader's queue the key events not read yet (`__evdev_flush_queue`, its answer
-    /// includes them). Asked where the damaged frame ended, the key events after it in this
-    /// read would be applied on top of a state that already held them: a press there whose
-    /// release was among those removed stayed held for good (the kernel rig's click flood
-    /// found it). libevdev's own resynchronisation is not used because it first discards
-    /// every event queued in the kernel (`drain_events`), and with them a dial's relative
-    /// steps, which no state query can bring back (EVIOCGKEY removes key events only).
-    /// Throws ENODEV when the device is gone.
+    /// The question is asked once the reader's queue is empty: after a damaged frame, this
+    /// reads on (`drainReads` reads at most, the kernel's buffer being a few of them) until a
+    /// read comes back short. EVIOCGKEY removes from this reader's queue the key events not
+    /// read yet (`__evdev_flush_queue`), and its answer is the state after them: what it
+    /// removes is lost. Asked after the first read of a queue longer than one read, it
+    /// removed up to a buffer's worth of presses and releases, and when the key had gone
+    /// down again meanwhile (a press after the flood, read by none), a release and a press
+    /// were one: the earlier press stayed held and the new one never began (the kernel
+    /// rig's dropped-events tier found it). Now only what comes between the last read and
+    /// the question can be removed, and a change of state there comes from the answer.
+    /// Nor is it asked where the damaged frame ends: the key events after it would be
+    /// applied on top of an answer that already held them. libevdev's own
+    /// resynchronisation is not used because it first discards every event queued in the
+    /// kernel (`drain_events`), and with them a dial's relative steps, which no state query
+    /// can bring back (EVIOCGKEY removes key events only). Throws ENODEV when the device is
+    /// gone.
     package func read(into events: inout [RawEvent]) throws(SystemError) {
         let buffer = readBuffer
         let size = MemoryLayout<input_event>.stride
-        guard
-            let n = try Sys.read(fd.raw, UnsafeMutableRawBufferPointer(buffer), node)
-        else { return }
-        // A damaged frame ended in this read: the state is asked after its last event.
+        // A damaged frame ended: the state is asked after the last event read.
         var resyncDue = false
         var lastTime: Int64 = 0
-        for ev in buffer[..<(n / size)] {
-            let event = RawEvent(
-                type: ev.type, code: ev.code, value: ev.value,
-                time: Int64(ev.time.tv_sec) * 1_000_000 + Int64(ev.time.tv_usec))
-            lastTime = event.time
-            if dropping {
-                if event.type == EventType.syn && event.code == SynCode.report {
-                    dropping = false
-                    resyncDue = true
+        var reads = 0
+        while let n = try Sys.read(fd.raw, UnsafeMutableRawBufferPointer(buffer), node) {
+            reads += 1
+            for ev in buffer[..<(n / size)] {
+                let event = RawEvent(
+                    type: ev.type, code: ev.code, value: ev.value,
+                    time: Int64(ev.time.tv_sec) * 1_000_000 + Int64(ev.time.tv_usec))
+                lastTime = event.time
+                if dropping {
+                    if event.type == EventType.syn && event.code == SynCode.report {
+                        dropping = false
+                        resyncDue = true
+                    } else if event.type == EventType.syn && event.code == SynCode.dropped {
+                        logDrop(at: event.time)
+                    }
+                    continue
+                }
+                if event.type == EventType.key && event.value != 2 {
+                    libevdev_set_event_value(dev, UInt32(event.type), UInt32(event.code), event.value)
                 } else if event.type == EventType.syn && event.code == SynCode.dropped {
                     logDrop(at: event.time)
+                    dropping = true
                 }
-                continue
+                events.append(event)
             }
-            if event.type == EventType.key && event.value != 2 {
-                libevdev_set_event_value(dev, UInt32(event.type), UInt32(event.code), event.value)
-            } else if event.type == EventType.syn && event.code == SynCode.dropped {
-                logDrop(at: event.time)
-                dropping = true
-            }
-            events.append(event)
+            // A short read emptied the queue; a full one may have left some, which is read
+            // now only when there is a damaged frame to end or a question to ask.
+            guard n / size == Self.readCapacity, resyncDue || dropping, reads < Self.drainReads else { break }
         }
-        // Still dropping at the end of the read: the damaged frame ends in a later one, which
-        // asks then (another SYN_DROPPED after this one's end makes a new damaged frame).
+        // Still dropping: the damaged frame ends in a later read, which asks then (another
+        // SYN_DROPPED after this one's end makes a new damaged frame).
         if resyncDue && !dropping { resync(at: lastTime, into: &events) }
     }
+
+    /// Reads after a SYN_DROPPED, at most, before the keys' state is asked anyway: eight of
+    /// `readCapacity`, 1,024 events. The kernel gives a reader eight times its estimate of
+    /// a frame, at least 64 events (drivers/input/evdev.c, `evdev_compute_buffer_size`):
+    /// 64 for a remote or a headset, 256 for the rig's dial with ten axes. A device that
+    /// sends faster than this reads is asked anyway, and only what came meanwhile is lost.
+    static let drainReads = 8
 
     /// Brings libevdev's copy of the keys' state up to the kernel's, appending an event with
     /// `resync` set for each key that changed while events were dropped, and a SYN_REPORT.

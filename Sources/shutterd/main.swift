@@ -53,6 +53,14 @@ func fail(_ message: String, code: Int32) -> Never {
     Sys.exit(code)
 }
 
+/// The config cannot be read or does not parse: exit 78, after telling the clients that
+/// systemd's socket holds why (`Systemd.turnAway`).
+@MainActor func configFailed(_ message: String) -> Never {
+    let told = checkConfig ? 0 : Systemd.turnAway("shutterd cannot start: \(message)")
+    if told > 0 { Log.info("told \(told) waiting client\(told == 1 ? "" : "s") that shutterd cannot start") }
+    fail(message, code: 78)
+}
+
 /// A mistake on the command line: the message as a log line (what it quotes escaped, as in
 /// every log line), then the usage as it is, on lines of its own, as shutterctl prints it;
 /// exit status 64.
@@ -153,13 +161,13 @@ do {
     do {
         config = try Config(text: text, keyCode: KeyNames.keyCode)
     } catch {
-        fail("\(file): \(error)", code: 78)
+        configFailed("\(file): \(error)")
     }
     Log.info("config: read \(file)")
 } catch  where error.errno == Errno.ENOENT && !configRequired && !isThere(file) {
     Log.info("config: no \(file), using the defaults")
 } catch {
-    fail("cannot read config file \(error)", code: 78)
+    configFailed("cannot read config file \(error)")
 }
 if checkConfig {
     Log.info("config: \(file) is good")

@@ -36,12 +36,14 @@ struct ClientSchemaTests {
         return info.json
     }
 
-    @Test("Device and Key have a property for each field of the schema")
+    @Test("Device, Key and HeldPress have a property for each field of the schema")
     func deviceAndKey() throws {
         let d = try ShutterClient.Device(json: device)
         #expect(names(DeviceInfo.properties.map(\.field)).subtracting(labels(d)) == [])
         let key = ShutterClient.Key(code: 28, name: "KEY_ENTER", scancode: 1)
         #expect(names(Schema.key).subtracting(labels(key)) == [])
+        let held = HeldPress(device: "usb-1", key: key, press: 3)
+        #expect(names(Schema.held).subtracting(labels(held)) == [])
     }
 
     @Test("each event the client decodes has a property for each field of its message type")

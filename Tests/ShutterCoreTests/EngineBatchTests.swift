@@ -127,4 +127,39 @@ struct EngineBatchTests {
         engine.handle(1, frame(RelCode.dial, 1, 4), now: 0, into: &out)
         #expect(out.map(\.kind) == [.slider(delta: 3), .slider(delta: 1)])
     }
+
+    @Test("heldPresses: each press from its began to its end, daemon-wide and in press order; a removal empties it")
+    func heldPresses() {
+        let engine = Engine(name: TestNames.name)
+        let remote = DeviceInfo(
+            name: "AB Shutter3", bus: 5, vendor: 0x2717, product: 0x0040, version: 1, uniq: "c2:1a:55:0e:b3:05",
+            phys: nil, syspath: "/sys/x/event9", node: "/dev/input/event9", kind: .remote)
+        let dialRecord = engine.addDevice(handle: 1, info: dial, mapping: .standard(for: .dial))
+        let remoteRecord = engine.addDevice(handle: 2, info: remote, mapping: .standard(for: .remote))
+        var out: [Occurrence] = []
+        #expect(engine.heldPresses.isEmpty)
+        engine.handle(
+            2, [ev(EventType.key, KeyCode.volumeUp, 1, 1), ev(EventType.syn, SynCode.report, 0, 1)], now: 10, into: &out
+        )
+        engine.handle(
+            1, [ev(EventType.key, KeyCode.btn0, 1, 2), ev(EventType.syn, SynCode.report, 0, 2)], now: 11, into: &out)
+        let began = out.filter { if case .capture(_, .began) = $0.kind { true } else { false } }.map(\.press)
+        #expect(
+            engine.heldPresses == [
+                HeldPress(
+                    device: remoteRecord.info.id, key: KeyInfo(code: KeyCode.volumeUp, name: "KEY_VOLUMEUP"),
+                    press: began[0]),
+                HeldPress(device: dialRecord.info.id, key: KeyInfo(code: KeyCode.btn0, name: "BTN_0"), press: began[1]),
+            ])
+        // Autorepeat holds nothing more; the release ends the remote's press alone.
+        engine.handle(
+            2,
+            [
+                ev(EventType.key, KeyCode.volumeUp, 2, 3), ev(EventType.syn, SynCode.report, 0, 3),
+                ev(EventType.key, KeyCode.volumeUp, 0, 4), ev(EventType.syn, SynCode.report, 0, 4),
+            ], now: 12, into: &out)
+        #expect(engine.heldPresses.map(\.press) == [began[1]])
+        _ = engine.removeDevice(handle: 1, now: 13)
+        #expect(engine.heldPresses.isEmpty)
+    }
 }

@@ -69,7 +69,10 @@ struct SchemaTests {
             Message.hello(version: "1.2.3", devices: []),
             Message.reply(.ping, id: "3"),
             Message.reply(.setInteraction(Interaction()), id: nil, [("interaction", Interaction().json)]),
-            Message.devices(id: #""x""#, [Self.full]),
+            Message.devices(id: #""x""#, [Self.full], held: []),
+            Message.devices(
+                id: nil, [Self.full],
+                held: [HeldPress(device: "usb-1", key: KeyInfo(code: 115, name: "KEY_VOLUMEUP"), press: 7)]),
             Message.reply(.replay(.start), id: "4", [("action", .string("start"))]),
             Message.error(RequestError(.invalidState, "replay: already playing", id: "5")),
             Message.error(RequestError(.unknownRequest, "nope", id: "[1]")),
@@ -199,6 +202,12 @@ extension Schema {
                 for (i, d) in items.enumerated() {
                     out += problems(d, fields: DeviceInfo.properties.map(\.field), at: "\(here)[\(i)]")
                 }
+            case .held:
+                guard let items = v.arrayValue else {
+                    out.append("\(here) is not an array")
+                    break
+                }
+                for (i, h) in items.enumerated() { out += problems(h, fields: held, at: "\(here)[\(i)]") }
             }
         }
         return out

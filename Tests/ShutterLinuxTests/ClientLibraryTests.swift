@@ -58,6 +58,7 @@ struct ClientLibraryTests {
         #expect(client.hello.daemonName == "shutterd")
         #expect(client.hello.daemonVersion == shutterdVersion)
         #expect(try client.listDevices() == client.hello.devices)
+        #expect(try client.held() == [], "no device, no press held")
         try client.ping()
         #expect(try client.next(timeout: .milliseconds(100)) == nil, "no devices, no events: the wait times out")
     }

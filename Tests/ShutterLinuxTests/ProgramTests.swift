@@ -110,6 +110,44 @@ struct ProgramTests {
         listener.shutdown()
     }
 
+    @Test("socket activation onto a config that does not parse: waiting clients told why, the socket left empty")
+    func socketActivationBadConfig() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/activated.sock"
+        let conf = dir + "/shutterd.conf"
+        let f = fopen(conf, "w")
+        fputs("[daemon]\nqueue-limit = banana\n", f)
+        fclose(f)
+        let listener = try UnixListener(path: path)
+        let wrapper = dir + "/activate.sh"
+        let w = fopen(wrapper, "w")
+        fputs("#!/bin/sh\nLISTEN_PID=$$ LISTEN_FDS=1 exec \"$@\"\n", w)
+        fclose(w)
+        chmod(wrapper, 0o755)
+        // Two clients waiting in the socket's queue when the daemon starts, as a connection
+        // that made systemd start it would be.
+        let waiting = [try connect(path), try connect(path)]
+        let d = Child(
+            [wrapper, shutterd, "--config", conf, "--socket", dir + "/not-bound.sock"], directory: dir,
+            dup2: [(listener.raw, 3)])
+        #expect(d.wait() == 78)
+        for client in waiting {
+            let error = try #require(try client.next(type: "error", timeout: 5000))
+            #expect(error["code"]?.stringValue == "unavailable")
+            #expect(
+                error["message"]?.stringValue
+                    == "shutterd cannot start: \(conf): line 2: queue-limit must be a whole number from 16 to 1000000, not 'banana'"
+            )
+            #expect(try client.next(type: "hello", timeout: 1000) == nil, "and then the connection is closed")
+        }
+        #expect(d.stderr.contains("told 2 waiting clients that shutterd cannot start"), "\(d.stderr)")
+        // Nothing left waiting: systemd would not start the service again until a new client comes.
+        var pfd = pollfd(fd: listener.raw, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&pfd, 1, 0) == 0, "the listening socket has no connection waiting")
+        listener.shutdown()
+    }
+
     @Test("shutterctl: devices as JSON, verify's exit codes and JUnit file, usage errors")
     func shutterctlCommands() throws {
         let dir = temporaryDirectory()

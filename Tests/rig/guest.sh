@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Runs inside the rig's guest (started by run.sh through virtme-ng), as root.
 #
-# Usage: guest.sh RESULTS_DIR SHUTTERD|- SHUTTERCTL|- [PYTHON_VENV|-] [ONLY|-] [BUMBLE|-]
+# Usage: guest.sh RESULTS_DIR SHUTTERD|- SHUTTERCTL|- [PYTHON_VENV|-] [ONLY|-] [FLOOD_ROUNDS|-] [BUMBLE|-]
 #
 # Loads the input modules, installs the project's udev rules, settles udev, checks every
 # device data file against the kernel, then starts shutterd and runs the scenarios against
@@ -15,8 +15,11 @@ SHUTTERD=${2:--}
 SHUTTERCTL=${3:--}
 PYTHON_VENV=${4:--}
 ONLY=${5:--}
-BUMBLE=${6:--}
+BUMBLE=${7:--}
 [ "$ONLY" = - ] && ONLY=
+# The rounds of the dropped-events tier (scenarios/42_dropped.py): the guest has none of
+# the host's environment.
+[ "${6:--}" = - ] || export SHUTTERD_RIG_FLOOD_ROUNDS="$6"
 RIG=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$RIG/../.." && pwd)
 PY=/usr/bin/python3

@@ -14,6 +14,7 @@
 # 1 when any failed, 77 when the rig cannot run here (it says why); under CI=true a skip
 # is a failure (exit 1). Needs root. Runs Tests/rig/setup.sh first unless
 # SHUTTERD_RIG_NO_SETUP=1. SHUTTERD_RIG_KEEP=1 keeps the results directory.
+# SHUTTERD_RIG_FLOOD_ROUNDS=N runs N rounds per device of the dropped-events tier (12).
 set -u
 
 RIG=$(cd "$(dirname "$0")" && pwd)
@@ -43,6 +44,9 @@ case ${1:-} in
     ONLY=$2
     shift 2
     ;;
+esac
+case ${SHUTTERD_RIG_FLOOD_ROUNDS:-12} in
+'' | *[!0-9]*) echo "rig: SHUTTERD_RIG_FLOOD_ROUNDS must be a number of rounds, not '$SHUTTERD_RIG_FLOOD_ROUNDS'" >&2; exit 2 ;;
 esac
 SHUTTERD=${1:-$REPO/.build/debug/shutterd}
 SHUTTERCTL=${2:-$(dirname "$SHUTTERD")/shutterctl}
@@ -90,10 +94,10 @@ trap 'exit 130' INT TERM
 # not swap the binaries under it, and the guest mounts an empty tmpfs over /var/cache,
 # /var/tmp and /var/log, so a tree or binaries there would not be seen. What the guest reads
 # of the tree goes with them: the rig itself, the devices' data, the MQTT test's broker, the
-# udev rules and the Python client.
+# udev rules and the Python client (with the LICENSE its wheel carries).
 mkdir -p "$RESULTS/tree"
 (cd "$REPO" && tar cf - --exclude=__pycache__ --exclude=build --exclude='*.egg-info' \
-    Tests/rig Tests/devices Tests/mqtt udev-rules clients/python) | (cd "$RESULTS/tree" && tar xf -) ||
+    LICENSE Tests/rig Tests/devices Tests/mqtt udev-rules clients/python) | (cd "$RESULTS/tree" && tar xf -) ||
     skip "cannot copy the rig's part of the tree to $RESULTS/tree"
 GUEST_RIG=$RESULTS/tree/Tests/rig
 if [ "$SHUTTERD" != - ]; then
@@ -142,7 +146,7 @@ fi
 
 echo "rig: kernel $KERNEL ($KVER), qemu $([ -n "$ACCEL" ] && echo TCG || echo KVM), results in $RESULTS"
 START=$(date +%s)
-rig_boot shutterd-rig "$TIMEOUT" "$RESULTS" "sh $GUEST_RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL $PYTHON_VENV '$ONLY' $BUMBLE"
+rig_boot shutterd-rig "$TIMEOUT" "$RESULTS" "sh $GUEST_RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL $PYTHON_VENV '$ONLY' ${SHUTTERD_RIG_FLOOD_ROUNDS:--} $BUMBLE"
 END=$(date +%s)
 echo "rig: guest finished in $((END - START))s"
 

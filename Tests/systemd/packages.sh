@@ -11,9 +11,12 @@
 # repository, the units at work (socket activation, READY, a press through the sandbox,
 # shutterctl verify, the bridge publishing to mosquitto); a repository whose Release was
 # changed after signing, and one with a changed package, refused, nothing upgraded; then
-# apt-get upgrade from the newer repository: an edited conffile kept, the services
-# restarted and a client reconnecting; remove (everything stopped, the conffile kept),
-# purge (the file tree as before the install, no user or group left).
+# apt-get upgrade from the newer repository onto a config the new version refuses (the
+# upgrade fails, saying why, the earlier daemons running on), and once the file is mended
+# dpkg --configure -a: an edited conffile kept, the services restarted and a client
+# reconnecting; a config broken under both daemons, and both back once it is mended;
+# remove (everything stopped, the conffile kept), purge (the file tree as before the
+# install, no user or group left).
 
 DEBS=/srv/shutterd-repos
 rm -rf "$DEBS"
@@ -149,12 +152,32 @@ wait_for 20 grep -q connected /tmp/reconnect.log
 pid=$(main_pid)
 mqttpid=$(prop shutterd-mqtt.service MainPID)
 use_repo new
-upgrade_from_new() {
+# First onto a config the new version refuses: the upgrade fails before any restart, saying
+# which line, and the earlier daemons keep running (docs/PACKAGING.md).
+BROKEN="queue-limit = banana   # broken on this rig"
+sed -i "/^\[daemon\]/a $BROKEN" "$CONF"
+broken_upgrade() {
     update_ok || return 1
-    apt-get upgrade -y </dev/null >/tmp/upgrade.log 2>&1 || { tail -n 8 /tmp/upgrade.log; return 1; }
-    grep -m1 '^[0-9]* upgraded' /tmp/upgrade.log
+    if apt-get upgrade -y </dev/null >/tmp/broken-upgrade.log 2>&1; then echo "apt-get upgrade succeeded"; return 1; fi
+    grep -m1 'line [0-9]*: queue-limit must be a whole number' /tmp/broken-upgrade.log | cut -c1-140 &&
+        grep -q 'shutterd: not restarted: /etc/shutterd/shutterd.conf does not parse' /tmp/broken-upgrade.log
 }
-check pkg-upgrade "apt-get update && apt-get upgrade from the newer repository" upgrade_from_new
+check pkg-upgrade-broken-config "apt-get upgrade onto a config the new version refuses: fails, naming the line, nothing restarted" \
+    broken_upgrade
+check pkg-broken-unconfigured "dpkg: shutterd unpacked and not configured, shutterd-mqtt waiting for it" \
+    sh -c 'a=$(dpkg-query -W -f "\${db:Status-Abbrev}" shutterd shutterd-mqtt); echo "$a"; [ "$a" = "iF iU " ]'
+still_running() {
+    p=$(main_pid)
+    q=$(prop shutterd-mqtt.service MainPID)
+    echo "shutterd pid $pid -> $p, shutterd-mqtt pid $mqttpid -> $q"
+    [ "$p" = "$pid" ] && [ "$q" = "$mqttpid" ] && hello && mqtt_status
+}
+check pkg-broken-kept-running "the earlier shutterd (same pid) answers, the earlier bridge (same pid) is online" still_running
+sed -i '/^queue-limit = banana/d' "$CONF"
+upgrade_from_new() {
+    dpkg --configure -a </dev/null >/tmp/upgrade.log 2>&1 || { tail -n 8 /tmp/upgrade.log; return 1; }
+}
+check pkg-upgrade "the file mended, dpkg --configure -a finishes the upgrade" upgrade_from_new
 check pkg-upgraded "dpkg: both at the new version" \
     sh -c 'v=$(dpkg-query -W -f "\${Version} " shutterd shutterd-mqtt); echo "$v"; case "$v" in *"~systemd.tier"*) false ;; esac'
 check pkg-conffile-kept "the edited conffile kept, no .dpkg-new or .dpkg-dist beside it" \
@@ -193,6 +216,33 @@ systemctl restart shutterd.socket shutterd.service
 check pkg-conffile-readable "readable again, after systemctl reset-failed the daemon starts READY" wait_for 30 ready
 systemctl start shutterd-mqtt.service
 check pkg-mqtt-again "shutterd-mqtt started again, online" wait_for 30 mqtt_status
+
+# A config broken while both run, then both restarted: the bridge stops for good (78), and
+# shutterd, started by each connection, tells it why and stops; a client trying twice a
+# second never trips a start limit; once the file is mended both come back by themselves
+# (shutterd-mqtt.path, and a connection through the socket).
+sed -i "/^\[daemon\]/a $BROKEN" "$CONF"
+systemctl restart shutterd-mqtt.service
+check pkg-mqtt-broken-stops "shutterd-mqtt exits 78 on the broken config, not restarted" \
+    wait_for 20 sh -c 's=$(systemctl show -p ExecMainStatus --value shutterd-mqtt.service); echo "status $s"; [ "$s" = 78 ] && [ "$(systemctl is-active shutterd-mqtt.service)" != active ]'
+systemctl stop shutterd.service
+told() {
+    n=0
+    for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+        line=$("$PY" -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1])
+print(s.makefile().readline().strip())' "$SOCK" 2>&1)
+        case $line in *'"code":"unavailable"'*'line '*'queue-limit'*) n=$((n + 1)) ;; *) echo "told: $line" ;; esac
+        sleep 0.5
+    done
+    echo "$n of 12 connections told unavailable, with the line; $(echo "$line" | cut -c1-120)"
+    [ "$n" = 12 ] && [ "$(systemctl is-active shutterd.socket)" = active ] && [ -S "$SOCK" ]
+}
+check pkg-broken-told "12 connections in 6 s: each starts shutterd, which tells it why (unavailable), the socket stays active" told
+sed -i '/^queue-limit = banana/d' "$CONF"
+check pkg-mended-mqtt-back "the file mended: shutterd-mqtt back by itself (shutterd-mqtt.path), online through a shutterd the socket started" \
+    wait_for 60 mqtt_status
+check pkg-mended-shutterd-back "shutterd READY again, started by the bridge's connection" wait_for 30 ready
 
 # ---- remove, then purge ---------------------------------------------------------------------------
 check pkg-remove "apt remove shutterd shutterd-mqtt" apt_do remove remove -y shutterd shutterd-mqtt

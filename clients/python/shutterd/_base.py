@@ -17,10 +17,10 @@ def get_field(obj: dict, name: str, kind: Union[type, Tuple[type, ...]], default
     return value if isinstance(value, kind) else default
 
 
-def devices_field(obj: dict, name: str, device: Any) -> Any:
-    """obj[name] as a list of ``device`` (the Device class) when it is an array, else None."""
+def objects_field(obj: dict, name: str, cls: Any) -> Any:
+    """obj[name] as a list of ``cls`` (Device, Held) when it is an array, else None."""
     value = obj.get(name)
-    return [device.from_json(d) for d in value] if isinstance(value, list) else None
+    return [cls.from_json(d) for d in value] if isinstance(value, list) else None
 
 
 @dataclass

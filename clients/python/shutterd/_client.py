@@ -7,7 +7,7 @@ import socket
 import time
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
-from ._protocol import (MAX_LINE, ClientCore, ConnectError, Device, Disconnected, ExpectedPress, Hello,
+from ._protocol import (MAX_LINE, ClientCore, ConnectError, Device, Disconnected, ExpectedPress, Held, Hello,
                         Interaction, Judge, Message, Press, ProtocolError, Reconnected, Reply, Slider, Timeout, check_hello,
                         interaction_json, parse_line, remaining, _seconds)
 
@@ -164,6 +164,15 @@ class Client:
         reply = self.request("listDevices", timeout)
         devices = reply.raw.get("devices")
         return [Device.from_json(d) for d in devices] if isinstance(devices, list) else []
+
+    def held(self, timeout: Optional[float] = None) -> List[Held]:
+        """The presses shutterd holds now, daemon-wide, in the order they began (protocol
+        1.4): none once every key is up. A test's way to see that no press is left hanging."""
+        reply = self.request("listDevices", timeout)
+        held = reply.raw.get("held")
+        if not isinstance(held, list):
+            raise ProtocolError("a listDevices reply without a \"held\" array (shutterd before protocol 1.4)")
+        return [Held.from_json(h) for h in held]
 
     def ping(self, timeout: Optional[float] = None) -> None:
         self.request("ping", timeout)

@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from ._base import CaptureMethods, DeviceMethods, Message, devices_field, get_field
+from ._base import CaptureMethods, DeviceMethods, Message, objects_field, get_field
 
 #: The protocol this package speaks: a daemon with another major is refused, a newer
 #: minor accepted (what it adds is kept in ``raw``).
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 3
+PROTOCOL_MINOR = 4
 
 
 @dataclass
@@ -106,6 +106,29 @@ class Device(DeviceMethods):
 
 
 @dataclass
+class Held:
+    """A press shutterd holds, in a listDevices reply (docs/PROTOCOL.md, "listDevices")."""
+
+    #: The id of the device whose key is held.
+    device: str = ""
+    #: The key held (no scancode).
+    key: Key = field(default_factory=lambda: Key.from_json({}))
+    #: The press, as its began said.
+    press: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "Held":
+        obj = obj if isinstance(obj, dict) else {}
+        return cls(
+            device=get_field(obj, "device", str, ""),
+            key=Key.from_json(obj.get("key")),
+            press=get_field(obj, "press", int, 0),
+            raw=obj,
+        )
+
+
+@dataclass
 class Hello(Message):
     """The daemon's greeting, the first message of every connection."""
 
@@ -131,7 +154,7 @@ class Hello(Message):
             protocol_minor=get_field(_protocol, "minor", int, 0),
             daemon_name=get_field(_daemon, "name", str, ""),
             daemon_version=get_field(_daemon, "version", str, ""),
-            devices=devices_field(obj, "devices", Device) or [],
+            devices=objects_field(obj, "devices", Device) or [],
         )
 
 
@@ -337,6 +360,9 @@ class Reply(Message):
     interaction: Optional[Dict[str, Any]] = None
     #: For listDevices: the devices open now.
     devices: Optional[List[Device]] = None
+    #: For listDevices (1.4): the presses begun and not yet ended or cancelled, daemon-wide
+    #: (whatever this client's interaction selects), in the order they began.
+    held: Optional[List[Held]] = None
     #: For replay (1.3): the action carried out. One of: start.
     action: Optional[str] = None
 
@@ -348,7 +374,8 @@ class Reply(Message):
             request=get_field(obj, "request", str, ""),
             id=obj.get("id"),
             interaction=get_field(obj, "interaction", dict),
-            devices=devices_field(obj, "devices", Device),
+            devices=objects_field(obj, "devices", Device),
+            held=objects_field(obj, "held", Held),
             action=get_field(obj, "action", str, None),
         )
 
@@ -358,7 +385,7 @@ class Error(Message):
     """A request that could not be carried out, or a line that is not a request."""
 
     #: What went wrong. One of: lineTooLong, invalidJSON, unknownRequest, invalidRequest,
-    #: notPermitted, tooManyClients, invalidState.
+    #: notPermitted, tooManyClients, invalidState, unavailable.
     code: str = ""
     #: The daemon's words.
     message: str = ""

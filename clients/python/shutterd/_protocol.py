@@ -16,12 +16,13 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._base import Message, get_field
 from ._messages import (MESSAGE_TYPES, PROTOCOL_MAJOR, PROTOCOL_MINOR, Capture, Control, Device, DeviceAdded,
-                        DeviceChanged, DeviceRemoved, Gesture, Hello, Key, Overflow, Reply)
+                        DeviceChanged, DeviceRemoved, Gesture, Held, Hello, Key, Overflow, Reply)
 
 #: The protocol this package speaks (PROTOCOL_MAJOR, PROTOCOL_MINOR) and the message
 #: classes come from the daemon's schema (_messages.py, generated). 1.2: gestures,
 #: ``Device.replayed``, a device's link (``Device.connected``, ``.battery``, ``.alias``;
-#: ``DeviceChanged``). 1.3: the ``replay`` request (``Client.start_replay``).
+#: ``DeviceChanged``). 1.3: the ``replay`` request (``Client.start_replay``). 1.4: the
+#: presses held, in a listDevices reply (``Client.held``).
 
 #: Where the daemon listens unless told otherwise.
 DEFAULT_SOCKET = "/run/shutterd/shutterd.sock"
@@ -78,7 +79,8 @@ class ProtocolVersionError(ProtocolError):
 
 class ErrorReply(ShutterdError):
     """An ``error`` message from the daemon: ``code`` (invalidRequest, unknownRequest,
-    notPermitted, tooManyClients, invalidJSON, lineTooLong, or one this version does not
+    notPermitted, tooManyClients, invalidJSON, lineTooLong, invalidState, unavailable (shutterd
+    could not start: the message says why), or one this version does not
     know), ``message`` (the daemon's words), ``id`` (the request's, when it had one) and
     ``raw`` (the whole message)."""
 

@@ -18,7 +18,7 @@ import asyncio
 import time
 from typing import AsyncIterator, List, Optional, Sequence, Tuple, Union
 
-from ._protocol import (MAX_LINE, ClientCore, ConnectError, Device, Disconnected, ExpectedPress, Hello,
+from ._protocol import (MAX_LINE, ClientCore, ConnectError, Device, Disconnected, ExpectedPress, Held, Hello,
                         Interaction, Judge, Message, Press, ProtocolError, Reconnected, Reply, Slider, Timeout, check_hello,
                         interaction_json, parse_line, remaining, _seconds)
 
@@ -161,6 +161,15 @@ class AsyncClient:
         reply = await self.request("listDevices", timeout)
         devices = reply.raw.get("devices")
         return [Device.from_json(d) for d in devices] if isinstance(devices, list) else []
+
+    async def held(self, timeout: Optional[float] = None) -> List[Held]:
+        """The presses shutterd holds now, daemon-wide, in the order they began (protocol
+        1.4): none once every key is up. A test's way to see that no press is left hanging."""
+        reply = await self.request("listDevices", timeout)
+        held = reply.raw.get("held")
+        if not isinstance(held, list):
+            raise ProtocolError("a listDevices reply without a \"held\" array (shutterd before protocol 1.4)")
+        return [Held.from_json(h) for h in held]
 
     async def ping(self, timeout: Optional[float] = None) -> None:
         await self.request("ping", timeout)

@@ -166,6 +166,7 @@ def test_aio_hello_interaction_devices_and_ping(daemon):
             got = await c.set_interaction(long_press=60000, double_press=50)
             assert (got.long_press_after, got.double_press_within) == (60000, 50)
             assert [d.id for d in await c.list_devices()] == [d.id for d in c.devices]
+            assert await c.held() == []
             await c.ping()
 
     asyncio.run(main())
@@ -240,6 +241,26 @@ B: 04 10 00 00 00 00 00 00 00
 def key_event(seconds, value):
     t = "%.6f" % seconds
     return "E: %s 0004 0004 786665\nE: %s 0001 0073 %04d\nE: %s 0000 0000 0000\n" % (t, t, value, t)
+
+
+def test_held_lists_a_press_from_its_began_to_its_end(replaying, sockdir):
+    # Volume up held for 30 s of the recording (the daemon holds it all that time), then
+    # released; played at 60 times its speed, so the release comes half a second later.
+    rec = os.path.join(sockdir, "held-long.evemu")
+    with open(rec, "w") as f:
+        f.write(RECORDING_HEAD + key_event(0.1, 1) + key_event(30.1, 0))
+    daemon = replaying("--replay", rec, "--replay-wait", "--replay-speed", "60")
+    with shutterd.Client(daemon.path) as c:
+        assert c.held() == []
+        c.start_replay()
+        began = c.next_event(timeout=10)
+        assert isinstance(began, shutterd.Capture) and began.phase == "began", began
+        held = c.held()
+        assert [(h.device, h.key.name, h.key.code, h.press) for h in held] == [
+            (began.device.id, "KEY_VOLUMEUP", 115, began.press)]
+        ended = c.next_event(timeout=10)
+        assert (ended.phase, ended.press) == ("ended", began.press), ended
+        assert c.held() == []
 
 
 def test_a_replayed_held_press_gives_a_real_long_press_and_a_second_press_a_double_press(replaying, sockdir):

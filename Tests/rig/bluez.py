@@ -148,9 +148,9 @@ class Bluez:
         """btvirt -l2: hci0 and hci1, both set up. 5.66's btvirt reads the vhci's answer to
         its create request non-blocking, and the kernel can queue hci0's first HCI Reset
         before that answer: btvirt then takes the Reset for the answer and never replies,
-        and the kernel gives up on hci0 ("Opcode 0x0c03 failed: -110"). Running btvirt on
-        CPU 0 with the unbound workqueues held to CPU 0 while it opens them orders the two;
-        a controller still not set up in time (no address) is tried again."""
+        and the kernel gives up on hci0 ("Opcode 0x0c03 failed: -110"). btvirt runs on CPU 0
+        with the unbound workqueues held to CPU 0 while it opens them, which makes that rarer
+        at best; a controller still not set up in time (no address) is tried again."""
         subprocess.run(["modprobe", "-a", "bluetooth", "hci_vhci", "hidp", "uhid"], check=True)
         wq = "/sys/devices/virtual/workqueue/cpumask"
         for attempt in range(1, tries + 1):

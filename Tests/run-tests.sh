@@ -25,7 +25,8 @@
 #      captures) and a real mosquitto on a free port, mosquitto_sub as the consumer
 #      (Tests/mqtt/run.sh)
 #   8. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
-#      gadget devices (Tests/rig/run.sh)
+#      gadget devices, and its Bluetooth tier: Debian's bluetoothd paired with a virtual
+#      remote (Bumble on a btvirt controller) (Tests/rig/run.sh)
 #   9. the systemd boot tier: Debian 12 booted with systemd as PID 1, the README's
 #      install, the units at work, uninstall (Tests/systemd/run.sh). Always under CI=true;
 #      elsewhere only when systemd/, udev-rules/, debian/, Tests/systemd/ or the Makefile differ

@@ -14,10 +14,11 @@ import Testing
 struct BluezProgramTests {
     let shutterd = builtProgram("shutterd")
 
-    /// Polls `text` until it holds `needle` (a log line being written), for a while.
-    func waitFor(_ needle: String, in text: () -> String) -> Bool {
+    /// Polls `text` until it holds `needle` (a log line being written) `count` times, for a
+    /// while.
+    func waitFor(_ needle: String, count: Int = 1, in text: () -> String) -> Bool {
         let deadline = monotonicMicros() + 10_000_000
-        while !text().contains(needle) {
+        while text().split(separator: "\n").filter({ $0.contains(needle) }).count < count {
             if monotonicMicros() > deadline { return false }
             usleep(20_000)
         }
@@ -96,6 +97,25 @@ struct BluezProgramTests {
                 "dev = dbus.Interface(bus.get_object('org.bluez', '/org/bluez/hci0/dev_C2_1A_55_0E_B3_05'), 'org.freedesktop.DBus.Mock'); dev.AddProperty('org.bluez.Battery1', 'Percentage', dbus.Byte(80)); dev.UpdateProperties('org.bluez.Battery1', {'Percentage': dbus.Byte(75)})"
             ) == 0)
         #expect(waitFor("battery=75") { d.stderr }, "Battery1.Percentage: \(d.stderr)")
+        // As BlueZ 5.66 does (the kernel rig's Bluetooth tier): Battery1 is an interface that
+        // goes at a disconnection and comes back at the next connection, InterfacesRemoved
+        // and InterfacesAdded of the device's object, with no Connected change between them
+        // when the remote is back at once.
+        let root = "root = dbus.Interface(bus.get_object('org.bluez', '/'), 'org.freedesktop.DBus.Mock'); "
+        let device = "dbus.ObjectPath('/org/bluez/hci0/dev_C2_1A_55_0E_B3_05')"
+        #expect(
+            bluez(
+                root
+                    + "root.EmitSignal('org.freedesktop.DBus.ObjectManager', 'InterfacesRemoved', 'oas', [\(device), ['org.bluez.Battery1']])"
+            ) == 0)
+        // The first such line was the disconnection's, before Battery1 came.
+        #expect(waitFor("connected=false battery=-", count: 2) { d.stderr }, "InterfacesRemoved: \(d.stderr)")
+        #expect(
+            bluez(
+                root
+                    + "root.EmitSignal('org.freedesktop.DBus.ObjectManager', 'InterfacesAdded', 'oa{sa{sv}}', [\(device), {'org.bluez.Battery1': {'Percentage': dbus.Byte(100, variant_level=1)}}])"
+            ) == 0)
+        #expect(waitFor("connected=false battery=100") { d.stderr }, "InterfacesAdded: \(d.stderr)")
 
         // With the bus connected and nothing pending, the daemon still sleeps.
         expectAsleep(d.pid, "while idle on the bus")

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Runs inside the rig's guest (started by run.sh through virtme-ng), as root.
 #
-# Usage: guest.sh RESULTS_DIR SHUTTERD|- SHUTTERCTL|- [PYTHON_VENV|-] [ONLY|-] [FLOOD_ROUNDS|-]
+# Usage: guest.sh RESULTS_DIR SHUTTERD|- SHUTTERCTL|- [PYTHON_VENV|-] [ONLY|-] [FLOOD_ROUNDS|-] [BUMBLE|-]
 #
 # Loads the input modules, installs the project's udev rules, settles udev, checks every
 # device data file against the kernel, then starts shutterd and runs the scenarios against
@@ -15,6 +15,7 @@ SHUTTERD=${2:--}
 SHUTTERCTL=${3:--}
 PYTHON_VENV=${4:--}
 ONLY=${5:--}
+BUMBLE=${7:--}
 [ "$ONLY" = - ] && ONLY=
 # The rounds of the dropped-events tier (scenarios/42_dropped.py): the guest has none of
 # the host's environment.
@@ -81,6 +82,6 @@ SOCK=$SOCKDIR/shutterd.sock
 rm -f "$SOCK"
 T2=$(cut -d' ' -f1 /proc/uptime)
 "$PY" -u "$RIG/scenarios.py" --shutterd "$SHUTTERD" --shutterctl "$SHUTTERCTL" \
-    --socket "$SOCK" --log "$RESULTS/shutterd.log" --python-venv "$PYTHON_VENV" --only "$ONLY" 2>&1 | tee -a "$OUT"
+    --socket "$SOCK" --log "$RESULTS/shutterd.log" --python-venv "$PYTHON_VENV" --only "$ONLY" --bumble "$BUMBLE" 2>&1 | tee -a "$OUT"
 say "scenarios took $(elapsed "$T2")s"
 exit 0

@@ -20,7 +20,7 @@ set -u
 RIG=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$RIG/../.." && pwd)
 . "$RIG/boot.sh"
-TIMEOUT=${SHUTTERD_RIG_TIMEOUT:-420}
+TIMEOUT=${SHUTTERD_RIG_TIMEOUT:-660}
 
 skip() {
     echo "rig: skipped: $*"
@@ -128,6 +128,13 @@ if [ "$SHUTTERD" != - ]; then
     fi
 fi
 
+# Bumble for the Bluetooth tier (scenarios/95_bluez.py), installed by setup.sh into the cache,
+# which the guest does not see: a copy beside the binaries.
+BUMBLE=-
+if [ "$SHUTTERD" != - ] && [ -f "$CACHE/bumble/.requirements" ]; then
+    cp -r "$CACHE/bumble" "$RESULTS/bumble" && BUMBLE=$RESULTS/bumble
+fi
+
 # The scenario modules load on the host as in the guest: a broken one fails here, before the
 # boot, and not after it.
 if [ "$SHUTTERD" != - ] && ! out=$(/usr/bin/python3 "$RIG/scenarios.py" --list 2>&1); then
@@ -139,11 +146,11 @@ fi
 
 echo "rig: kernel $KERNEL ($KVER), qemu $([ -n "$ACCEL" ] && echo TCG || echo KVM), results in $RESULTS"
 START=$(date +%s)
-rig_boot shutterd-rig "$TIMEOUT" "$RESULTS" "sh $GUEST_RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL $PYTHON_VENV '$ONLY' ${SHUTTERD_RIG_FLOOD_ROUNDS:--}"
+rig_boot shutterd-rig "$TIMEOUT" "$RESULTS" "sh $GUEST_RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL $PYTHON_VENV '$ONLY' ${SHUTTERD_RIG_FLOOD_ROUNDS:--} $BUMBLE"
 END=$(date +%s)
 echo "rig: guest finished in $((END - START))s"
 
-for f in shutterd.log shutterd-mqtt.log mosquitto.log; do
+for f in shutterd.log shutterd-mqtt.log mosquitto.log shutterd-bluez.log bluetoothd.log btremote.log; do
     if [ -s "$RESULTS/$f" ] && grep -q '^FAIL' "$RESULTS/results.txt" 2>/dev/null; then
         echo "rig: last lines of $f:"
         tail -n 40 "$RESULTS/$f" | sed 's/^/  | /'
@@ -159,7 +166,7 @@ if [ "$passed" = 0 ] && [ "$failed" = 0 ]; then
     failed=1
 fi
 if [ -n "${SHUTTERD_RIG_RESULTS:-}" ]; then
-    mkdir -p "$SHUTTERD_RIG_RESULTS" && rm -rf "$RESULTS/bin" "$RESULTS/venv" "$RESULTS/tree" &&
+    mkdir -p "$SHUTTERD_RIG_RESULTS" && rm -rf "$RESULTS/bin" "$RESULTS/venv" "$RESULTS/tree" "$RESULTS/bumble" &&
         cp -r "$RESULTS"/. "$SHUTTERD_RIG_RESULTS"/
 fi
 echo "$passed passed, $failed failed"

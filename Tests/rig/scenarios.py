@@ -57,6 +57,7 @@ def main():
     ap.add_argument("--socket")
     ap.add_argument("--log", default="/tmp/x/shutterd.log")
     ap.add_argument("--python-venv", default="-", help="a venv with the shutterd package and pytest, or -")
+    ap.add_argument("--bumble", default="-", help="Bumble's directory (PYTHONPATH) for the Bluetooth tier, or -")
     ap.add_argument("--only", default="", help="comma-separated scenario names (shell patterns)")
     args = ap.parse_args()
     scenarios, measurements = load_scenarios()
@@ -133,6 +134,9 @@ def main():
                 print("INFO %s: could not measure: %s" % (m.name, e), flush=True)
             finally:
                 rig.close_clients()
+    tier = getattr(rig, "bluez_tier", None)
+    if tier is not None:  # the Bluetooth tier's processes, when its teardown did not run
+        tier.close()
     for dev in list(rig.devs.values()):
         try:
             dev.destroy()

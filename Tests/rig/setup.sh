@@ -15,9 +15,11 @@ VIRTME_NG_VERSION=1.42
 # bridge's scenarios start a broker in the guest, which runs on this root filesystem.
 # evemu-tools: the recording scenarios play a recording with evemu-play. dbus-daemon and
 # python3-dbusmock: a private system bus with a mock BlueZ for the Bluetooth link scenarios.
-# iproute2: virtme-ng's init brings the guest's loopback up with ip; without it 127.0.0.1
+# bluez and bluez-test-tools: the Bluetooth tier's bluetoothd 5.66 and btvirt (BlueZ's
+# controller emulator over the kernel's hci_vhci); python3-gi: its D-Bus client's main loop.
+# util-linux: taskset and setpriv. iproute2: virtme-ng's init brings the guest's loopback up with ip; without it 127.0.0.1
 # is unreachable in the guest (the MQTT scenarios' broker).
-APT_PACKAGES="qemu-system-x86 linux-image-amd64 busybox-static file udev kmod procps python3 python3-venv linux-libc-dev ca-certificates python3-pytest python3-setuptools python3-wheel evemu-tools mosquitto mosquitto-clients dbus-daemon python3-dbusmock iproute2"
+APT_PACKAGES="qemu-system-x86 linux-image-amd64 busybox-static file udev kmod procps python3 python3-venv linux-libc-dev ca-certificates python3-pytest python3-setuptools python3-wheel evemu-tools mosquitto mosquitto-clients dbus-daemon python3-dbusmock iproute2 bluez bluez-test-tools python3-gi util-linux"
 
 if [ "$(id -u)" != 0 ]; then
     echo "setup.sh: must run as root (installs Debian packages); skipping" >&2
@@ -40,6 +42,19 @@ else
     mkdir -p "$CACHE"
     "$PY" -m venv "$VENV"
     "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r "$REQ"
+fi
+
+# Bumble for the Bluetooth tier: wheels for the guest's /usr/bin/python3, pinned, no
+# dependency resolution (the list is complete), in a directory run.sh copies into the guest.
+BUMBLE=$CACHE/bumble
+BREQ=$(dirname "$0")/bumble-requirements.txt
+if [ -f "$BUMBLE/.requirements" ] && cmp -s "$BUMBLE/.requirements" "$BREQ"; then
+    :
+else
+    echo "setup.sh: installing Bumble into $BUMBLE from $BREQ"
+    rm -rf "$BUMBLE"
+    "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --only-binary=:all: \
+        --target "$BUMBLE" -r "$BREQ" && cp "$BREQ" "$BUMBLE/.requirements"
 fi
 
 echo "setup.sh: ready (venv $VENV, $("$VENV/bin/vng" --version 2>/dev/null || echo vng))"

@@ -2,7 +2,12 @@
 """The AB Shutter3's Bluetooth link as BlueZ reports it on the system bus (python-dbusmock's
 bluez5 template on a private dbus-daemon, started before shutterd): connected, alias and
 battery in the device object, deviceChanged on every change, a held press cancelled on
-disconnect."""
+disconnect.
+
+The mock keeps the input node across a disconnection, as BlueZ 5.73 and later do for a
+keyboard-class device, so a held press ends with reason disconnected here. BlueZ 5.66, which
+the Bluetooth tier (95_bluez.py) runs for real, removes the node with the link: there the
+reason is removed."""
 import subprocess
 
 from harness import SHUTTER_ADDRESS, SHUTTER_ALIAS, check, is_capture, scenario

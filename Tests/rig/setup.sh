@@ -53,8 +53,13 @@ if [ -f "$BUMBLE/.requirements" ] && cmp -s "$BUMBLE/.requirements" "$BREQ"; the
 else
     echo "setup.sh: installing Bumble into $BUMBLE from $BREQ"
     rm -rf "$BUMBLE"
-    "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --only-binary=:all: \
-        --target "$BUMBLE" -r "$BREQ" && cp "$BREQ" "$BUMBLE/.requirements"
+    if ! "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --only-binary=:all: \
+        --target "$BUMBLE" -r "$BREQ"; then
+        rm -rf "$BUMBLE"
+        echo "setup.sh: pip could not install Bumble's wheels ($BREQ) into $BUMBLE (above)" >&2
+        exit 1
+    fi
+    cp "$BREQ" "$BUMBLE/.requirements"
 fi
 
 echo "setup.sh: ready (venv $VENV, $("$VENV/bin/vng" --version 2>/dev/null || echo vng))"

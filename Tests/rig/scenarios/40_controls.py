@@ -91,7 +91,7 @@ def sc_syn_dropped(rig):
         log_before = f.read().count(b"SYN_DROPPED")
     dial.emit([(rigdev.EV_KEY, btn, 1), syn])
     began = c.expect(lambda m: is_capture(m, "began", "BTN_0"), what="BTN_0 began")
-    # Far more than the kernel's per-reader buffer (64 events for this device) in one write,
+    # Far more than the kernel's per-reader buffer (128 events for this device, by the kernel's estimate) in one write,
     # with the release in the middle: the reader cannot keep up, and the kernel drops.
     steps = 2000
     dial.emit([(rigdev.EV_REL, rel, 1), syn] * steps + [(rigdev.EV_KEY, btn, 0), syn]

@@ -26,10 +26,23 @@ let package = Package(
         // Linux interfaces missing from Swift's Glibc module.
         .target(name: "CLinux"),
 
-        // The one door to C: every libc call, once, by name (Sys), EINTR retried and EAGAIN a
-        // value there, failures as SystemError with the errno's name. Shared by ShutterLinux
-        // and ShutterClient; only CLinux besides Glibc.
+        // The platform: the only targets that depend on a C target (scripts/check-c-door,
+        // run by `make check`, fails on any other). Each wraps one C library, so that a
+        // program links the libraries it calls and no others (docs/DESIGN.md, "Modules").
+        //
+        // libc and the kernel's own interfaces: every libc call, once, by name (Sys), EINTR
+        // retried and EAGAIN a value there, failures as SystemError with the errno's name;
+        // the event loop, timers, signals, sockets, files and the log.
         .target(name: "ShutterSys", dependencies: ["CLinux"]),
+        // libevdev: input nodes, key names, recorded devices replayed.
+        .target(
+            name: "ShutterEvdev", dependencies: ["ShutterSys", "ShutterCore", "ShutterRecording", "CEvdev", "CLinux"]),
+        // libudev: discovery and hotplug.
+        .target(name: "ShutterUdev", dependencies: ["ShutterSys", "CUdev"]),
+        // libsystemd: sd_notify, socket activation, and BlueZ over sd-bus.
+        .target(name: "ShutterSystemd", dependencies: ["ShutterSys", "ShutterCore", "CSystemd"]),
+        // libmosquitto: one MQTT connection on the event loop.
+        .target(name: "ShutterMQTT", dependencies: ["ShutterSys", "ShutterCore", "ShutterBridge", "CMosquitto"]),
 
         // Pure logic: the capture-event model, mapping, client state, wire protocol, config.
         // No C import, no file descriptor.
@@ -39,36 +52,51 @@ let package = Package(
         // Pure: shutterd-mqtt's topics, payloads, spool and retained device messages.
         .target(name: "ShutterBridge", dependencies: ["ShutterCore"]),
 
-        // Everything that touches the kernel: udev, libevdev, epoll, sockets, signals.
+        // The daemon: devices admitted and read, clients served, replays, grabs. No C of its
+        // own: it calls the platform's modules.
         .target(
-            name: "ShutterLinux",
+            name: "ShutterDaemon",
             dependencies: [
-                "ShutterCore", "ShutterRecording", "ShutterSys", "CEvdev", "CUdev", "CSystemd", "CLinux",
+                "ShutterCore", "ShutterRecording", "ShutterSys", "ShutterEvdev", "ShutterUdev", "ShutterSystemd",
             ]),
 
         // The client library: the protocol over the socket, for shutterctl and other packages.
-        // The standard library and the door to C (ShutterSys); ShutterCore's parser stays out
-        // of its API.
+        // The standard library and the door to libc (ShutterSys); ShutterCore's parser stays
+        // out of its API.
         .target(name: "ShutterClient", dependencies: ["ShutterCore", "ShutterSys"]),
 
         .executableTarget(
-            name: "shutterd", dependencies: ["ShutterLinux", "ShutterSys", "ShutterRecording", "ShutterCore"]),
+            name: "shutterd",
+            dependencies: [
+                "ShutterDaemon", "ShutterEvdev", "ShutterSystemd", "ShutterSys", "ShutterRecording", "ShutterCore",
+            ]),
+        // Records from devices (libevdev, libudev); no daemon, no libsystemd.
         .executableTarget(
             name: "shutterctl",
-            dependencies: ["ShutterClient", "ShutterLinux", "ShutterSys", "ShutterRecording", "ShutterCore"]),
+            dependencies: [
+                "ShutterClient", "ShutterEvdev", "ShutterUdev", "ShutterSys", "ShutterRecording", "ShutterCore",
+            ]
+        ),
+        // libmosquitto and libevdev (the config's key names); no daemon.
         .executableTarget(
             name: "shutterd-mqtt",
-            dependencies: ["ShutterClient", "ShutterLinux", "ShutterSys", "ShutterBridge", "ShutterCore", "CMosquitto"]),
+            dependencies: [
+                "ShutterClient", "ShutterMQTT", "ShutterEvdev", "ShutterSys", "ShutterBridge",
+                "ShutterCore",
+            ]),
         // The press path in one process, for instruction and allocation counts (bench/).
         .executableTarget(
-            name: "presspath", dependencies: ["ShutterLinux", "ShutterCore"], path: "bench/presspath"),
+            name: "presspath", dependencies: ["ShutterDaemon", "ShutterSys", "ShutterCore"], path: "bench/presspath"),
 
         .testTarget(
             name: "ShutterCoreTests", dependencies: ["ShutterCore", "ShutterRecording", "ShutterBridge"],
             exclude: ["Streams", "Recordings"]),
         .testTarget(
-            name: "ShutterLinuxTests",
-            dependencies: ["ShutterLinux", "ShutterSys", "ShutterRecording", "ShutterCore", "ShutterClient"]),
+            name: "ShutterDaemonTests",
+            dependencies: [
+                "ShutterDaemon", "ShutterEvdev", "ShutterUdev", "ShutterSystemd", "ShutterSys", "ShutterRecording",
+                "ShutterCore", "ShutterClient",
+            ]),
         .testTarget(name: "ShutterClientTests", dependencies: ["ShutterClient", "ShutterCore"]),
     ]
 )

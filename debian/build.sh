@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # make deb: the binary packages shutterd and shutterd-mqtt built from this tree as it is,
 # into $DEB_DESTDIR (default .build/deb). The version is debian/version.sh's: shutterdVersion
-# (Sources/ShutterLinux/Daemon.swift), then +git, the commit's UTC time and its short hash, so
+# (Sources/ShutterCore/Protocol.swift), then +git, the commit's UTC time and its short hash, so
 # that a later commit's package upgrades an earlier one's; with uncommitted changes (git
 # status) it says so and the version ends in ~dirty and the build's UTC time, its own and
 # below the clean build of the same commit. DEB_VERSION sets the version instead.

@@ -17,8 +17,8 @@
 # build time (Tests/debian/version-test.sh).
 set -eu
 
-base=$(sed -n 's/^package let shutterdVersion = "\(.*\)"$/\1/p' Sources/ShutterLinux/Daemon.swift)
-[ -n "$base" ] || { echo "version: no shutterdVersion in Sources/ShutterLinux/Daemon.swift" >&2; exit 1; }
+base=$(sed -n 's/^package let shutterdVersion = "\(.*\)"$/\1/p' Sources/ShutterCore/Protocol.swift)
+[ -n "$base" ] || { echo "version: no shutterdVersion in Sources/ShutterCore/Protocol.swift" >&2; exit 1; }
 now=${SHUTTERD_BUILD_TIME:-$(date +%s)}
 stamp() { TZ=UTC date -d "@$1" +%Y%m%d%H%M%S; }
 

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
+/// shutterd's version, reported in `hello` and `--version` (shutterd's and shutterctl's).
+package let shutterdVersion = "0.1.0"
+
 /// The protocol version spoken; see docs/PROTOCOL.md.
 package enum ProtocolVersion {
     package static let major = 1

@@ -2,9 +2,10 @@
 
 import ShutterClient
 import ShutterCore
-import ShutterLinux
+import ShutterEvdev
 import ShutterRecording
 import ShutterSys
+import ShutterUdev
 
 let recordUsage = """
     Usage: shutterctl record [--device PATTERN] [--duration SECONDS] FILE

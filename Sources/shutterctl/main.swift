@@ -3,8 +3,8 @@
 import ShutterClient
 import ShutterSys
 
-import enum ShutterLinux.KeyNames
-import let ShutterLinux.shutterdVersion
+import let ShutterCore.shutterdVersion
+import enum ShutterEvdev.KeyNames
 
 /// The line each usage text gives `--start-replay` (first: main.swift's globals are made
 /// in order, and the usage texts below use it).

@@ -3,7 +3,7 @@
 import ShutterBridge
 import ShutterClient
 import ShutterCore
-import ShutterLinux
+import ShutterMQTT
 import ShutterSys
 
 /// shutterd's socket on one side, the broker on the other, one epoll loop between them.

@@ -3,7 +3,8 @@
 import ShutterBridge
 import ShutterClient
 import ShutterCore
-import ShutterLinux
+import ShutterEvdev
+import ShutterMQTT
 import ShutterSys
 
 let usage = """

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import ShutterCore
-import ShutterLinux
+import ShutterDaemon
+import ShutterEvdev
 import ShutterRecording
 import ShutterSys
+import ShutterSystemd
 
 let usage = """
     Usage: shutterd [--socket PATH] [--config FILE] [--verbose]

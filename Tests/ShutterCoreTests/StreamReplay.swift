@@ -166,7 +166,7 @@ func summary(_ m: JSON) -> String {
 }
 
 /// libevdev's names for the codes the streams use. The pure module has no libevdev; the
-/// daemon passes libevdev's own lookup, checked against this table in ShutterLinuxTests.
+/// daemon passes libevdev's own lookup, checked against this table in ShutterDaemonTests.
 enum TestNames {
     static let keys: [UInt16: String] = [
         28: "KEY_ENTER", 30: "KEY_A", 114: "KEY_VOLUMEDOWN", 115: "KEY_VOLUMEUP", 164: "KEY_PLAYPAUSE",

@@ -15,7 +15,9 @@
 // counting allocator for allocations per press (bench/README.md).
 import Glibc
 import ShutterCore
-import ShutterLinux
+import ShutterDaemon
+import ShutterEvdev
+import ShutterSys
 
 func run() throws {
     let args = CommandLine.arguments

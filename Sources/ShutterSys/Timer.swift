@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: Apache-2.0
+
+/// A timerfd: a one-shot or repeating timer the event loop can wait on.
+package final class Timer {
+    let fd: FileDescriptor
+    package var raw: Int32 { fd.raw }
+
+    package init() throws(SystemError) {
+        fd = FileDescriptor(try Sys.timerCreate())
+    }
+
+    /// Arms the timer to fire after `micros`, then every `interval` micros (0 = once).
+    package func arm(after micros: UInt64, interval: UInt64 = 0) {
+        logged { () throws(SystemError) in try Sys.timerSet(fd.raw, after: max(micros, 1), interval: interval) }
+    }
+
+    package func disarm() {
+        logged { () throws(SystemError) in try Sys.timerSet(fd.raw, after: 0, interval: 0) }
+    }
+
+    /// Consumes the expirations so the descriptor stops being readable.
+    package func acknowledge() {
+        logged { () throws(SystemError) in _ = try Sys.timerAcknowledge(fd.raw) }
+    }
+}

@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import CSystemd
+import ShutterCore
+import ShutterSys
+
+/// BlueZ's devices as the system D-Bus tells them, on the daemon's loop: sd-bus's socket is
+/// one more descriptor in epoll, and a timerfd is armed only while sd-bus waits for a reply.
+/// GetManagedObjects once org.bluez is there, then its InterfacesAdded/InterfacesRemoved
+/// and PropertiesChanged signals. Nothing here blocks: no bus, no bluetoothd, or an error
+/// is one log line, and the daemon goes on without link state.
+package final class BluezWatcher {
+    let loop: EventLoop
+    var bus: OpaquePointer?
+    var fd: Int32 = -1
+    var timer: Timer?
+    package private(set) var links = BluetoothLinks()
+    /// A device's state changed: its address (upper case).
+    let changed: (String) -> Void
+
+    package init(loop: EventLoop, changed: @escaping (String) -> Void) {
+        self.loop = loop
+        self.changed = changed
+    }
+
+    /// Connects (DBUS_SYSTEM_BUS_ADDRESS, or the standard socket) and asks for BlueZ's
+    /// objects. The connection's handshake and every reply come later, through the loop.
+    package func start() {
+        var b: OpaquePointer?
+        let r = sd_bus_open_system(&b)
+        guard r >= 0, let b else {
+            Log.info("no system bus (\(SystemError("sd_bus_open_system", errno: -r))): no Bluetooth link state")
+            return
+        }
+        bus = b
+        sd_bus_set_description(b, "shutterd")
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        let matches = [
+            "type='signal',sender='org.bluez',interface='org.freedesktop.DBus.Properties',member='PropertiesChanged'",
+            "type='signal',sender='org.bluez',interface='org.freedesktop.DBus.ObjectManager'",
+            "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='org.bluez'",
+        ]
+        for match in matches {
+            let r = sd_bus_add_match_async(b, nil, match, bluezSignal, bluezMatchInstalled, me)
+            guard r >= 0 else { return fail("sd_bus_add_match_async", r) }
+        }
+        askForObjects()
+        fd = sd_bus_get_fd(b)
+        do {
+            try loop.add(fd, events: EventLoop.readable) { [unowned self] _ in process() }
+            let t = try Timer()
+            try loop.add(t.raw, events: EventLoop.readable) { [unowned self] _ in
+                t.acknowledge()
+                process()
+            }
+            timer = t
+        } catch {
+            Log.error("system bus: \(error): no Bluetooth link state")
+            close()
+            return
+        }
+        refresh()
+    }
+
+    /// GetManagedObjects of org.bluez; the reply comes to `objectsReply`.
+    func askForObjects() {
+        guard let bus else { return }
+        var m: OpaquePointer?
+        var r = sd_bus_message_new_method_call(
+            bus, &m, "org.bluez", "/", "org.freedesktop.DBus.ObjectManager", "GetManagedObjects")
+        guard r >= 0, let m else { return fail("sd_bus_message_new_method_call", r) }
+        defer { sd_bus_message_unref(m) }
+        r = sd_bus_call_async(bus, nil, m, bluezObjects, Unmanaged.passUnretained(self).toOpaque(), 0)
+        if r < 0 { fail("sd_bus_call_async(GetManagedObjects)", r) }
+    }
+
+    /// Runs sd-bus until it has nothing left, then watches what it waits for.
+    func process() {
+        guard let bus else { return }
+        while true {
+            let r = sd_bus_process(bus, nil)
+            if r < 0 { return fail("sd_bus_process", r) }
+            if r == 0 || self.bus == nil { break }
+        }
+        refresh()
+    }
+
+    /// Sets epoll's interest and the timer to what sd-bus waits for now.
+    func refresh() {
+        guard let bus else { return }
+        let events = sd_bus_get_events(bus)
+        if events < 0 { return fail("sd_bus_get_events", events) }
+        loop.modify(fd, events: UInt32(events))
+        var deadline: UInt64 = 0
+        if sd_bus_get_timeout(bus, &deadline) >= 0, deadline != UInt64.max {
+            let now = UInt64(max(monotonicMicros(), 0))
+            timer?.arm(after: deadline > now ? deadline - now : 1)
+        } else {
+            timer?.disarm()
+        }
+    }
+
+    /// One log line, and the daemon goes on without link state: the devices BlueZ told
+    /// about lose it.
+    func fail(_ call: String, _ r: Int32) {
+        Log.error("system bus: \(SystemError(call, errno: -r)): no Bluetooth link state from now on")
+        close()
+        for address in links.removeAll() { changed(address) }
+    }
+
+    /// sd-bus closes its socket itself on a lost connection, which took it out of the
+    /// epoll set already: it is forgotten, not removed (sd_bus_close_unref closes it
+    /// otherwise, with the same effect).
+    func close() {
+        if fd >= 0 { loop.forget(fd) }
+        fd = -1
+        if let t = timer { loop.remove(t.raw) }
+        timer = nil
+        if let bus { sd_bus_close_unref(bus) }
+        bus = nil
+    }
+
+    deinit { close() }
+
+    // MARK: Messages
+
+    func objectsReply(_ m: OpaquePointer) {
+        if sd_bus_message_is_method_error(m, nil) > 0 {
+            let e = sd_bus_message_get_error(m)
+            let name = e?.pointee.name.map { String(cString: $0) } ?? "?"
+            let text = e?.pointee.message.map { String(cString: $0) } ?? ""
+            Log.info("BlueZ not reachable on the system bus (\(name): \(text)): no Bluetooth link state until it is")
+            return
+        }
+        // a{oa{sa{sv}}}
+        guard sd_bus_message_enter_container(m, Character("a").cChar, "{oa{sa{sv}}}") > 0 else { return }
+        var count = 0
+        while sd_bus_message_enter_container(m, Character("e").cChar, "oa{sa{sv}}") > 0 {
+            guard let path = readString(m, "o") else { return }
+            readInterfaces(m, path: path)
+            sd_bus_message_exit_container(m)
+            count += 1
+        }
+        Log.info("BlueZ: \(count) objects")
+    }
+
+    func signal(_ m: OpaquePointer) {
+        let member = sd_bus_message_get_member(m).map { String(cString: $0) } ?? ""
+        switch member {
+        case "PropertiesChanged":
+            guard let path = sd_bus_message_get_path(m).map({ String(cString: $0) }),
+                let interface = readString(m, "s")
+            else { return }
+            note(links.update(path: path, interface: interface, readProperties(m)))
+        case "InterfacesAdded":
+            guard let path = readString(m, "o") else { return }
+            readInterfaces(m, path: path)
+        case "InterfacesRemoved":
+            guard let path = readString(m, "o") else { return }
+            var interfaces: [String] = []
+            if sd_bus_message_enter_container(m, Character("a").cChar, "s") > 0 {
+                while let s = readString(m, "s") { interfaces.append(s) }
+            }
+            note(links.remove(path: path, interfaces: interfaces))
+        case "NameOwnerChanged":
+            _ = readString(m, "s")
+            _ = readString(m, "s")
+            let owner = readString(m, "s") ?? ""
+            if owner.isEmpty {
+                Log.info("BlueZ left the system bus")
+                for address in links.removeAll() { changed(address) }
+            } else {
+                Log.info("BlueZ is on the system bus")
+                askForObjects()
+            }
+        default:
+            break
+        }
+    }
+
+    func note(_ address: String?) {
+        guard let address else { return }
+        if let s = links.state(address: address) {
+            let battery = s.battery.map(String.init) ?? "-"
+            Log.debug("BlueZ: \(address) connected=\(s.connected.map(String.init) ?? "-") battery=\(battery)")
+        }
+        changed(address)
+    }
+
+    /// a{sa{sv}}: each interface's properties.
+    func readInterfaces(_ m: OpaquePointer, path: String) {
+        guard sd_bus_message_enter_container(m, Character("a").cChar, "{sa{sv}}") > 0 else { return }
+        while sd_bus_message_enter_container(m, Character("e").cChar, "sa{sv}") > 0 {
+            guard let interface = readString(m, "s") else { return }
+            note(links.update(path: path, interface: interface, readProperties(m)))
+            sd_bus_message_exit_container(m)
+        }
+        sd_bus_message_exit_container(m)
+    }
+
+    /// a{sv}, the values of the types BlueZ's properties that shutterd reads have.
+    func readProperties(_ m: OpaquePointer) -> [String: BusValue] {
+        var out: [String: BusValue] = [:]
+        guard sd_bus_message_enter_container(m, Character("a").cChar, "{sv}") > 0 else { return out }
+        while sd_bus_message_enter_container(m, Character("e").cChar, "sv") > 0 {
+            guard let name = readString(m, "s") else { break }
+            var type: CChar = 0
+            var contents: UnsafePointer<CChar>?
+            guard sd_bus_message_peek_type(m, &type, &contents) > 0, let contents,
+                sd_bus_message_enter_container(m, Character("v").cChar, contents) > 0
+            else { break }
+            switch String(cString: contents) {
+            case "b":
+                var b: Int32 = 0
+                out[name] = sd_bus_message_read_basic(m, Character("b").cChar, &b) > 0 ? .bool(b != 0) : .other
+            case "y":
+                var y: UInt8 = 0
+                out[name] = sd_bus_message_read_basic(m, Character("y").cChar, &y) > 0 ? .byte(y) : .other
+            case "s":
+                out[name] = readString(m, "s").map(BusValue.string) ?? .other
+            default:
+                sd_bus_message_skip(m, contents)
+                out[name] = .other
+            }
+            sd_bus_message_exit_container(m)
+            sd_bus_message_exit_container(m)
+        }
+        sd_bus_message_exit_container(m)
+        return out
+    }
+
+    /// A string-like basic value (`s` or `o`), or nil at the end of its container.
+    func readString(_ m: OpaquePointer, _ type: Character) -> String? {
+        var p: UnsafePointer<CChar>?
+        guard sd_bus_message_read_basic(m, type.cChar, &p) > 0, let p else { return nil }
+        return String(cString: p)
+    }
+}
+
+extension Character {
+    fileprivate var cChar: CChar { CChar(bitPattern: asciiValue ?? 0) }
+}
+
+private func watcher(_ userdata: UnsafeMutableRawPointer?) -> BluezWatcher? {
+    userdata.map { Unmanaged<BluezWatcher>.fromOpaque($0).takeUnretainedValue() }
+}
+
+private let bluezSignal: sd_bus_message_handler_t = { m, userdata, _ in
+    if let m, let w = watcher(userdata) { w.signal(m) }
+    return 0
+}
+
+private let bluezObjects: sd_bus_message_handler_t = { m, userdata, _ in
+    if let m, let w = watcher(userdata) { w.objectsReply(m) }
+    return 0
+}
+
+private let bluezMatchInstalled: sd_bus_message_handler_t = { m, _, _ in
+    if let m, sd_bus_message_is_method_error(m, nil) > 0 {
+        let name = sd_bus_message_get_error(m)?.pointee.name.map { String(cString: $0) } ?? "?"
+        Log.error("system bus: a match for BlueZ's signals was refused (\(name))")
+    }
+    return 0
+}

@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import CSystemd
+import ShutterCore
+import ShutterSys
+
+/// The systemd service protocol: readiness, status, watchdog, socket activation.
+/// Every call is a no-op when shutterd does not run under systemd.
+package enum Systemd {
+    package static func notify(_ state: String) {
+        _ = sd_notify(0, state)
+    }
+
+    /// The listening socket systemd passed (LISTEN_FDS), if exactly one was passed.
+    package static func listenSocket() throws(SystemError) -> Int32? {
+        let n = try Sys.negativeErrno("sd_listen_fds", nil, sd_listen_fds(1))
+        if n == 0 { return nil }
+        guard n == 1 else {
+            throw SystemError("sd_listen_fds", errno: Errno.E2BIG, subject: "(\(n) sockets passed, expected 1)")
+        }
+        let fd = SD_LISTEN_FDS_START
+        guard sd_is_socket_unix(fd, Sys.streamSocket, 1, nil, 0) > 0 else {
+            throw SystemError(
+                "sd_is_socket_unix", errno: Errno.ENOTSOCK,
+                subject: "(passed fd \(fd) is not a listening Unix stream socket)"
+            )
+        }
+        return fd
+    }
+
+    /// shutterd cannot start: each connection waiting on the socket systemd passed is told
+    /// why (`unavailable`, as the only message) and closed; returns how many. Left waiting,
+    /// a connection keeps the socket readable, and systemd starts the service again at
+    /// once, and again: five failed starts in ten seconds and it gives up on the socket too
+    /// (the start limit), whose node goes, and no client can start shutterd after the
+    /// config is mended. Told and closed, each connection is one start; a client's next
+    /// connection is the next.
+    package static func turnAway(_ why: String) -> Int {
+        guard let fd = try? listenSocket() else { return 0 }
+        let line = Message.error(RequestError(.unavailable, why))
+        var told = 0
+        do throws(SystemError) {
+            try Sys.setNonBlocking(fd)
+            while told < 1024, let client = try Sys.accept(fd) {
+                try? Sys.writeAll(client, line)
+                Sys.close(client)
+                told += 1
+            }
+        } catch {
+            Log.error("cannot turn away the clients waiting on the socket: \(error)")
+        }
+        return told
+    }
+
+    /// The watchdog interval systemd asks for, in microseconds, or nil.
+    package static func watchdogMicros() -> UInt64? {
+        var usec: UInt64 = 0
+        return sd_watchdog_enabled(0, &usec) > 0 && usec > 0 ? usec : nil
+    }
+}

@@ -1,0 +1,485 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import Glibc
+import ShutterClient
+import Synchronization
+import Testing
+
+@testable import ShutterCore
+@testable import ShutterDaemon
+@testable import ShutterEvdev
+@testable import ShutterRecording
+@testable import ShutterSys
+@testable import ShutterSystemd
+@testable import ShutterUdev
+
+private typealias Interaction = ShutterClient.Interaction
+private typealias ProtocolVersion = ShutterClient.ProtocolVersion
+
+/// The ShutterClient library against the built shutterd, which needs no devices for this:
+/// the hello, the device list, the interaction, error replies, a restart, timeouts.
+@Suite("ShutterClient against shutterd", .serialized)
+struct ClientLibraryTests {
+    let shutterd = builtProgram("shutterd")
+
+    /// A shutterd on a socket of its own in `dir` (with `arguments`), and a client
+    /// connected to it.
+    func start(_ dir: String, _ arguments: [String] = [], reconnect: Bool = false) throws -> (Child, Client) {
+        let path = dir + "/s.sock"
+        let d = Child([shutterd, "--socket", path] + arguments, directory: dir)
+        // The socket's file exists from bind on; connecting waits for listen.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            do {
+                let client = try Client(socketPath: path, reconnect: reconnect, retryInterval: .milliseconds(50))
+                return (d, client)
+            } catch {
+                guard case .cannotConnect = error, ContinuousClock.now < deadline else { throw error }
+                usleep(20_000)
+            }
+        }
+    }
+
+    func stop(_ d: Child) {
+        kill(d.pid, SIGTERM)
+        #expect(d.wait() == 0)
+    }
+
+    @Test("the hello, the device list and a ping; SHUTTERD_SOCKET names the socket")
+    func hello() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let (d, first) = try start(dir)
+        defer { stop(d) }
+        first.close()
+        setenv("SHUTTERD_SOCKET", dir + "/s.sock", 1)
+        #expect(Client.environmentSocketPath == dir + "/s.sock")
+        let client = try Client()
+        unsetenv("SHUTTERD_SOCKET")
+        #expect(Client.environmentSocketPath == "/run/shutterd/shutterd.sock")
+        #expect(client.socketPath == dir + "/s.sock")
+        #expect(client.hello.protocolVersion == ProtocolVersion.supported)
+        #expect(client.hello.daemonName == "shutterd")
+        #expect(client.hello.daemonVersion == shutterdVersion)
+        #expect(try client.listDevices() == client.hello.devices)
+        #expect(try client.held() == [], "no device, no press held")
+        try client.ping()
+        #expect(try client.next(timeout: .milliseconds(100)) == nil, "no devices, no events: the wait times out")
+    }
+
+    @Test(
+        "startReplay plays a --replay-wait recording as the interaction set before it selects; a start after the end is invalidState"
+    )
+    func startReplay() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        writeTextFile(dir + "/shutter.evemu", ReplayTests.shutter.text())
+        let (d, client) = try start(dir, ["--replay", dir + "/shutter.evemu", "--replay-wait", "--replay-speed", "0"])
+        defer { stop(d) }
+        #expect(client.hello.devices.map(\.replayed) == [true])
+        try client.setInteraction(Interaction(secondary: false))
+        try client.startReplay()
+        var got: [String] = []
+        while let event = try client.next(timeout: .seconds(10)) {
+            switch event {
+            case .capture(let c): got.append("\(c.handler) \(c.phase) \(c.key.name)")
+            case .deviceRemoved(let r): got.append("removed \(r.name)")
+            default: got.append("\(event)")
+            }
+            if got.last?.hasPrefix("removed") == true { break }
+        }
+        #expect(
+            got == [
+                "primary began KEY_VOLUMEUP", "primary ended KEY_VOLUMEUP", "primary began KEY_ENTER",
+                "primary ended KEY_ENTER", "removed AB Shutter3",
+            ])
+        #expect(
+            throws: ClientError.daemon(
+                code: "invalidState",
+                message:
+                    "replay: the recordings have played to their end and their devices are gone; start another shutterd to play them again"
+            )
+        ) { try client.startReplay() }
+    }
+
+    @Test("a socket nobody listens on is named in the error")
+    func cannotConnect() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        #expect(throws: ClientError.cannotConnect(path: dir + "/none.sock", reason: "No such file or directory")) {
+            try Client(socketPath: dir + "/none.sock")
+        }
+    }
+
+    @Test("setInteraction: every field goes to the daemon and comes back in force; omitted ones are the defaults")
+    func interaction() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let (d, client) = try start(dir)
+        defer { stop(d) }
+        let every = Interaction(
+            enabled: false, primary: true, secondary: false, defaultCaptureSoundDisabled: true, grab: false,
+            filter: .init(
+                devices: ["usb-046d-b342-usb-1"], names: ["AB Shutter3*"], buses: ["bluetooth"],
+                kinds: ["remote", "dial"],
+                keys: ["KEY_VOLUMEUP", "REL_DIAL"]),
+            slider: .init(min: -10, max: 10, value: 3), gestures: .init(longPressAfter: 700, doublePressWithin: 250))
+        #expect(try client.setInteraction(every) == every)
+        let defaults = Interaction(
+            enabled: true, primary: true, secondary: true, defaultCaptureSoundDisabled: false, grab: false,
+            filter: .init(), slider: .init(min: 0, max: 100, value: 50), gestures: .init())
+        #expect(try client.setInteraction(Interaction()) == defaults)
+        #expect(try client.setInteraction(Interaction(secondary: false)).secondary == false)
+    }
+
+    @Test("an error reply is thrown with its code and message, and the connection stays")
+    func errorReplies() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let (d, client) = try start(dir)
+        defer { stop(d) }
+        #expect(
+            throws: ClientError.daemon(
+                code: "invalidRequest", message: "setInteraction: \"interaction.slider\": min 5 is above max 1")
+        ) {
+            try client.setInteraction(Interaction(slider: .init(min: 5, max: 1, value: 2)))
+        }
+        do {
+            try client.setInteraction(Interaction(filter: .init(kinds: ["toaster"])))
+            Issue.record("an unknown kind was accepted")
+        } catch {
+            guard case .daemon(let code, let message) = error else { throw error }
+            #expect(code == "invalidRequest")
+            #expect(message.contains("unknown kind \"toaster\""), "\(message)")
+        }
+        try client.ping()
+    }
+
+    @Test("with reconnection on, a restart is .disconnected then .reconnected; without, .closed is thrown")
+    func reconnection() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let (first, client) = try start(dir, reconnect: true)
+        let plain = try Client(socketPath: dir + "/s.sock")
+        try client.setInteraction(Interaction(secondary: false))
+        stop(first)
+        guard case .disconnected = try client.next(timeout: .seconds(10)) else {
+            Issue.record("no .disconnected")
+            return
+        }
+        #expect(throws: ClientError.closed) { try plain.next(timeout: .seconds(10)) }
+        #expect(throws: ClientError.closed) { try plain.ping() }
+        #expect(try client.next(timeout: .milliseconds(200)) == nil, "no daemon yet: the wait times out")
+        let second = Child([shutterd, "--socket", dir + "/s.sock"], directory: dir)
+        defer { stop(second) }
+        guard case .reconnected(let hello) = try client.next(timeout: .seconds(20)) else {
+            Issue.record("no .reconnected")
+            return
+        }
+        #expect(hello.daemonName == "shutterd")
+        #expect(client.hello == hello)
+        try client.ping()
+    }
+}
+
+/// A stand-in for shutterd on a Unix socket, for what a real daemon cannot be made to send:
+/// another protocol version, fields and message types it does not have, silence. Each
+/// connection gets `hello` (nil: nothing) and `afterHello`; each request is recorded and
+/// answered (unless `silent`), after `beforeReply`; a nil line closes the connection. Only
+/// the first connection gets `afterHello`, and is closed after `firstReplies` replies when
+/// that is set.
+final class StandIn: @unchecked Sendable {
+    let path: String
+    let listener: Int32
+    let hello: String?
+    let afterHello: [String?]
+    let beforeReply: [String]
+    let silent: Bool
+    let firstReplies: Int?
+    let stopping = Atomic<Bool>(false)
+    let recorded = Mutex<[JSON]>([])
+    var thread = pthread_t()
+
+    static let standardHello =
+        #"{"type":"hello","protocol":{"major":1,"minor":0},"daemon":{"name":"shutterd","version":"0.1.0"},"devices":[]}"#
+
+    init(
+        _ dir: String, hello: String? = StandIn.standardHello, afterHello: [String?] = [], beforeReply: [String] = [],
+        silent: Bool = false, firstReplies: Int? = nil, accepting: Bool = true
+    ) throws {
+        self.firstReplies = firstReplies
+        path = dir + "/stand-in.sock"
+        self.hello = hello
+        self.afterHello = afterHello
+        self.beforeReply = beforeReply
+        self.silent = silent
+        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var (addr, len) = try UnixSocket.address(path)
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, len) }
+        }
+        try #require(bound == 0 && listen(listener, 0) == 0, "bind \(path): \(String(cString: strerror(errno)))")
+        guard accepting else { return }
+        let context = Unmanaged.passRetained(self).toOpaque()
+        pthread_create(
+            &thread, nil,
+            { context in
+                let standIn = Unmanaged<StandIn>.fromOpaque(context!).takeRetainedValue()
+                standIn.serve()
+                return nil
+            }, context)
+    }
+
+    /// The requests received, in order.
+    var requests: [JSON] { recorded.withLock { $0 } }
+
+    func stop() {
+        stopping.store(true, ordering: .relaxed)
+        if thread != pthread_t() { pthread_join(thread, nil) }
+        close(listener)
+    }
+
+    /// Waits for `fd` to be readable, until stopped.
+    func readable(_ fd: Int32) -> Bool {
+        while !stopping.load(ordering: .relaxed) {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&p, 1, 20) == 1 { return true }
+        }
+        return false
+    }
+
+    func serve() {
+        var connections = 0
+        while readable(listener) {
+            let fd = accept(listener, nil, nil)
+            guard fd >= 0 else { continue }
+            connections += 1
+            serve(fd, first: connections == 1)
+            close(fd)
+        }
+    }
+
+    /// Sends the lines until a nil; false when one closed the connection.
+    func send(_ fd: Int32, _ lines: [String?]) -> Bool {
+        for line in lines {
+            guard let line else { return false }
+            let bytes = Array(line.utf8) + [0x0A]
+            _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+        return true
+    }
+
+    func serve(_ fd: Int32, first: Bool) {
+        guard send(fd, hello.map { [$0] } ?? []), !first || send(fd, afterHello) else { return }
+        var reader = LineReader(limit: 1 << 20)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var replies = 0
+        while readable(fd) {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { return }
+            reader.append(buffer[0..<n])
+            while case .line(let line) = reader.next() {
+                guard let request = try? JSON.parse(line) else { continue }
+                recorded.withLock { $0.append(request) }
+                if silent { continue }
+                let type = request["type"]?.stringValue ?? "?"
+                var reply: [(String, JSON)] = [("type", .string("reply")), ("request", .string(type))]
+                if let id = request["id"] { reply.append(("id", id)) }
+                if type == "setInteraction",
+                    let inForce = try? ShutterCore.Interaction(request: request["interaction"] ?? .object([]))
+                {
+                    reply.append(("interaction", inForce.json))
+                }
+                guard send(fd, beforeReply + [JSON.object(reply).serialized]) else { return }
+                replies += 1
+                if first && replies == firstReplies { return }
+            }
+        }
+    }
+}
+
+/// A capture line as shutterd writes it, with `extra` members added (a newer minor's).
+private func captureLine(_ phase: String, press: Int64, extra: String = "") -> String {
+    #"{"type":"capture","seq":\#(press * 2),"clientSeq":\#(press),"handler":"secondary","phase":"\#(phase)","press":\#(press),"shouldPlaySound":false,"device":{"id":"bluetooth-2717-0040-c2:1a-ab-shutter3-keyboard","group":"bluetooth-2717-0040-c2:1a","name":"AB Shutter3 Keyboard","bus":"bluetooth","vendor":"2717","product":"0040","version":"0023","uniq":"c2:1a","syspath":"/sys/x/event5","node":"/dev/input/event5","kind":"remote","battery":80},"key":{"code":115,"name":"KEY_VOLUMEUP","scancode":786665,"usagePage":12},"kernelTime":1000,"receiveTime":1001\#(extra)}"#
+}
+
+@Suite("ShutterClient against a stand-in", .serialized)
+struct ClientStandInTests {
+    func withStandIn(
+        hello: String? = StandIn.standardHello, afterHello: [String?] = [], beforeReply: [String] = [],
+        silent: Bool = false, _ body: (StandIn) throws -> Void
+    ) throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let s = try StandIn(dir, hello: hello, afterHello: afterHello, beforeReply: beforeReply, silent: silent)
+        defer { s.stop() }
+        try body(s)
+    }
+
+    @Test("a daemon of another major is refused")
+    func unknownMajor() throws {
+        let hello =
+            #"{"type":"hello","protocol":{"major":2,"minor":0},"daemon":{"name":"shutterd","version":"2.0.0"},"devices":[]}"#
+        try withStandIn(hello: hello) { s in
+            #expect(throws: ClientError.unsupportedProtocol(ProtocolVersion(major: 2, minor: 0))) {
+                try Client(socketPath: s.path)
+            }
+        }
+    }
+
+    @Test("a newer minor is accepted: unknown fields and message types are ignored")
+    func newerMinor() throws {
+        let hello =
+            #"{"type":"hello","protocol":{"major":1,"minor":7,"patch":2},"daemon":{"name":"shutterd","version":"1.7.0","build":"x"},"devices":[],"motd":"hi"}"#
+        let after = [
+            #"{"type":"batteryLow","device":{"id":"x"},"level":5}"#,
+            captureLine("began", press: 1, extra: #","pressure":0.5,"gesture":{"kind":"tap"}"#),
+            #"{"type":"reply","request":"somethingNew","id":99}"#,
+            captureLine("ended", press: 1),
+        ]
+        try withStandIn(hello: hello, afterHello: after) { s in
+            let client = try Client(socketPath: s.path)
+            #expect(client.hello.protocolVersion == ProtocolVersion(major: 1, minor: 7))
+            #expect(client.hello.daemonVersion == "1.7.0")
+            guard case .capture(let began) = try client.next(timeout: .seconds(5)) else {
+                Issue.record("the capture did not come first")
+                return
+            }
+            #expect(began.phase == .began && began.handler == .secondary && began.press == 1)
+            #expect(began.key.code == 115 && began.key.name == "KEY_VOLUMEUP" && began.key.scancode == 786665)
+            #expect(began.device.uniq == "c2:1a" && began.device.kind == "remote")
+            #expect(began.device.json.contains(#""battery":80"#), "the device's unknown field is kept in its JSON")
+            guard case .capture(let ended) = try client.next(timeout: .seconds(5)) else {
+                Issue.record("the end did not come next")
+                return
+            }
+            #expect(ended.phase == .ended)
+        }
+    }
+
+    @Test("events that arrive before a reply are kept, in order, for next")
+    func eventsBeforeReply() throws {
+        try withStandIn(beforeReply: [captureLine("began", press: 4)]) { s in
+            let client = try Client(socketPath: s.path)
+            try client.ping()
+            try client.setInteraction(Interaction(enabled: true))
+            guard case .capture(let c) = try client.next(timeout: .seconds(5)), c.press == 4 else {
+                Issue.record("the first capture is not next")
+                return
+            }
+            guard case .capture = try client.next(timeout: .seconds(5)) else {
+                Issue.record("the second capture is not next")
+                return
+            }
+            #expect(try client.next(timeout: .milliseconds(50)) == nil)
+        }
+    }
+
+    @Test("from an event loop of its own: the descriptor polls readable and a zero timeout takes what came")
+    func descriptorAndZeroTimeout() throws {
+        try withStandIn(afterHello: [captureLine("began", press: 1), captureLine("ended", press: 1), nil]) { s in
+            let client = try Client(socketPath: s.path)
+            guard let fd = client.descriptor else {
+                Issue.record("no descriptor while connected")
+                return
+            }
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            #expect(poll(&p, 1, 5000) == 1, "the events make the descriptor readable")
+            // Both lines may be in one read: the second then waits in the client, not the socket.
+            guard case .capture(let began) = try client.next(timeout: .zero) else {
+                Issue.record("a zero timeout did not take the capture that had arrived")
+                return
+            }
+            #expect(began.phase == .began)
+            var ended: Event? = try client.next(timeout: .zero)
+            if ended == nil, poll(&p, 1, 5000) == 1 { ended = try client.next(timeout: .zero) }
+            guard case .capture(let e) = ended else {
+                Issue.record("the second capture did not come")
+                return
+            }
+            #expect(e.phase == .ended)
+            // The stand-in closed the connection after them: readable again, and .closed.
+            #expect(poll(&p, 1, 5000) == 1)
+            #expect(throws: ClientError.closed) { try client.next(timeout: .zero) }
+            #expect(client.descriptor == nil, "no descriptor once the connection is gone")
+        }
+    }
+
+    @Test("overflow is an event, then the connection is closed")
+    func overflow() throws {
+        let overflow =
+            #"{"type":"overflow","queued":611,"bytes":262011,"message":"client fell behind by 611 messages"}"#
+        try withStandIn(afterHello: [overflow, nil]) { s in
+            let client = try Client(socketPath: s.path)
+            guard case .overflow(let o) = try client.next(timeout: .seconds(5)) else {
+                Issue.record("no overflow")
+                return
+            }
+            #expect(o.queued == 611 && o.bytes == 262011 && o.message == "client fell behind by 611 messages")
+            #expect(throws: ClientError.closed) { try client.next(timeout: .seconds(5)) }
+        }
+    }
+
+    @Test("an error instead of the hello is thrown; so is something that is not shutterd")
+    func refusedOrNotShutterd() throws {
+        let refused = #"{"type":"error","code":"tooManyClients","message":"1024 clients are connected"}"#
+        try withStandIn(hello: refused) { s in
+            #expect(throws: ClientError.daemon(code: "tooManyClients", message: "1024 clients are connected")) {
+                try Client(socketPath: s.path)
+            }
+        }
+        try withStandIn(hello: "SSH-2.0-OpenSSH_9.2") { s in
+            #expect(throws: ClientError.notShutterd("\(s.path) sent \"SSH-2.0-OpenSSH_9.2\" instead of a hello")) {
+                try Client(socketPath: s.path)
+            }
+        }
+    }
+
+    @Test("timeouts: no hello, no reply, a listener that does not accept")
+    func timeouts() throws {
+        try withStandIn(hello: nil) { s in
+            #expect(
+                throws: ClientError.timedOut("\(s.path) did not greet like shutterd (no hello within 0.2 s)")
+            ) { try Client(socketPath: s.path, timeout: .milliseconds(200)) }
+        }
+        try withStandIn(silent: true) { s in
+            let client = try Client(socketPath: s.path, timeout: .milliseconds(200))
+            #expect(throws: ClientError.timedOut("no reply to ping from shutterd within 0.2 s")) { try client.ping() }
+            #expect(s.requests.map { $0["type"]?.stringValue } == ["ping"])
+        }
+        // A listen backlog of 0 takes one connection; the next connect waits for an accept.
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let s = try StandIn(dir, accepting: false)
+        defer { s.stop() }
+        let queued = try LineClient(path: s.path)
+        _ = queued
+        #expect(
+            throws: ClientError.timedOut("connecting to shutterd at \(s.path) took longer than 0.2 s")
+        ) { try Client(socketPath: s.path, timeout: .milliseconds(200)) }
+    }
+
+    @Test("after reconnecting, the last interaction is set again")
+    func interactionRestored() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let s = try StandIn(dir, firstReplies: 1)
+        defer { s.stop() }
+        do {
+            let client = try Client(socketPath: s.path, reconnect: true, retryInterval: .milliseconds(20))
+            let interaction = Interaction(secondary: false, filter: .init(names: ["AB Shutter3*"]))
+            // The stand-in closes the first connection after this reply.
+            try client.setInteraction(interaction)
+            guard case .disconnected = try client.next(timeout: .seconds(5)) else {
+                Issue.record("no .disconnected")
+                return
+            }
+            guard case .reconnected = try client.next(timeout: .seconds(5)) else {
+                Issue.record("no .reconnected")
+                return
+            }
+            let sent = s.requests.filter { $0["type"]?.stringValue == "setInteraction" }.map { $0["interaction"] }
+            #expect(sent == [interaction.json, interaction.json])
+        }
+    }
+}

@@ -2,7 +2,6 @@
 
 import CEvdev
 import CLinux
-import Glibc
 import ShutterCore
 import ShutterSys
 
@@ -27,7 +26,7 @@ package final class EvdevDevice {
         var handle: OpaquePointer?
         // ENOTTY here means the descriptor is not an evdev node.
         try Sys.negativeErrno("libevdev_new_from_fd", node, libevdev_new_from_fd(raw, &handle))
-        guard let handle else { throw SystemError("libevdev_new_from_fd", errno: ENOMEM, subject: node) }
+        guard let handle else { throw SystemError("libevdev_new_from_fd", errno: Errno.ENOMEM, subject: node) }
         if let e = Optional(libevdev_set_clock_id(handle, CLOCK_MONOTONIC)), e < 0 {
             libevdev_free(handle)
             throw SystemError("libevdev_set_clock_id", errno: -e, subject: node)
@@ -145,7 +144,7 @@ package final class EvdevDevice {
                     continue
                 }
                 if event.type == EventType.key && event.value != 2 {
-                    libevdev_set_event_value(dev, UInt32(event.type), UInt32(event.code), event.value)
+                    mirror(event.code, event.value)
                 } else if event.type == EventType.syn && event.code == SynCode.dropped {
                     logDrop(at: event.time)
                     dropping = true
@@ -184,7 +183,7 @@ package final class EvdevDevice {
         for code in keyCodes {
             let now: Int32 = keyBits[Int(code) / 8] & (1 << (code % 8)) != 0 ? 1 : 0
             guard libevdev_get_event_value(dev, UInt32(EV_KEY), UInt32(code)) != now else { continue }
-            libevdev_set_event_value(dev, UInt32(EV_KEY), UInt32(code), now)
+            mirror(code, now)
             events.append(RawEvent(type: EventType.key, code: code, value: now, time: time, resync: true))
         }
         events.append(RawEvent(type: EventType.syn, code: SynCode.report, value: 0, time: time, resync: true))
@@ -209,6 +208,17 @@ package final class EvdevDevice {
     }
 
     /// Logs the SYN_DROPPED the rate limit kept back (the device is going, or the daemon).
+    /// Keeps libevdev's copy of a key's state, which EVIOCGKEY's answer is compared with
+    /// after dropped events. libevdev refuses (-1) only a code the node does not declare,
+    /// which the kernel never sends: said, not trusted.
+    @inline(__always)
+    func mirror(_ code: UInt16, _ value: Int32) {
+        if libevdev_set_event_value(dev, UInt32(EV_KEY), UInt32(code), value) != 0 {
+            Log.error(
+                "\(nodeName) - \(name): libevdev refused the state of key \(code), which the node does not declare")
+        }
+    }
+
     package func logUnreportedDrops() {
         guard drops > dropsLogged else { return }
         Log.info("\(nodeName) - \(name): events dropped (SYN_DROPPED) total=\(drops)")

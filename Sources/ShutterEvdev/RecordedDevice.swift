@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import CEvdev
-import Glibc
 import ShutterCore
 import ShutterRecording
 import ShutterSys
@@ -61,26 +60,11 @@ package final class UinputDevice {
         libevdev_set_id_product(dev, Int32(r.product))
         libevdev_set_id_version(dev, Int32(r.version))
         if let phys = r.phys { libevdev_set_phys(dev, phys) }
-        for (i, byte) in r.properties.enumerated() where byte != 0 {
-            for bit in 0..<8 where byte & (1 << bit) != 0 { libevdev_enable_property(dev, UInt32(i * 8 + bit)) }
-        }
-        for type in r.bits.keys.sorted() {
-            libevdev_enable_event_type(dev, UInt32(type))
-            for code in r.codes(of: type) {
-                if type == UInt16(EV_ABS) {
-                    let a = r.axes.first { $0.code == code } ?? Recording.Axis(code: code, minimum: 0, maximum: 1)
-                    var info = input_absinfo(
-                        value: a.minimum, minimum: a.minimum, maximum: a.maximum, fuzz: a.fuzz, flat: a.flat,
-                        resolution: a.resolution)
-                    libevdev_enable_event_code(dev, UInt32(type), UInt32(code), &info)
-                } else if type == UInt16(EV_REP) {
-                    // Autorepeat's delay and period (the kernel's defaults).
-                    var value: Int32 = code == UInt16(REP_DELAY) ? 250 : 33
-                    libevdev_enable_event_code(dev, UInt32(type), UInt32(code), &value)
-                } else {
-                    libevdev_enable_event_code(dev, UInt32(type), UInt32(code), nil)
-                }
-            }
+        do {
+            try Self.enable(r, on: dev)
+        } catch {
+            libevdev_free(dev)
+            throw error
         }
         let fd: FileDescriptor
         do {
@@ -102,6 +86,45 @@ package final class UinputDevice {
         self.dev = dev
         self.fd = fd
         uidev = handle
+    }
+
+    /// Declares the recording's properties, event types and codes on `dev`. libevdev says
+    /// -1, no errno, for one out of its range: EINVAL, naming it.
+    static func enable(_ r: Recording, on dev: OpaquePointer) throws(SystemError) {
+        func ok(_ call: String, _ what: String, _ rc: Int32) throws(SystemError) {
+            if rc != 0 { throw SystemError(call, errno: Errno.EINVAL, subject: what) }
+        }
+        for (i, byte) in r.properties.enumerated() where byte != 0 {
+            for bit in 0..<8 where byte & (1 << bit) != 0 {
+                let property = UInt32(i * 8 + bit)
+                try ok("libevdev_enable_property", "property \(property)", libevdev_enable_property(dev, property))
+            }
+        }
+        for type in r.bits.keys.sorted() {
+            try ok("libevdev_enable_event_type", "type \(type)", libevdev_enable_event_type(dev, UInt32(type)))
+            for code in r.codes(of: type) {
+                let what = "type \(type) code \(code)"
+                if type == UInt16(EV_ABS) {
+                    let a = r.axes.first { $0.code == code } ?? Recording.Axis(code: code, minimum: 0, maximum: 1)
+                    var info = input_absinfo(
+                        value: a.minimum, minimum: a.minimum, maximum: a.maximum, fuzz: a.fuzz, flat: a.flat,
+                        resolution: a.resolution)
+                    try ok(
+                        "libevdev_enable_event_code", what,
+                        libevdev_enable_event_code(dev, UInt32(type), UInt32(code), &info))
+                } else if type == UInt16(EV_REP) {
+                    // Autorepeat's delay and period (the kernel's defaults).
+                    var value: Int32 = code == UInt16(REP_DELAY) ? 250 : 33
+                    try ok(
+                        "libevdev_enable_event_code", what,
+                        libevdev_enable_event_code(dev, UInt32(type), UInt32(code), &value))
+                } else {
+                    try ok(
+                        "libevdev_enable_event_code", what,
+                        libevdev_enable_event_code(dev, UInt32(type), UInt32(code), nil))
+                }
+            }
+        }
     }
 
     deinit {

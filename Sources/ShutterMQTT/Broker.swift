@@ -43,7 +43,7 @@ package final class Broker {
         self.settings = settings
         self.loop = loop
         guard let m = mosquitto_new(clientID, true, nil) else {
-            throw BridgeError("mosquitto_new: \(Sys.errnoMessage(Sys.errno))")
+            throw BridgeError("\(SystemError("mosquitto_new", errno: Sys.errno))")
         }
         mosq = m
         do {
@@ -52,7 +52,7 @@ package final class Broker {
         } catch {
             throw BridgeError("\(error)")
         }
-        _ = mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311)
+        try check("MQTT 3.1.1", mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311))
         try check(
             "the last will",
             mosquitto_will_set(m, will.topic, Int32(will.payload.utf8.count), will.payload, Int32(settings.qos), true))
@@ -96,7 +96,11 @@ package final class Broker {
         do {
             try loop.add(keepaliveTimer.raw, events: EventLoop.readable) { [unowned self] _ in
                 keepaliveTimer.acknowledge()
-                _ = mosquitto_loop_misc(mosq)
+                // MOSQ_ERR_NO_CONN between connections: nothing to keep alive.
+                let rc = mosquitto_loop_misc(mosq)
+                if rc != MOSQ_ERR_SUCCESS.rawValue && rc != MOSQ_ERR_NO_CONN.rawValue {
+                    Log.debug("mqtt: libmosquitto's keepalive: \(Broker.describe(rc))")
+                }
                 afterIO()
             }
             try loop.add(retryTimer.raw, events: EventLoop.readable) { [unowned self] _ in
@@ -109,7 +113,10 @@ package final class Broker {
     }
 
     /// mosquitto_lib_init: once, before the first Broker.
-    package static func libraryInit() { _ = mosquitto_lib_init() }
+    package static func libraryInit() throws(BridgeError) {
+        let rc = mosquitto_lib_init()
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw BridgeError("libmosquitto: \(describe(rc))") }
+    }
 
     /// mosquitto_lib_cleanup: once, after the last Broker.
     package static func libraryCleanup() { _ = mosquitto_lib_cleanup() }
@@ -124,7 +131,7 @@ package final class Broker {
 
     /// libmosquitto's words for `rc`, with errno's for a failed system call.
     static func describe(_ rc: Int32) -> String {
-        if rc == MOSQ_ERR_ERRNO.rawValue { return Sys.errnoMessage(Sys.errno) }
+        if rc == MOSQ_ERR_ERRNO.rawValue { return "\(Sys.errnoMessage(Sys.errno)) (\(Sys.errnoName(Sys.errno)))" }
         return (Sys.string(mosquitto_strerror(rc)) ?? "error") + " (\(rc))"
     }
 
@@ -288,11 +295,19 @@ package final class Broker {
     package func stop() {
         stopping = true
         guard connected else { return }
-        _ = mosquitto_disconnect(mosq)
+        let rc = mosquitto_disconnect(mosq)
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+            Log.debug("mqtt: disconnecting: \(Broker.describe(rc))")
+            return
+        }
         let deadline = ContinuousClock.now + .seconds(1)
         while let fd = watched, mosquitto_want_write(mosq), ContinuousClock.now < deadline {
             _ = try? Sys.poll(fd, .writable, timeout: 100)
-            _ = mosquitto_loop_write(mosq, 1)
+            let rc = mosquitto_loop_write(mosq, 1)
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+                Log.debug("mqtt: the last writes: \(Broker.describe(rc))")
+                return
+            }
         }
     }
 }

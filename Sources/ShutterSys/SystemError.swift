@@ -25,7 +25,7 @@ public struct SystemError: Error, CustomStringConvertible, Equatable, Sendable {
 
     public var description: String {
         let what = subject.map { "\(call) \($0)" } ?? call
-        return "\(what): \(message) (errno \(errno))"
+        return "\(what): \(message) (\(name))"
     }
 }
 

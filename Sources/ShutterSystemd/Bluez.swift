@@ -33,7 +33,10 @@ package final class BluezWatcher {
             return
         }
         bus = b
-        sd_bus_set_description(b, "shutterd")
+        let described = sd_bus_set_description(b, "shutterd")
+        if described < 0 {
+            Log.debug("sd_bus_set_description: \(SystemError("sd_bus_set_description", errno: -described))")
+        }
         let me = Unmanaged.passUnretained(self).toOpaque()
         let matches = [
             "type='signal',sender='org.bluez',interface='org.freedesktop.DBus.Properties',member='PropertiesChanged'",
@@ -138,7 +141,7 @@ package final class BluezWatcher {
         while sd_bus_message_enter_container(m, Character("e").cChar, "oa{sa{sv}}") > 0 {
             guard let path = readString(m, "o") else { return }
             readInterfaces(m, path: path)
-            sd_bus_message_exit_container(m)
+            guard leave(m) else { break }
             count += 1
         }
         Log.info("BlueZ: \(count) objects")
@@ -193,9 +196,18 @@ package final class BluezWatcher {
         while sd_bus_message_enter_container(m, Character("e").cChar, "sa{sv}") > 0 {
             guard let interface = readString(m, "s") else { return }
             note(links.update(path: path, interface: interface, readProperties(m)))
-            sd_bus_message_exit_container(m)
+            guard leave(m) else { return }
         }
-        sd_bus_message_exit_container(m)
+        leave(m)
+    }
+
+    /// Leaves a container of a message being read; false (said) when sd-bus finds the
+    /// message is not what its signature says, and the rest of it is not read.
+    @discardableResult
+    func leave(_ m: OpaquePointer) -> Bool {
+        let r = sd_bus_message_exit_container(m)
+        if r < 0 { Log.debug("BlueZ: a message cut short: \(SystemError("sd_bus_message_exit_container", errno: -r))") }
+        return r >= 0
     }
 
     /// a{sv}, the values of the types BlueZ's properties that shutterd reads have.
@@ -219,13 +231,12 @@ package final class BluezWatcher {
             case "s":
                 out[name] = readString(m, "s").map(BusValue.string) ?? .other
             default:
-                sd_bus_message_skip(m, contents)
                 out[name] = .other
+                guard sd_bus_message_skip(m, contents) >= 0 else { return out }
             }
-            sd_bus_message_exit_container(m)
-            sd_bus_message_exit_container(m)
+            guard leave(m), leave(m) else { return out }
         }
-        sd_bus_message_exit_container(m)
+        leave(m)
         return out
     }
 

@@ -8,8 +8,14 @@ import ShutterSys
 /// Every call is a no-op when shutterd does not run under systemd.
 package enum Systemd {
     package static func notify(_ state: String) {
-        _ = sd_notify(0, state)
+        let r = sd_notify(0, state)
+        if r < 0 && !notifyFailed {
+            notifyFailed = true
+            Log.error("cannot tell systemd \(state): \(SystemError("sd_notify", errno: -r))")
+        }
     }
+    /// The first failure is logged, not every watchdog ping after it.
+    nonisolated(unsafe) static var notifyFailed = false
 
     /// The listening socket systemd passed (LISTEN_FDS), if exactly one was passed.
     package static func listenSocket() throws(SystemError) -> Int32? {

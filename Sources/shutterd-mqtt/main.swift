@@ -121,8 +121,8 @@ if checkConfig {
 
 let host = Sys.hostName() ?? ""
 
-Broker.libraryInit()
 do {
+    try Broker.libraryInit()
     let loop = try EventLoop()
     Log.attach(to: loop)
     let signals = try SignalSource([Sys.terminate, Sys.interrupt])

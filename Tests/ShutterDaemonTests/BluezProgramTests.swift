@@ -43,7 +43,7 @@ struct BluezProgramTests {
         let lines = d.stderr.split(separator: "\n").filter { $0.contains("system bus") }
         #expect(
             lines == [
-                "no system bus (sd_bus_open_system: No such file or directory (errno 2)): no Bluetooth link state"
+                "no system bus (sd_bus_open_system: No such file or directory (ENOENT)): no Bluetooth link state"
             ])
     }
 

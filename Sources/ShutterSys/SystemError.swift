@@ -62,22 +62,16 @@ extension Sys {
 package enum Errno {
     package static let EPERM = Glibc.EPERM
     package static let ENOENT = Glibc.ENOENT
-    package static let EINTR = Glibc.EINTR
-    package static let EIO = Glibc.EIO
     package static let EAGAIN = Glibc.EAGAIN
     package static let ENOMEM = Glibc.ENOMEM
     package static let EACCES = Glibc.EACCES
-    package static let EEXIST = Glibc.EEXIST
     package static let ENODEV = Glibc.ENODEV
-    package static let ENOTDIR = Glibc.ENOTDIR
     package static let EISDIR = Glibc.EISDIR
     package static let EINVAL = Glibc.EINVAL
     package static let ENFILE = Glibc.ENFILE
     package static let EMFILE = Glibc.EMFILE
-    package static let ENOTTY = Glibc.ENOTTY
     package static let EFBIG = Glibc.EFBIG
     package static let EPIPE = Glibc.EPIPE
-    package static let ENAMETOOLONG = Glibc.ENAMETOOLONG
     package static let ELOOP = Glibc.ELOOP
     package static let EILSEQ = Glibc.EILSEQ
     package static let ENOBUFS = Glibc.ENOBUFS
@@ -86,8 +80,6 @@ package enum Errno {
     package static let E2BIG = Glibc.E2BIG
     package static let ECONNABORTED = Glibc.ECONNABORTED
     package static let ECONNRESET = Glibc.ECONNRESET
-    package static let ECONNREFUSED = Glibc.ECONNREFUSED
-    package static let ETIMEDOUT = Glibc.ETIMEDOUT
 }
 /// CLOCK_MONOTONIC now, in microseconds.
 @inline(__always)

@@ -51,6 +51,10 @@ expect "an ignored udev_monitor_enable_receiving" Sources/ShutterUdev/Bad.swift 
     udev_monitor_enable_receiving(m)
 }'
 expect "an ignored mosquitto_publish" Sources/ShutterMQTT/Bad.swift 'func g(_ m: OpaquePointer) { _ = mosquitto_loop_read(m, 1) }'
+expect "a discarded libc result in the door" Sources/ShutterSys/Bad.swift 'func g(_ fd: Int32) { _ = Glibc.close(fd) }'
+expect "an ignored libc result in the door" Sources/ShutterSys/Bad.swift 'func g(_ fd: Int32) {
+    fsync(fd)
+}'
 expect "a new system library" Package.swift 'package.targets.append(.systemLibrary(name: "CFoo", pkgConfig: "libfoo"))'
 expect "a new C target" Package.swift 'package.targets.append(.target(name: "CBar", path: "Sources/CLinux"))'
 expect "the daemon depending on C" Package.swift 'package.targets.first { $0.name == "ShutterDaemon" }!.dependencies.append("CEvdev")'

@@ -113,14 +113,15 @@ extension Sys {
     @inlinable
     public static func monotonicMicros() -> Int64 {
         var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
+        // Fails only for a clock the kernel lacks, or a bad pointer: neither is a condition.
+        if clock_gettime(CLOCK_MONOTONIC, &ts) != 0 { preconditionFailure("clock_gettime(CLOCK_MONOTONIC)") }
         return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
     }
 
     /// CLOCK_REALTIME now, in microseconds since 1970.
     package static func wallClockMicros() -> Int64 {
         var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
+        if clock_gettime(CLOCK_REALTIME, &ts) != 0 { preconditionFailure("clock_gettime(CLOCK_REALTIME)") }
         return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
     }
 }
@@ -198,8 +199,8 @@ extension Sys {
     /// Blocks `signals` and returns a non-blocking signalfd that reads them.
     package static func signalDescriptor(_ signals: [Int32]) throws(SystemError) -> Int32 {
         var set = sigset_t()
-        sigemptyset(&set)
-        for s in signals { sigaddset(&set, s) }
+        try check("sigemptyset") { sigemptyset(&set) }
+        for s in signals { try check("sigaddset", "signal \(s)") { sigaddset(&set, s) } }
         try check("sigprocmask") { sigprocmask(SIG_BLOCK, &set, nil) }
         return try check("signalfd") { signalfd(-1, &set, Int32(SFD_NONBLOCK | SFD_CLOEXEC)) }
     }
@@ -226,8 +227,11 @@ extension Sys {
     }
 
     /// Ignores a signal (SIG_IGN): SIGPIPE, for a program that writes to sockets.
+    /// sigaction fails only for a signal number that is not one: a programming error.
     package static func ignore(_ signal: Int32) {
-        _ = Glibc.signal(signal, SIG_IGN)
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = SIG_IGN
+        precondition(sigaction(signal, &action, nil) == 0, "sigaction(\(signal), SIG_IGN)")
     }
 }
 
@@ -247,7 +251,9 @@ extension Sys {
     /// later do not take them (and the log is not written into one).
     package static func openStandardDescriptors() {
         for fd: Int32 in 0...2 where !isOpen(fd) {
-            _ = Glibc.open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY)
+            // The lowest free descriptor is `fd`; without /dev/null (a bare chroot) the rest
+            // cannot be opened either, and nothing can be told (stderr is one of them).
+            guard Glibc.open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) == fd else { return }
         }
     }
 
@@ -260,8 +266,11 @@ extension Sys {
     /// Ends the process now, after the C library's buffers are flushed.
     package static func exit(_ status: Int32) -> Never { Glibc.exit(status) }
 
-    /// Flushes the C library's output buffers (what `print` wrote).
-    package static func flushOutput() { fflush(nil) }
+    /// Flushes the C library's output buffers (what `print` wrote); throws when the output
+    /// did not take it (EPIPE, ENOSPC).
+    package static func flushOutput() throws(SystemError) {
+        if fflush(nil) != 0 { throw failure("fflush", "standard output", Glibc.errno) }
+    }
 
     /// Writes a message to stderr as it is, blocking (for a command-line tool).
     package static func writeStandardError(_ text: String) {

@@ -22,7 +22,9 @@ extension Sys {
 
     /// close(2). Not retried: on Linux the descriptor is gone even when close says EINTR.
     package static func close(_ fd: Int32) {
-        _ = Glibc.close(fd)
+        // EINTR and EIO leave nothing to do (the descriptor is gone); EBADF is a programming
+        // error, and traps as `check`'s does.
+        if Glibc.close(fd) != 0 { precondition(Glibc.errno != EBADF, "close(\(fd)): EBADF") }
     }
 
     /// read(2) on a non-blocking descriptor: the count, 0 at end of file, nil when nothing
@@ -167,7 +169,7 @@ extension Sys {
     /// The names in a directory, "." and ".." left out.
     package static func directory(_ path: String) throws(SystemError) -> [String] {
         let d = try handle("opendir", path, opendir(path))
-        defer { closedir(d) }
+        defer { precondition(closedir(d) == 0, "closedir \(path)") }
         var names: [String] = []
         while let entry = readdir(d) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in

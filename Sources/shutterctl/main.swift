@@ -85,7 +85,12 @@ enum Exit {
 
 @MainActor func out(_ s: String) {
     print(s)
-    Sys.flushOutput()
+    do {
+        try Sys.flushOutput()
+    } catch {
+        say("shutterctl: cannot write the output: \(error)")
+        Sys.exit(1)
+    }
 }
 
 /// What a usage error does before the exit: `verify --junit` writes its report.

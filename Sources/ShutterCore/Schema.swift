@@ -76,6 +76,13 @@ struct DeviceProperty: Sendable {
         self.value = value
     }
 
+    /// A property that a udev property fills (`UdevProperty.deviceField`).
+    init(fromUdev field: FieldSpec) {
+        self.field = field
+        let name = field.name
+        self.value = { $0.fromUdev[name] }
+    }
+
     /// A property a device object has when `value` gives one.
     init(
         _ name: String, _ kind: FieldSpec.Kind, _ doc: String, presence: FieldSpec.Presence = .sometimes,
@@ -88,8 +95,13 @@ struct DeviceProperty: Sendable {
 
 extension DeviceInfo {
     /// The device object of the protocol (docs/PROTOCOL.md, "Device"), in its order: the one
-    /// list its wire text, the schema and the clients' device classes come from.
-    static let properties: [DeviceProperty] = [
+    /// list its wire text, the schema and the clients' device classes come from. The fields
+    /// udev properties fill come last, declared with their property (`UdevProperty.all`).
+    static let properties: [DeviceProperty] =
+        ownProperties + UdevProperty.all.compactMap(\.deviceField).map(DeviceProperty.init(fromUdev:))
+
+    /// The properties of what the node, BlueZ and shutterd itself say.
+    static let ownProperties: [DeviceProperty] = [
         DeviceProperty(
             "id", .string, "Stable identity of this input node, the same after re-plugging or re-pairing.",
             always: { .string($0.id) }),

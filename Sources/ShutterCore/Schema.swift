@@ -6,9 +6,13 @@
 /// - the device object's wire text (`DeviceInfo.json`, from `DeviceInfo.properties`), and
 ///   so the hello, the device messages and every event's `device`;
 /// - `shutterctl schema`, this table as JSON, from which `clients/python` generates its
-///   message classes (`make generate`; `make check-generated` fails when they differ);
+///   message classes and ShutterClient its message types (`make generate`; `make
+///   check-generated` fails when they differ);
 /// - the core tier's check that what Wire and Message write has exactly these fields, and
 ///   the Swift client's and PROTOCOL.md's checks that they name each of them.
+///
+/// The device fields that udev properties fill are declared with those properties
+/// (`UdevProperty.all`, UdevProperties.swift) and appended to `DeviceInfo.properties`.
 ///
 /// Wire writes an event's fields by hand, in one pass, as the press path must; the check
 /// above is what ties that text to this table.

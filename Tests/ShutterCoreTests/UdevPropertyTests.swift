@@ -60,6 +60,9 @@ struct UdevPropertyTests {
         #expect(replayed.plan == live.plan)
         #expect(replayed.info == live.info)
         #expect(replayed.info.json == live.info.json)
+        for field in UdevProperty.all.compactMap(\.deviceField) {
+            #expect(replayed.info.json[field.name] != nil, "the replayed device object has \(field.name)")
+        }
         // What the examples say took effect: SHUTTERD_KIND=remote, the keys given.
         #expect(replayed.plan.kind == .remote)
         #expect(replayed.plan.mapping.primaryKeys == [KeyCode.enter])
@@ -72,11 +75,12 @@ struct UdevPropertyTests {
         #expect(facts[.kind] == "remote")
     }
 
-    /// A property that fills a field of the device object, as `firmware` from ID_REVISION would.
+    /// A property that fills a field of the device object, as `firmware` from ID_REVISION would
+    /// (a name no udev sets, so that it is never declared).
     static let firmware = UdevProperty(
-        "ID_REVISION",
+        "SHUTTERD_TEST_REVISION",
         .device(
-            FieldSpec("firmware", .string, "The firmware's revision.", presence: .sometimes),
+            FieldSpec("testFirmware", .string, "The firmware's revision.", presence: .sometimes),
             { $0.isEmpty ? nil : .string($0) }),
         example: "0110")
 
@@ -84,17 +88,19 @@ struct UdevPropertyTests {
     func deviceField() throws {
         let declared = UdevProperty.all + [Self.firmware]
         #expect(
-            DeviceInfo.udevFields(["ID_REVISION": "0110", "ID_MODEL": "x"], declared: declared) == [
-                "firmware": .string("0110")
+            DeviceInfo.udevFields(["SHUTTERD_TEST_REVISION": "0110", "ID_MODEL": "x"], declared: declared) == [
+                "testFirmware": .string("0110")
             ])
-        #expect(DeviceInfo.udevFields(["ID_REVISION": ""], declared: declared) == [:], "parsed to nothing: left out")
-        #expect(DeviceInfo.udevFields(["ID_REVISION": "0110"]) == [:], "not declared: not read")
+        #expect(
+            DeviceInfo.udevFields(["SHUTTERD_TEST_REVISION": ""], declared: declared) == [:],
+            "parsed to nothing: left out")
+        #expect(DeviceInfo.udevFields(["SHUTTERD_TEST_REVISION": "0110"]) == [:], "not declared: not read")
         var info = DeviceInfo(
             name: "n", bus: 3, vendor: 1, product: 2, version: 3, uniq: nil, phys: nil, syspath: "s", node: "d",
             kind: .media)
         let property = DeviceProperty(fromUdev: try #require(Self.firmware.deviceField))
         #expect(property.value(info) == nil)
-        info.fromUdev = DeviceInfo.udevFields(["ID_REVISION": "0110"], declared: declared)
+        info.fromUdev = DeviceInfo.udevFields(["SHUTTERD_TEST_REVISION": "0110"], declared: declared)
         #expect(property.value(info) == .string("0110"))
         // The device object's udev fields are those the list declares, after the others.
         let fromUdev = DeviceInfo.properties.dropFirst(DeviceInfo.ownProperties.count).map(\.field.name)

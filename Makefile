@@ -226,18 +226,31 @@ check: check-units check-rules check-man check-install check-format check-door c
 check-licence:
 	@scripts/check-licence
 
-# The Python client's message classes, from the protocol's one declaration
-# (Sources/ShutterCore/Schema.swift) through `shutterctl schema`.
-MESSAGES_PY = clients/python/shutterd/_messages.py
+# The clients' message types, from the protocol's one declaration (Sources/ShutterCore/
+# Schema.swift, and UdevProperties.swift for the device fields udev properties fill) through
+# `shutterctl schema`: the Python client's classes (scripts/gen-python-messages) and the Swift
+# client's structs and decoders (scripts/gen-swift-messages, laid out by swift format).
+# shutterctl links ShutterClient, so a schema change is built once with the old file, then
+# generated, then built again.
+MESSAGES_PY    = clients/python/shutterd/_messages.py
+MESSAGES_SWIFT = Sources/ShutterClient/GeneratedMessages.swift
 generate:
 	@[ -x $(SWIFT_BIN)/shutterctl ] || { echo "$(SWIFT_BIN)/shutterctl is missing: run 'make' first" >&2; exit 1; }
 	$(SWIFT_BIN)/shutterctl schema | python3 scripts/gen-python-messages > $(MESSAGES_PY).tmp
 	mv $(MESSAGES_PY).tmp $(MESSAGES_PY)
+	$(SWIFT_BIN)/shutterctl schema | python3 scripts/gen-swift-messages > $(MESSAGES_SWIFT).raw
+	$(SWIFT) format - < $(MESSAGES_SWIFT).raw > $(MESSAGES_SWIFT).tmp
+	rm $(MESSAGES_SWIFT).raw
+	mv $(MESSAGES_SWIFT).tmp $(MESSAGES_SWIFT)
 
 check-generated:
 	@[ -x $(SWIFT_BIN)/shutterctl ] || { echo "$(SWIFT_BIN)/shutterctl is missing: run 'make' first" >&2; exit 1; }
 	@$(SWIFT_BIN)/shutterctl schema | python3 scripts/gen-python-messages | diff -u $(MESSAGES_PY) - || \
 		{ echo "$(MESSAGES_PY) differs from the schema: run 'make generate'" >&2; exit 1; }
+	@set -e; t=$$(mktemp); trap 'rm -f "$$t"' EXIT; \
+		$(SWIFT_BIN)/shutterctl schema | python3 scripts/gen-swift-messages > "$$t"; \
+		$(SWIFT) format - < "$$t" | diff -u $(MESSAGES_SWIFT) - || \
+		{ echo "$(MESSAGES_SWIFT) differs from the schema: run 'make generate'" >&2; exit 1; }
 
 # Only the platform modules depend on C, each on its own library; nothing re-exports; every
 # fallible C call is checked where it is made (scripts/check-c-door, from the package graph,

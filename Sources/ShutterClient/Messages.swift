@@ -25,197 +25,6 @@ public struct ProtocolVersion: Sendable, Equatable, CustomStringConvertible {
     public var description: String { "\(major).\(minor)" }
 }
 
-/// The daemon's greeting, the first message of every connection.
-public struct Hello: Sendable, Equatable {
-    /// The protocol the daemon speaks: the same major as `ProtocolVersion.supported`.
-    public var protocolVersion: ProtocolVersion
-    /// The daemon's name: `shutterd`.
-    public var daemonName: String
-    /// The daemon's version, such as `0.1.0`.
-    public var daemonVersion: String
-    /// The devices shutterd had open when the connection was made.
-    public var devices: [Device]
-}
-
-/// An input device shutterd reads (docs/PROTOCOL.md, "Device").
-public struct Device: Sendable, Equatable {
-    /// Stable identity of this input node, the same after re-plugging or re-pairing.
-    public var id: String
-    /// Identity of the physical device: the nodes of one device share it.
-    public var group: String
-    /// The kernel's device name.
-    public var name: String
-    /// `usb`, `bluetooth`, `virtual`, ... or `0xNN`.
-    public var bus: String
-    /// The vendor id: four lowercase hex digits, as `lsusb` prints it.
-    public var vendor: String
-    /// The product id: four lowercase hex digits.
-    public var product: String
-    /// The version: four lowercase hex digits.
-    public var version: String
-    /// The kernel's unique id (a Bluetooth address, a serial number), when the device has one.
-    public var uniq: String?
-    /// The kernel's physical path, when the device has one.
-    public var phys: String?
-    /// The udev syspath as of now (not stable).
-    public var syspath: String
-    /// The `/dev/input/eventN` node as of now (not stable).
-    public var node: String
-    /// How shutterd maps the device's keys: `remote`, `headset`, `dial`, `keyboard`,
-    /// `camera`, `media` or `mouse`.
-    public var kind: String
-    /// True when the device is a recording played by `shutterd --replay`, not hardware
-    /// (protocol 1.2; false when the daemon does not say).
-    public var replayed: Bool
-    /// For a Bluetooth device BlueZ knows: whether it is connected now (protocol 1.2).
-    public var connected: Bool? = nil
-    /// The battery in percent, when known (protocol 1.2).
-    public var battery: Int? = nil
-    /// BlueZ's alias of a Bluetooth device (protocol 1.2).
-    public var alias: String? = nil
-    /// The device object as one line of JSON, with any fields this library does not know.
-    public var json: String
-}
-
-/// A key, or for a slider the axis (docs/PROTOCOL.md, "Key").
-public struct Key: Sendable, Equatable {
-    /// The evdev code.
-    public var code: Int
-    /// libevdev's name for the code, such as `KEY_VOLUMEUP` or `REL_DIAL`.
-    public var name: String
-    /// The `MSC_SCAN` of the event's frame (for HID the usage), when it had one.
-    public var scancode: UInt32?
-}
-
-/// A press shutterd holds: begun, and not yet ended or cancelled (`Client.held()`).
-public struct HeldPress: Sendable, Equatable {
-    /// The id of the device whose key is held.
-    public var device: String
-    /// The key held (no scancode).
-    public var key: Key
-    /// The press, as its began said.
-    public var press: Int64
-}
-
-/// A capture's handler.
-public enum Handler: String, Sendable {
-    case primary, secondary
-}
-
-/// A press of a key mapped to a handler, as this client's interaction sees it.
-public struct Capture: Sendable, Equatable {
-    /// Key down, key up, or the press ended without a key up (see `reason`).
-    public enum Phase: String, Sendable {
-        case began, ended, cancelled
-    }
-
-    /// Daemon-wide sequence number (gaps are other clients' events).
-    public var seq: Int64
-    /// This client's sequence number of capture and control messages, from 1, without gaps.
-    public var clientSeq: Int64
-    /// The handler the press drives.
-    public var handler: Handler
-    /// Where the press is.
-    public var phase: Phase
-    /// The same for a press's `began` and its `ended` or `cancelled`.
-    public var press: Int64
-    /// True only for a headset's events when the interaction disabled the default capture sound.
-    public var shouldPlaySound: Bool
-    /// Why a `cancelled` was: `removed`, `dropped`, `shutdown`, `disabled`, `filtered`.
-    public var reason: String?
-    /// The device the press came from.
-    public var device: Device
-    /// The key pressed.
-    public var key: Key
-    /// The kernel's timestamp of the event, in microseconds of CLOCK_MONOTONIC.
-    public var kernelTime: Int64
-    /// When shutterd read the event, in microseconds of CLOCK_MONOTONIC.
-    public var receiveTime: Int64
-}
-
-/// The Camera Control analog: a half press makes the controls active and inactive, a dial
-/// moves the slider.
-public struct Control: Sendable, Equatable {
-    /// The controls became active or inactive (a half press), or the slider moved.
-    public enum Kind: String, Sendable {
-        case active, inactive, slider
-    }
-
-    /// Daemon-wide sequence number, as a capture's.
-    public var seq: Int64
-    /// This client's sequence number, as a capture's.
-    public var clientSeq: Int64
-    /// What happened.
-    public var event: Kind
-    /// The half press, for `active` and `inactive`.
-    public var press: Int64?
-    /// For `slider`: the frame's summed movement.
-    public var delta: Int64?
-    /// For `slider`: this client's value after it, clamped to its range.
-    public var value: Int64?
-    /// Why an `inactive` ended the half press early, when it did.
-    public var reason: String?
-    /// The device the event came from.
-    public var device: Device
-    /// The key (`KEY_CAMERA_FOCUS`) or the axis (`REL_DIAL`).
-    public var key: Key
-    /// The kernel's timestamp, in microseconds of CLOCK_MONOTONIC.
-    public var kernelTime: Int64
-    /// When shutterd read the event, in microseconds of CLOCK_MONOTONIC.
-    public var receiveTime: Int64
-}
-
-/// A gesture of this client's own (its interaction asked for it, protocol 1.2): a press held
-/// long, or a second press of the same key soon after the first.
-public struct Gesture: Sendable, Equatable {
-    public enum Kind: String, Sendable {
-        case longPress, doublePress
-    }
-
-    /// This client's sequence number, as a capture's (gestures have no daemon-wide `seq`).
-    public var clientSeq: Int64
-    public var gesture: Kind
-    /// The handler the press drives, as its `began` said.
-    public var handler: Handler
-    /// The press held long, or the second press of a double press.
-    public var press: Int64
-    /// For `doublePress`: the first press.
-    public var firstPress: Int64?
-    public var device: Device
-    public var key: Key
-    /// When the press became long, or the second press began: microseconds of CLOCK_MONOTONIC.
-    public var kernelTime: Int64
-    /// When shutterd made the message, in microseconds of CLOCK_MONOTONIC.
-    public var receiveTime: Int64
-}
-
-/// The daemon's last message to a client that fell behind; the connection closes after it.
-public struct Overflow: Sendable, Equatable {
-    /// How many messages the client was behind.
-    public var queued: Int64
-    /// How many bytes the client was behind.
-    public var bytes: Int64
-    /// The same in words, with the limits.
-    public var message: String
-}
-
-/// What `Client.next(timeout:)` returns.
-public enum Event: Sendable, Equatable {
-    case capture(Capture)
-    case control(Control)
-    case gesture(Gesture)
-    case deviceAdded(Device)
-    case deviceRemoved(Device)
-    /// A device's object changed: its link state, battery or alias (protocol 1.2).
-    case deviceChanged(Device)
-    case overflow(Overflow)
-    /// With reconnection on: the connection ended (why, in words); the client reconnects.
-    case disconnected(String)
-    /// With reconnection on: connected again, with the new connection's hello. The last
-    /// interaction set has been set again.
-    case reconnected(Hello)
-}
-
 /// A client's interaction (docs/PROTOCOL.md, "setInteraction"). A field left nil is left
 /// out of the request and takes its default (not its previous value); the interaction a
 /// reply returns has every field.
@@ -317,12 +126,26 @@ public struct Interaction: Sendable, Equatable {
 }
 
 // MARK: decoding and encoding (not public: ShutterCore's JSON stays out of the API)
+//
+// The device, the key, a held press, the hello and the events, with their decoders, are
+// GeneratedMessages.swift, written from the schema (scripts/gen-swift-messages).
 
 /// Reads the fields of one message; a missing or mistyped field is a `ClientError.malformed`
 /// naming it. Fields it is not asked for are ignored.
 struct Fields {
     let json: JSON
     let context: String
+
+    init(json: JSON, context: String) {
+        self.json = json
+        self.context = context
+    }
+
+    /// The fields of `json`, which must be an object.
+    init(object json: JSON, context: String) throws(ClientError) {
+        guard json.objectValue != nil else { throw .malformed("\(context) that is not an object") }
+        self.init(json: json, context: context)
+    }
 
     func missing(_ key: String, _ what: String) -> ClientError {
         .malformed("\(context) without \(what) \"\(key)\"")
@@ -354,33 +177,11 @@ struct Fields {
 }
 
 extension Device {
-    package init(json: JSON) throws(ClientError) {
-        let f = Fields(json: json, context: "a device")
-        guard json.objectValue != nil else { throw .malformed("a device that is not an object") }
-        self.init(
-            id: try f.string("id"), group: try f.string("group"), name: try f.string("name"), bus: try f.string("bus"),
-            vendor: try f.string("vendor"), product: try f.string("product"), version: try f.string("version"),
-            uniq: f.optionalString("uniq"), phys: f.optionalString("phys"), syspath: try f.string("syspath"),
-            node: try f.string("node"), kind: try f.string("kind"), replayed: json["replayed"]?.boolValue ?? false,
-            connected: json["connected"]?.boolValue, battery: f.optionalInt("battery").flatMap { Int(exactly: $0) },
-            alias: f.optionalString("alias"),
-            json: json.serialized)
-    }
-
     static func list(_ json: JSON?, _ context: String) throws(ClientError) -> [Device] {
         guard let items = json?.arrayValue else { throw .malformed("\(context) without a \"devices\" array") }
         var devices: [Device] = []
         for item in items { devices.append(try Device(json: item)) }
         return devices
-    }
-}
-
-extension Key {
-    init(_ f: Fields) throws(ClientError) {
-        let scancode = f.optionalInt("scancode")
-        self.init(
-            code: Int(try f.int("code")), name: try f.string("name"),
-            scancode: scancode.flatMap { UInt32(exactly: $0) })
     }
 }
 
@@ -390,83 +191,16 @@ extension HeldPress {
             throw .malformed("a listDevices reply without a \"held\" array (shutterd before protocol 1.4)")
         }
         var held: [HeldPress] = []
-        for item in items {
-            let f = Fields(json: item, context: "a held press")
-            held.append(
-                HeldPress(device: try f.string("device"), key: try Key(try f.object("key")), press: try f.int("press")))
-        }
+        for item in items { held.append(try HeldPress(json: item)) }
         return held
     }
 }
 
-extension Hello {
-    package init(json: JSON) throws(ClientError) {
-        let f = Fields(json: json, context: "a hello")
-        let version = try f.object("protocol")
-        let daemon = try f.object("daemon")
-        self.init(
-            protocolVersion: ProtocolVersion(
-                major: Int(try version.int("major")), minor: Int(try version.int("minor"))),
-            daemonName: try daemon.string("name"), daemonVersion: try daemon.string("version"),
-            devices: try Device.list(json["devices"], "a hello"))
-    }
-}
-
-extension Capture {
-    package init(json: JSON) throws(ClientError) {
-        let f = Fields(json: json, context: "a capture")
-        self.init(
-            seq: try f.int("seq"), clientSeq: try f.int("clientSeq"), handler: try f.value("handler"),
-            phase: try f.value("phase"), press: try f.int("press"),
-            shouldPlaySound: json["shouldPlaySound"]?.boolValue ?? false, reason: f.optionalString("reason"),
-            device: try Device(json: try f.object("device").json), key: try Key(try f.object("key")),
-            kernelTime: try f.int("kernelTime"), receiveTime: try f.int("receiveTime"))
-    }
-}
-
-extension Control {
-    package init(json: JSON) throws(ClientError) {
-        let f = Fields(json: json, context: "a control")
-        self.init(
-            seq: try f.int("seq"), clientSeq: try f.int("clientSeq"), event: try f.value("event"),
-            press: f.optionalInt("press"), delta: f.optionalInt("delta"), value: f.optionalInt("value"),
-            reason: f.optionalString("reason"), device: try Device(json: try f.object("device").json),
-            key: try Key(try f.object("key")), kernelTime: try f.int("kernelTime"),
-            receiveTime: try f.int("receiveTime"))
-    }
-}
-
-extension Gesture {
-    package init(json: JSON) throws(ClientError) {
-        let f = Fields(json: json, context: "a gesture")
-        self.init(
-            clientSeq: try f.int("clientSeq"), gesture: try f.value("gesture"), handler: try f.value("handler"),
-            press: try f.int("press"),
-            firstPress: f.optionalInt("firstPress"), device: try Device(json: try f.object("device").json),
-            key: try Key(try f.object("key")), kernelTime: try f.int("kernelTime"),
-            receiveTime: try f.int("receiveTime"))
-    }
-}
-
-extension Event {
-    /// The event a message is; nil for a message that is not an event (a reply, a hello, a
-    /// type this library does not know). An `error` is thrown as `ClientError.daemon`.
-    package init?(json: JSON) throws(ClientError) {
-        let f = Fields(json: json, context: "a message")
-        switch json["type"]?.stringValue {
-        case "capture": self = .capture(try Capture(json: json))
-        case "control": self = .control(try Control(json: json))
-        case "gesture": self = .gesture(try Gesture(json: json))
-        case "deviceAdded": self = .deviceAdded(try Device(json: try f.object("device").json))
-        case "deviceRemoved": self = .deviceRemoved(try Device(json: try f.object("device").json))
-        case "deviceChanged": self = .deviceChanged(try Device(json: try f.object("device").json))
-        case "overflow":
-            let o = Fields(json: json, context: "an overflow")
-            self = .overflow(
-                Overflow(queued: try o.int("queued"), bytes: try o.int("bytes"), message: try o.string("message")))
-        case "error": throw ClientError(error: json)
-        default: return nil
-        }
+extension ProtocolVersion {
+    /// A hello's `protocol` object.
+    init(json: JSON) throws(ClientError) {
+        let f = try Fields(object: json, context: "a hello's protocol")
+        self.init(major: Int(try f.int("major")), minor: Int(try f.int("minor")))
     }
 }
 

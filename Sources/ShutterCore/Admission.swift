@@ -9,14 +9,18 @@ package enum Admission {
         var sysname: String
         package var isEventNode: Bool
         var initialized: Bool
-        var properties: [String: String]
+        /// The node's udev properties that shutterd reads (`UdevProperty.all`), and no other:
+        /// what admission decides from is what a recording keeps.
+        private(set) var properties: [String: String]
 
         package init(sysname: String, isEventNode: Bool, initialized: Bool, properties: [String: String]) {
             self.sysname = sysname
             self.isEventNode = isEventNode
             self.initialized = initialized
-            self.properties = properties
+            self.properties = properties.filter { UdevProperty.isRead($0.key) }
         }
+
+        subscript(_ property: UdevProperty) -> String? { properties[property.name] }
     }
 
     /// What the evdev node says of itself, once opened.
@@ -50,7 +54,7 @@ package enum Admission {
     package static func skipBeforeOpening(_ udev: UdevFacts) -> String? {
         guard udev.isEventNode else { return "not an evdev node" }
         guard udev.initialized else { return "not initialized by udev yet, waiting for its add event" }
-        if udev.properties["SHUTTERD_IGNORE"] == "1" { return "SHUTTERD_IGNORE=1, not opened" }
+        if udev[.ignore] == "1" { return "\(UdevProperty.ignore.name)=1, not opened" }
         return nil
     }
 
@@ -70,10 +74,11 @@ package enum Admission {
         let (fromUdev, problems) = MappingOverride.fromUdev(udev.properties, keyCode: keyCode)
         let plan = DevicePlan(
             name: node.name, capabilities: node.capabilities, override: configured.overlaid(by: fromUdev),
-            audio: hasAudioInterface(udev.properties["ID_USB_INTERFACES"]))
-        let info = DeviceInfo(
+            audio: hasAudioInterface(udev[.usbInterfaces]))
+        var info = DeviceInfo(
             name: node.name, bus: node.bus, vendor: node.vendor, product: node.product, version: node.version,
             uniq: node.uniq, phys: node.phys, syspath: syspath, node: devnode, kind: plan.kind)
+        info.fromUdev = DeviceInfo.udevFields(udev.properties)
         return (plan, info, problems)
     }
 

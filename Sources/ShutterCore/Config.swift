@@ -202,24 +202,21 @@ package struct Config: Equatable, Sendable {
 }
 
 extension MappingOverride {
-    /// The changes a device's udev properties ask for (`SHUTTERD_KIND`, `SHUTTERD_IGNORE`,
-    /// `SHUTTERD_DEVICE`, `SHUTTERD_PRIMARY_KEYS`, `SHUTTERD_SECONDARY_KEYS`). Each bad
-    /// property is reported and left out; the good ones still apply.
+    /// The changes a device's udev properties ask for (those of `UdevProperty.all` used as
+    /// `.mapping`: `SHUTTERD_KIND`, `SHUTTERD_IGNORE`, `SHUTTERD_DEVICE`,
+    /// `SHUTTERD_PRIMARY_KEYS`, `SHUTTERD_SECONDARY_KEYS`). Each bad property is reported and
+    /// left out; the good ones still apply.
     static func fromUdev(_ properties: [String: String], keyCode: (String) -> UInt16?) -> (
         MappingOverride, [String]
     ) {
         var o = MappingOverride()
         var problems: [String] = []
-        let table = [
-            ("SHUTTERD_KIND", "kind"), ("SHUTTERD_IGNORE", "ignore"), ("SHUTTERD_DEVICE", "open"),
-            ("SHUTTERD_PRIMARY_KEYS", "primary-keys"), ("SHUTTERD_SECONDARY_KEYS", "secondary-keys"),
-        ]
-        for (property, key) in table {
-            guard let value = properties[property] else { continue }
+        for property in UdevProperty.all {
+            guard case .mapping(let key) = property.use, let value = properties[property.name] else { continue }
             do {
                 try o.set(key, value, keyCode: keyCode)
             } catch {
-                problems.append("\(property)=\"\(value)\": \(error.message), ignoring")
+                problems.append("\(property.name)=\"\(value)\": \(error.message), ignoring")
             }
         }
         return (o, problems)

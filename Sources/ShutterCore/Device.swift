@@ -58,6 +58,9 @@ package struct DeviceInfo: Equatable, Sendable {
     package var battery: Int?
     /// BlueZ's alias of a Bluetooth device.
     package var alias: String?
+    /// The fields of the device object that udev properties fill (`UdevProperty.all`), by
+    /// field name; set by admission.
+    package var fromUdev: [String: JSON] = [:]
 
     package init(
         name: String, bus: UInt16, vendor: UInt16, product: UInt16, version: UInt16,

@@ -6,9 +6,13 @@
 /// - the device object's wire text (`DeviceInfo.json`, from `DeviceInfo.properties`), and
 ///   so the hello, the device messages and every event's `device`;
 /// - `shutterctl schema`, this table as JSON, from which `clients/python` generates its
-///   message classes (`make generate`; `make check-generated` fails when they differ);
+///   message classes and ShutterClient its message types (`make generate`; `make
+///   check-generated` fails when they differ);
 /// - the core tier's check that what Wire and Message write has exactly these fields, and
 ///   the Swift client's and PROTOCOL.md's checks that they name each of them.
+///
+/// The device fields that udev properties fill are declared with those properties
+/// (`UdevProperty.all`, UdevProperties.swift) and appended to `DeviceInfo.properties`.
 ///
 /// Wire writes an event's fields by hand, in one pass, as the press path must; the check
 /// above is what ties that text to this table.
@@ -76,6 +80,13 @@ struct DeviceProperty: Sendable {
         self.value = value
     }
 
+    /// A property that a udev property fills (`UdevProperty.deviceField`).
+    init(fromUdev field: FieldSpec) {
+        self.field = field
+        let name = field.name
+        self.value = { $0.fromUdev[name] }
+    }
+
     /// A property a device object has when `value` gives one.
     init(
         _ name: String, _ kind: FieldSpec.Kind, _ doc: String, presence: FieldSpec.Presence = .sometimes,
@@ -88,8 +99,13 @@ struct DeviceProperty: Sendable {
 
 extension DeviceInfo {
     /// The device object of the protocol (docs/PROTOCOL.md, "Device"), in its order: the one
-    /// list its wire text, the schema and the clients' device classes come from.
-    static let properties: [DeviceProperty] = [
+    /// list its wire text, the schema and the clients' device classes come from. The fields
+    /// udev properties fill come last, declared with their property (`UdevProperty.all`).
+    static let properties: [DeviceProperty] =
+        ownProperties + UdevProperty.all.compactMap(\.deviceField).map(DeviceProperty.init(fromUdev:))
+
+    /// The properties of what the node, BlueZ and shutterd itself say.
+    static let ownProperties: [DeviceProperty] = [
         DeviceProperty(
             "id", .string, "Stable identity of this input node, the same after re-plugging or re-pairing.",
             always: { .string($0.id) }),

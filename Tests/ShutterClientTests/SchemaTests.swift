@@ -6,8 +6,9 @@ import Testing
 @testable import ShutterCore
 
 /// The Swift client's types against the protocol's one declaration (ShutterCore's Schema):
-/// a field the daemon writes that the client's type has no property for fails here, so a
-/// new field cannot reach the Python client (generated from the schema) and not this one.
+/// a field the daemon writes that the client's type has no property for fails here. The
+/// types are generated from the schema (GeneratedMessages.swift, `make check-generated`), so
+/// this checks the generator: that it leaves no field out.
 @Suite("ShutterClient and the schema")
 struct ClientSchemaTests {
     /// The names of a value's stored properties.

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import Glibc
-import ShutterClient
+import ShutterSys
 import Synchronization
 import Testing
 
+@testable import ShutterClient
 @testable import ShutterCore
 @testable import ShutterLinux
 @testable import ShutterRecording
@@ -210,7 +211,7 @@ final class StandIn: @unchecked Sendable {
         self.beforeReply = beforeReply
         self.silent = silent
         listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var (addr, len) = try UnixSocket.address(path)
+        var (addr, len) = try Sys.unixAddress(path, for: "bind")
         let bound = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, len) }
         }

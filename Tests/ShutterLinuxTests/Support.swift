@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import Glibc
+import ShutterSys
 
-import class ShutterClient.LineClient
-
+@testable import class ShutterClient.LineClient
 @testable import ShutterCore
 @testable import ShutterLinux
 
@@ -265,7 +265,7 @@ final class NotifySocket {
     init(path: String) throws {
         self.path = path
         fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        var (addr, len) = try UnixSocket.address(path)
+        var (addr, len) = try Sys.unixAddress(path, for: "bind")
         let r = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
         }

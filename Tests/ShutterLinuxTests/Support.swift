@@ -225,6 +225,29 @@ func waitUntilListening(_ child: Child, _ path: String, seconds: Double = 10) th
     }
 }
 
+/// Waits until `child` sends READY=1 to `notify` (shutterd sends it once it listens, after
+/// listen(2)), without connecting: the daemon has seen no client. Gives up after `seconds`,
+/// or at once when `child` exits, with a DaemonStartError as `waitUntilListening`'s.
+func waitUntilReady(_ child: Child, _ notify: NotifySocket, _ path: String, seconds: Double = 10) throws {
+    let deadline = monotonicMicros() + Int64(seconds * 1_000_000)
+    while true {
+        if let message = notify.next(timeout: 20),
+            message.hasPrefix("READY=1") || message.contains("\nREADY=1")
+        {
+            return
+        }
+        if let status = child.exited() {
+            throw DaemonStartError(
+                description:
+                    "pid \(child.pid) exited with \(status) before it said READY=1 on \(path)\n\(child.logTail())")
+        }
+        if monotonicMicros() > deadline {
+            throw DaemonStartError(
+                description: "pid \(child.pid) did not say READY=1 on \(path) within \(seconds) s\n\(child.logTail())")
+        }
+    }
+}
+
 /// The one way the tests start shutterd to talk to it: the built program on `path` with
 /// `arguments`, run under `prefix` (setpriv, prlimit: a command that execs it) with `env`
 /// added (a Child: no installed config unless `env` names one), waited for until it listens.
@@ -237,6 +260,30 @@ func startShutterd(
         prefix + [builtProgram("shutterd"), "--socket", path] + arguments, directory: directory, env: env)
     do {
         return (child, try waitUntilListening(child, path, seconds: seconds))
+    } catch {
+        kill(child.pid, SIGKILL)
+        _ = child.wait()
+        throw error
+    }
+}
+
+/// `startShutterd` for a daemon whose first client must be the test's own (a `--replay`
+/// without `--replay-wait` starts playing when one connects; a daemon that must be seen
+/// idle): it waits for READY=1 on a NOTIFY_SOCKET of its own instead of connecting, so the
+/// daemon has seen no client when it returns.
+func startShutterdUnseen(
+    socket path: String, _ arguments: [String] = [], directory: String, prefix: [String] = [],
+    env: [String] = [], seconds: Double = 10
+) throws -> Child {
+    let notifyPath = directory + "/notify-\(UInt32.random(in: 0...UInt32.max)).sock"
+    let notify = try NotifySocket(path: notifyPath)
+    defer { unlink(notifyPath) }
+    let child = Child(
+        prefix + [builtProgram("shutterd"), "--socket", path] + arguments, directory: directory,
+        env: env + ["NOTIFY_SOCKET=" + notifyPath])
+    do {
+        try waitUntilReady(child, notify, path, seconds: seconds)
+        return child
     } catch {
         kill(child.pid, SIGKILL)
         _ = child.wait()

@@ -293,7 +293,9 @@ func startShutterdUnseen(
 
 func readFile(_ path: String) -> String { (try? readTextFile(path)) ?? "" }
 
-/// Waits until `path` exists (a socket being bound), up to a few seconds.
+/// Waits until `path` exists, up to a few seconds: a file another program makes (the test
+/// bus's socket). Not for shutterd's socket, whose file exists from bind(2), before
+/// listen(2): `startShutterd` waits until it listens.
 func waitForFile(_ path: String, seconds: Double = 10) -> Bool {
     let deadline = monotonicMicros() + Int64(seconds * 1_000_000)
     var st = stat()

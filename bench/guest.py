@@ -340,31 +340,10 @@ class Bench:
         return d.pid, d.ready_ns
 
     def stop_pid(self, pid, grace_s=10):
-        """SIGTERM, then SIGKILL after grace_s; reaps pid (a shutterd of start_shutterd's,
-        through its Daemon)."""
-        d = self.daemons.pop(pid, None)
-        if d is not None:
-            if d.stop(grace_s) == -signal.SIGKILL:
-                log("pid %d did not stop on SIGTERM; killed it" % pid)
-            return
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        for _ in range(grace_s * 20):
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                    return
-            except ChildProcessError:
-                if not os.path.exists("/proc/%d" % pid):
-                    return
-            time.sleep(0.05)
-        log("pid %d did not stop on SIGTERM; killing it" % pid)
-        os.kill(pid, signal.SIGKILL)
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
+        """Stops a shutterd of start_shutterd's: SIGTERM, then SIGKILL after grace_s, reaped
+        (its Daemon's stop)."""
+        if self.daemons.pop(pid).stop(grace_s) == -signal.SIGKILL:
+            log("pid %d did not stop on SIGTERM; killed it" % pid)
 
     @staticmethod
     def drop_total(pid, path, name):

@@ -282,6 +282,9 @@ class Daemon:
     def stop(self, timeout: Optional[float] = None) -> Optional[int]:
         """SIGTERM, then SIGKILL after `timeout` seconds (default stop_timeout); the
         returncode (None when never started)."""
+        if self.notify_socket is not None:  # started with wait=False and never waited
+            self.notify_socket.close()
+            self.notify_socket = None
         if self.proc is None:
             return None
         if self.proc.poll() is None:

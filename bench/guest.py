@@ -4,7 +4,7 @@
 
   guest.py BIN_DIR OUT_DIR [--quick] [--profile] [--counted]
       inside the rig's guest (bench/guest.sh starts it): runs every contender against the
-      same uinput devices with the C helpers in BIN_DIR (inject, reader, notifywait, relay,
+      same uinput devices with the C helpers in BIN_DIR (inject, reader, relay,
       alloccount.so) and shutterd, and writes OUT_DIR/raw.json; with --counted, only the
       comparisons of the counted boot (qemu's -icount: run time counts instructions)
 
@@ -248,6 +248,7 @@ class Bench:
                     "burst": [], "startup": {}, "notes": []}
         os.makedirs(WORK, exist_ok=True)
         self.seq = 0
+        self.daemons = {}  # pid: the testing.Daemon of each shutterd start_shutterd started
 
     def path(self, name):
         self.seq += 1
@@ -323,43 +324,26 @@ class Bench:
         return r
 
     def start_shutterd(self, sock, logfile, wrapper=(), timeout=60):
-        """Starts shutterd through notifywait, which times exec to READY=1 (the start-up
-        figures) and leaves it running: shutterd.testing's wait would connect a client, and
-        the idle memory and allocation counts read next must not have seen one. Returns
-        (pid, ns to READY=1)."""
-        p = subprocess.run([self.b("notifywait"), WORK + "/notify.sock", str(timeout), logfile] + NICE + list(wrapper)
-                           + [self.b("shutterd"), "--socket", sock], capture_output=True, text=True,
-                           timeout=timeout + 30)
-        words = p.stdout.split()
-        if p.returncode != 0 or len(words) != 3:
-            if words[:1] == ["timeout"] and len(words) == 2:
-                self.stop_pid(int(words[1]))  # notifywait left it running
-            # The same report as every test's (shutterd.testing): what went wrong, then the
-            # log's last 4 KiB.
-            raise RuntimeError("shutterd did not become ready: %s %s\n--- the last %d bytes of its log, %s:\n%s" % (
-                p.stdout.strip(), p.stderr.strip(), testing.LOG_TAIL_BYTES, logfile, testing.log_tail(logfile)))
-        return int(words[2]), int(words[1])
+        """Starts shutterd as every test does (shutterd.testing.Daemon) and waits for its
+        READY=1 (notify=True), which it sends once it listens: a wait by connecting would make
+        a client, and the idle memory and allocation counts read next must not have seen one.
+        Returns (pid, ns from just before the spawn to READY=1: the start-up figures); a
+        failed start raises with the log's last 4 KiB, as every test's."""
+        d = testing.Daemon(self.b("shutterd"), sock, log_path=logfile, prefix=NICE + list(wrapper),
+                           start_timeout=timeout, stop_timeout=10, notify=True)
+        try:
+            d.start()
+        except testing.DaemonError:
+            d.stop()
+            raise
+        self.daemons[d.pid] = d
+        return d.pid, d.ready_ns
 
     def stop_pid(self, pid, grace_s=10):
-        """SIGTERM, then SIGKILL after grace_s; reaps pid (we are the subreaper)."""
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        for _ in range(grace_s * 20):
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                    return
-            except ChildProcessError:
-                if not os.path.exists("/proc/%d" % pid):
-                    return
-            time.sleep(0.05)
-        log("pid %d did not stop on SIGTERM; killing it" % pid)
-        os.kill(pid, signal.SIGKILL)
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
+        """Stops a shutterd of start_shutterd's: SIGTERM, then SIGKILL after grace_s, reaped
+        (its Daemon's stop)."""
+        if self.daemons.pop(pid).stop(grace_s) == -signal.SIGKILL:
+            log("pid %d did not stop on SIGTERM; killed it" % pid)
 
     @staticmethod
     def drop_total(pid, path, name):
@@ -793,10 +777,6 @@ class Bench:
 
     def run(self):
         t0 = time.monotonic()
-        # shutterd is started through notifywait, which exits once it is ready: become the
-        # subreaper so that it is our child to stop and reap (prctl PR_SET_CHILD_SUBREAPER).
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
         self.raw["kernel"] = os.uname().release
         self.raw["cpus"] = os.cpu_count()
         self.inj = Injector(self.b("inject"))

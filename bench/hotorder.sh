@@ -25,6 +25,8 @@
 # Usage: bench/hotorder.sh   (after make build; needs valgrind, readelf and python3)
 set -eu
 cd "$(dirname "$0")/.."
+REPO=$(pwd)
+. "$REPO/Tests/start-shutterd.sh"
 BIN=.build/release
 OUT=bench/hot.order
 for b in shutterd shutterctl shutterd-mqtt; do
@@ -33,13 +35,20 @@ done
 command -v valgrind >/dev/null || { echo "hotorder: valgrind not found (apt-get install valgrind)" >&2; exit 1; }
 
 tmp=$(mktemp -d)
-trap 'kill $(cat "$tmp"/*.pid 2>/dev/null) 2>/dev/null || :; rm -rf "$tmp"' EXIT
+trap 'stop_shutterd >/dev/null 2>&1 || :; kill $(cat "$tmp"/*.pid 2>/dev/null) 2>/dev/null || :; rm -rf "$tmp"' EXIT
+callgrind() { # callgrind NAME: valgrind's callgrind, writing NAME.cg
+    echo valgrind --tool=callgrind --demangle=no --dump-instr=no --callgrind-out-file="$tmp/$1.cg"
+}
 cg() { # cg NAME PROGRAM ARGS...: PROGRAM under callgrind, in the background, its pid in NAME.pid
     name=$1
     shift
-    valgrind --tool=callgrind --demangle=no --dump-instr=no --callgrind-out-file="$tmp/$name.cg" \
-        "$@" >"$tmp/$name.log" 2>&1 &
+    $(callgrind "$name") "$@" >"$tmp/$name.log" 2>&1 &
     echo $! >"$tmp/$name.pid"
+}
+cgd() { # cgd NAME SOCKET ARGS...: shutterd --socket SOCKET ARGS under callgrind, once it says READY=1 (no client yet)
+    name=$1 sock=$2
+    shift 2
+    start_shutterd --ready --timeout 120 --grace 120 "$tmp/$name.log" "$sock" $(callgrind "$name") "$BIN/shutterd" --socket "$sock" "$@"
 }
 stop() { # stop NAME: SIGTERM, and wait until callgrind has written its file
     kill -TERM "$(cat "$tmp/$1.pid")" 2>/dev/null || true
@@ -47,20 +56,12 @@ stop() { # stop NAME: SIGTERM, and wait until callgrind has written its file
     while kill -0 "$(cat "$tmp/$1.pid")" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
     rm -f "$tmp/$1.pid"
 }
-client() { # client SOCKET MODE: a protocol client (python3, standard library)
+client() { # client SOCKET MODE: a protocol client (python3, standard library) of a shutterd that listens
     python3 - "$@" <<'EOF'
-import json, socket, sys, time
+import json, socket, sys
 path, mode = sys.argv[1], sys.argv[2]
-deadline = time.monotonic() + 120
-while True:
-    try:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(path)
-        break
-    except OSError:
-        if time.monotonic() > deadline:
-            sys.exit("hotorder: no shutterd at %s" % path)
-        time.sleep(0.2)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(path)
 s.settimeout(120)
 f = s.makefile("rb")
 hello = json.loads(f.readline())
@@ -85,21 +86,20 @@ EOF
 }
 
 # 1. start, a client, stop
-cg start "$BIN/shutterd" --socket "$tmp/s1.sock" --config examples/shutterd.conf
+cgd start "$tmp/s1.sock" --config examples/shutterd.conf
 client "$tmp/s1.sock" hello
-stop start
-cg start-none "$BIN/shutterd" --socket "$tmp/s0.sock" --config /dev/null
+stop_shutterd
+cgd start-none "$tmp/s0.sock" --config /dev/null
 client "$tmp/s0.sock" hello
-stop start-none
+stop_shutterd
 
-# 2. replay to a client, shutterctl beside it
-cg replay "$BIN/shutterd" --replay examples/recordings/*.evemu --replay-speed 0 --socket "$tmp/s2.sock" \
-    --config examples/shutterd.conf
+# 2. replay to a client (the first: playback starts with it), shutterctl beside it
+cgd replay "$tmp/s2.sock" --replay examples/recordings/*.evemu --replay-speed 0 --config examples/shutterd.conf
 client "$tmp/s2.sock" replay
 SHUTTERD_SOCKET=$tmp/s2.sock cg ctl-devices "$BIN/shutterctl" devices
 wait "$(cat "$tmp/ctl-devices.pid")" || true
 rm -f "$tmp/ctl-devices.pid"
-stop replay
+stop_shutterd
 
 # 3. the bridge with nothing to talk to
 cg mqtt "$BIN/shutterd-mqtt" --socket "$tmp/none.sock" --host 127.0.0.1 --port 1

@@ -12,31 +12,25 @@
 #              each sent an interaction and reading what comes as it comes
 #
 # Prints VmRSS, RssAnon and RssFile (KiB, /proc/PID/status) for each, after the daemon said
-# ready (and the clients got their replies) and one second more.
+# READY=1 (Tests/start-shutterd.sh --ready: no client before the figure's own) and the
+# clients got their replies, and one second more.
 #
 # Usage: bench/memory.sh [DEB]   DEB defaults to .build/deb/shutterd_*.deb (make deb)
 set -eu
 cd "$(dirname "$0")/.."
+REPO=$(pwd)
+. "$REPO/Tests/start-shutterd.sh"
 deb=${1:-$(ls .build/deb/shutterd_*.deb 2>/dev/null | tail -n 1)}
 [ -f "$deb" ] || { echo "memory: no package: run make deb (or name one)" >&2; exit 1; }
 
 tmp=$(mktemp -d)
-pid=
-trap '[ -z "$pid" ] || kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'stop_shutterd >/dev/null 2>&1 || :; rm -rf "$tmp"' EXIT
 dpkg-deb -x "$deb" "$tmp/root"
 bin=$tmp/root/usr/sbin/shutterd
 printf '[device]\nmatch-name = *\nignore = yes\n' >"$tmp/none.conf"
 
 status() { # status PID: "VmRSS RssAnon RssFile" in KiB
     awk '/^(VmRSS|RssAnon|RssFile):/ { v[$1] = $2 } END { print v["VmRSS:"], v["RssAnon:"], v["RssFile:"] }' "/proc/$1/status"
-}
-wait_log() { # wait_log FILE TEXT: until FILE has TEXT (10 s)
-    i=0
-    until grep -q "$2" "$1" 2>/dev/null; do
-        i=$((i + 1))
-        [ $i -lt 100 ] || { echo "memory: no '$2' from shutterd:" >&2; cat "$1" >&2; exit 1; }
-        sleep 0.1
-    done
 }
 show() { # show WHAT "VmRSS RssAnon RssFile"
     set -- "$1" $2
@@ -48,22 +42,21 @@ printf 'memory: /usr/sbin/shutterd is %s bytes (%.1f MiB); its libraries: %s\n' 
     "$(stat -c %s "$bin" | awk '{ print $1 / 1048576 }')" \
     "$(ldd "$bin" | sed -n 's/^[[:space:]]*\([^ ]*\) => .*/\1/p' | tr '\n' ' ')"
 
-"$bin" --socket "$tmp/idle.sock" --config "$tmp/none.conf" >"$tmp/idle.log" 2>&1 &
-pid=$!
-wait_log "$tmp/idle.log" '^ready'
+start_shutterd --ready "$tmp/idle.log" "$tmp/idle.sock" "$bin" --socket "$tmp/idle.sock" --config "$tmp/none.conf" ||
+    { echo "memory: shutterd did not start" >&2; exit 1; }
+pid=$shutterd_pid
 sleep 1
 show "idle, no device, no client" "$(status "$pid")"
-kill "$pid"
-wait "$pid" || true
+stop_shutterd || true
 
 mkdir "$tmp/rec"
 # The remote's two presses, then nothing for two minutes: the device stays until then.
 for i in $(seq 1 32); do
     { cat examples/recordings/ab-shutter3-volumeup.evemu; printf 'E: 120.000000 0000 0000 0000\n'; } >"$tmp/rec/remote$i.evemu"
 done
-"$bin" --replay "$tmp"/rec/*.evemu --socket "$tmp/busy.sock" --config /dev/null >"$tmp/busy.log" 2>&1 &
-pid=$!
-wait_log "$tmp/busy.log" '^ready'
+start_shutterd --ready "$tmp/busy.log" "$tmp/busy.sock" "$bin" --replay "$tmp"/rec/*.evemu --socket "$tmp/busy.sock" \
+    --config /dev/null || { echo "memory: shutterd did not start" >&2; exit 1; }
+pid=$shutterd_pid
 python3 - "$tmp/busy.sock" <<'EOF' &
 import selectors, socket, sys, time
 sel = selectors.DefaultSelector()

@@ -66,7 +66,7 @@ WATCH=
 trap '[ -z "$WATCH" ] || kill "$WATCH" 2>/dev/null || :; rm -rf "$RESULTS"' EXIT
 trap 'exit 130' INT TERM
 mkdir -p "$RESULTS/bin"
-for c in inject reader notifywait relay; do
+for c in inject reader relay; do
     gcc -O2 -Wall -Wextra -o "$BUILD/$c" "$BENCH/$c.c" || die "gcc $c.c failed"
     cp "$BUILD/$c" "$RESULTS/bin/"
 done

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package import ShutterCore
+internal import ShutterCore
 import ShutterSys
 
 /// One connection to shutterd's socket, line by line: send requests, read the daemon's
-/// lines with a deadline. `Client` speaks the protocol over it; the tests use it to write
-/// what a well-behaved client would not.
-package final class LineClient {
-    package let raw: Int32
+/// lines with a deadline. `Client` speaks the protocol over it (the tests, through
+/// `@testable`, to write what a well-behaved client would not).
+final class LineClient {
+    let raw: Int32
     var reader = LineReader(limit: LineClient.longestLine)
     var buffer = [UInt8](repeating: 0, count: 65536)
 
@@ -16,7 +16,7 @@ package final class LineClient {
 
     /// Connects to the socket at `path`. `timeout` bounds the connect (a daemon whose
     /// listen backlog is full) and every send.
-    package init(path: String, timeout: Duration = .seconds(5)) throws(ClientError) {
+    init(path: String, timeout: Duration = .seconds(5)) throws(ClientError) {
         let fd: Int32
         do {
             fd = try Sys.unixSocket()
@@ -39,12 +39,12 @@ package final class LineClient {
     deinit { Sys.close(raw) }
 
     /// Sends one request (a newline is added).
-    package func send(_ json: JSON) throws(ClientError) {
+    func send(_ json: JSON) throws(ClientError) {
         try sendRaw(Array(json.serialized.utf8) + [0x0A])
     }
 
     /// Sends bytes as they are, all of them.
-    package func sendRaw(_ bytes: [UInt8]) throws(ClientError) {
+    func sendRaw(_ bytes: [UInt8]) throws(ClientError) {
         let fd = raw
         var sent = 0
         while sent < bytes.count {
@@ -112,40 +112,6 @@ package final class LineClient {
             }
             if n == 0 { return .closed }
             reader.append(buffer[0..<n])
-        }
-    }
-
-    package enum Received: Equatable {
-        case message(JSON)
-        /// The daemon closed the connection.
-        case closed
-        case timedOut
-    }
-
-    /// The next JSON message, waiting at most `timeout` milliseconds (-1: for ever); lines
-    /// that are not JSON are skipped.
-    package func next(timeout: Int32) throws(ClientError) -> Received {
-        let deadline = timeout < 0 ? nil : ContinuousClock.now + .milliseconds(timeout)
-        while true {
-            switch try receive(until: deadline) {
-            case .message(let json, _): return .message(json)
-            case .unreadable: continue
-            case .closed: return .closed
-            case nil: return .timedOut
-            }
-        }
-    }
-
-    /// Reads messages until one of `type` arrives (others are dropped), or nil on timeout/close.
-    package func next(type: String, timeout: Int32) throws(ClientError) -> JSON? {
-        let deadline = ContinuousClock.now + .milliseconds(timeout)
-        while true {
-            let left = milliseconds(ContinuousClock.now.duration(to: deadline))
-            switch try next(timeout: left) {
-            case .message(let m) where m["type"]?.stringValue == type: return m
-            case .message: continue
-            case .closed, .timedOut: return nil
-            }
         }
     }
 }

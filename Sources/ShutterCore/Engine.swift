@@ -189,13 +189,6 @@ package final class Engine {
             kernelTime: time, receiveTime: now)
     }
 
-    /// Feeds one event of a device; returns what it produced, numbered.
-    func handle(_ handle: Int, _ event: RawEvent, now: Int64) -> [Occurrence] {
-        var produced: [Occurrence] = []
-        if let state = devices[handle] { feed(state, event, now: now, into: &produced, mergeFrom: Int.max) }
-        return produced
-    }
-
     /// Feeds a batch of a device's events, read at `now`, appending what they produced to
     /// `out` (a buffer the caller reuses). A slider's movement in consecutive frames of the
     /// batch, with nothing else in between, is summed into one occurrence: a client reads

@@ -32,7 +32,6 @@ enum KeyCode {
     static let volumeUp: UInt16 = 115
     static let nextSong: UInt16 = 163
     static let playPause: UInt16 = 164
-    static let previousSong: UInt16 = 165
     static let playCD: UInt16 = 200
     static let pauseCD: UInt16 = 201
     static let camera: UInt16 = 212

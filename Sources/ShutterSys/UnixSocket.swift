@@ -1,7 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 
-import Glibc
-
 /// Who is at the other end of a Unix socket (SO_PEERCRED).
 package struct PeerCredentials: Equatable, Sendable {
     package var pid: Int32
@@ -11,12 +9,6 @@ package struct PeerCredentials: Equatable, Sendable {
 
 /// Helpers for Unix stream sockets shared by the daemon, shutterctl and the tests.
 package enum UnixSocket {
-    /// A `sockaddr_un` for `path`; throws ENAMETOOLONG when it does not fit (the tests bind
-    /// their own sockets with it).
-    static func address(_ path: String) throws(SystemError) -> (sockaddr_un, socklen_t) {
-        try Sys.unixAddress(path, for: "bind")
-    }
-
     /// Connects to the socket at `path` (blocking).
     package static func connect(path: String) throws(SystemError) -> Int32 {
         let fd = try Sys.unixSocket()

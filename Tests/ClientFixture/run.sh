@@ -35,12 +35,13 @@ cannot() {
 command -v swift >/dev/null 2>&1 || cannot "swift is not on PATH"
 [ -x "$SHUTTERD" ] || cannot "no shutterd at $SHUTTERD (swift build)"
 
+. "$REPO/Tests/start-shutterd.sh"
+
 passed=0
 failed=0
 work=$(mktemp -d)
-daemon=
 cleanup() {
-    [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+    stop_shutterd >/dev/null 2>&1 || :
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -84,13 +85,13 @@ if [ ! -x "$FIXTURE" ]; then
 fi
 
 sock=$work/shutterd.sock
-SHUTTERD_CONFIG=$work/no-such.conf "$SHUTTERD" --socket "$sock" 2>"$work/shutterd.log" &
-daemon=$!
-i=0
-while [ ! -S "$sock" ] && [ $i -lt 100 ]; do
-    sleep 0.1
-    i=$((i + 1))
-done
+# No config file: one installed on this machine must not change what the fixture sees.
+if ! start_shutterd "$work/shutterd.log" "$sock" env SHUTTERD_CONFIG="$work/no-such.conf" "$SHUTTERD" --socket "$sock"
+then
+    echo "FAIL shutterd-listens: it did not start (above)"
+    echo "$passed passed, $((failed + 1)) failed"
+    exit 1
+fi
 
 # $SHUTTERD_SOCKET names the socket, as the library's default.
 check fixture-hello-devices-ping-interaction 0 \
@@ -102,30 +103,23 @@ check fixture-event-wait-is-bounded 2 '^timed out waiting for events$' -- \
 check fixture-unreachable 1 "^error: cannot connect to shutterd at $work/none.sock: No such file or directory$" -- \
     "$FIXTURE" --socket "$work/none.sock"
 
-kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
-daemon=
+stop_shutterd || :
 
 # The shipped AB Shutter3 recording, played on the client's word: its two clicks of volume
 # up fall through to primary, as the interaction (no secondary handler) was in force
 # before playback started. The same output every time, to the byte.
 replay_rounds() {
     for i in $(seq 20); do
-        rm -f "$sock"
-        SHUTTERD_CONFIG=$work/no-such.conf "$SHUTTERD" --socket "$sock" --replay-wait --replay-speed 0 \
-            --replay "$REPO/examples/recordings/ab-shutter3-volumeup.evemu" 2>"$work/shutterd.log" &
-        daemon=$!
+        : >"$work/shutterd.log"
+        if ! start_shutterd "$work/shutterd.log" "$sock" env SHUTTERD_CONFIG="$work/no-such.conf" "$SHUTTERD" \
+            --socket "$sock" --replay-wait --replay-speed 0 --replay "$REPO/examples/recordings/ab-shutter3-volumeup.evemu"
+        then
+            echo "round $i of 20: shutterd did not start"
+            return 1
+        fi
         "$FIXTURE" --socket "$sock" --secondary false --start-replay true --timeout 20 >"$work/round" 2>&1
         got=$?
-        # Until the daemon listens, the fixture cannot connect: try again, a few seconds at most.
-        j=0
-        while [ $got = 1 ] && grep -q "cannot connect" "$work/round" && [ $j -lt 50 ]; do
-            sleep 0.1
-            "$FIXTURE" --socket "$sock" --secondary false --start-replay true --timeout 20 >"$work/round" 2>&1
-            got=$?
-            j=$((j + 1))
-        done
-        kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
-        daemon=
+        stop_shutterd || :
         # From the interaction on (the hello names the versions, which change).
         sed -n '/^interaction in force/,$p' "$work/round" >"$work/played"
         if [ $got != 0 ] || ! diff -u "$HERE/replay-expected.txt" "$work/played"; then

@@ -291,10 +291,13 @@ struct SharedPartTests {
             syspath: "/s", node: "/dev/input/event1", kind: .remote)
         let engine = Engine(name: { type, code in type == EventType.key && code == KeyCode.enter ? "KEY_ENTER" : "?" })
         engine.addDevice(handle: 1, info: device, mapping: .standard(for: .remote))
-        _ = engine.handle(
-            1, RawEvent(type: EventType.msc, code: MscCode.scan, value: 0x70028, time: 5_250_000), now: 5_250_100)
-        let o = engine.handle(
-            1, RawEvent(type: EventType.key, code: KeyCode.enter, value: 1, time: 5_250_000), now: 5_250_100)
+        var o: [Occurrence] = []
+        engine.handle(
+            1,
+            [
+                RawEvent(type: EventType.msc, code: MscCode.scan, value: 0x70028, time: 5_250_000),
+                RawEvent(type: EventType.key, code: KeyCode.enter, value: 1, time: 5_250_000),
+            ], now: 5_250_100, into: &o)
         var s = ClientSession()
         let began = try #require(o.first)
         let delivered = s.deliver(began)

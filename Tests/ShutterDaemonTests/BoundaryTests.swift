@@ -2,6 +2,7 @@
 
 import CEvdev
 import Glibc
+import ShutterSys
 import Testing
 
 @testable import ShutterCore
@@ -103,7 +104,7 @@ struct BoundaryTests {
         let path = dir + "/s.sock"
         // A socket file left by a daemon that died: bound, never unlinked, no lock held.
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var (addr, len) = try UnixSocket.address(path)
+        var (addr, len) = try Sys.unixAddress(path, for: "bind")
         let bound = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
         }

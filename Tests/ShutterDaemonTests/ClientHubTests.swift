@@ -91,7 +91,9 @@ final class HubHarness {
                 RawEvent(type: 1, code: code, value: value, time: time),
                 RawEvent(type: 0, code: 0, value: 0, time: time),
             ] {
-                hub.publish(engine.handle(handle, e, now: time))
+                var out: [Occurrence] = []
+                engine.handle(handle, [e], now: time, into: &out)
+                hub.publish(out)
             }
         }
     }
@@ -101,7 +103,9 @@ final class HubHarness {
         for e in [
             RawEvent(type: 2, code: 7, value: delta, time: time), RawEvent(type: 0, code: 0, value: 0, time: time),
         ] {
-            hub.publish(engine.handle(handle, e, now: time))
+            var out: [Occurrence] = []
+            engine.handle(handle, [e], now: time, into: &out)
+            hub.publish(out)
         }
     }
 }
@@ -316,8 +320,10 @@ struct ClientHubTests {
         let a = try h.connect()
         let b = try h.connect()
         h.time += 1000
-        h.hub.publish(
-            h.engine.handle(2, RawEvent(type: 1, code: KeyCode.playPause, value: 1, time: h.time), now: h.time))
+        var down: [Occurrence] = []
+        h.engine.handle(
+            2, [RawEvent(type: 1, code: KeyCode.playPause, value: 1, time: h.time)], now: h.time, into: &down)
+        h.hub.publish(down)
         h.pump()
         a.send(#"{"type":"setInteraction","interaction":{"enabled":false,"grab":true}}"# + "\n")
         h.pump()
@@ -325,7 +331,9 @@ struct ClientHubTests {
             RawEvent(type: 1, code: KeyCode.playPause, value: 0, time: h.time + 10),
             RawEvent(type: 0, code: 0, value: 0, time: h.time + 10),
         ] {
-            h.hub.publish(h.engine.handle(2, e, now: h.time + 10))
+            var out: [Occurrence] = []
+            h.engine.handle(2, [e], now: h.time + 10, into: &out)
+            h.hub.publish(out)
         }
         h.pump()
         let phasesA = a.drain().compactMap { $0["phase"]?.stringValue }

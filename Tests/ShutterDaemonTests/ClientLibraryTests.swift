@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import Glibc
-import ShutterClient
+import ShutterSys
 import Synchronization
 import Testing
 
+@testable import ShutterClient
 @testable import ShutterCore
 @testable import ShutterDaemon
 @testable import ShutterEvdev
@@ -20,23 +21,18 @@ private typealias ProtocolVersion = ShutterClient.ProtocolVersion
 /// the hello, the device list, the interaction, error replies, a restart, timeouts.
 @Suite("ShutterClient against shutterd", .serialized)
 struct ClientLibraryTests {
-    let shutterd = builtProgram("shutterd")
-
-    /// A shutterd on a socket of its own in `dir` (with `arguments`), and a client
-    /// connected to it.
+    /// A shutterd on a socket of its own in `dir` (with `arguments`), started as every test
+    /// starts it, and a client connected to it once it listens (the connection that found
+    /// it listening closed).
     func start(_ dir: String, _ arguments: [String] = [], reconnect: Bool = false) throws -> (Child, Client) {
         let path = dir + "/s.sock"
-        let d = Child([shutterd, "--socket", path] + arguments, directory: dir)
-        // The socket's file exists from bind on; connecting waits for listen.
-        let deadline = ContinuousClock.now + .seconds(10)
-        while true {
-            do {
-                let client = try Client(socketPath: path, reconnect: reconnect, retryInterval: .milliseconds(50))
-                return (d, client)
-            } catch {
-                guard case .cannotConnect = error, ContinuousClock.now < deadline else { throw error }
-                usleep(20_000)
-            }
+        let (d, _) = try startShutterd(socket: path, arguments, directory: dir)
+        do {
+            return (d, try Client(socketPath: path, reconnect: reconnect, retryInterval: .milliseconds(50)))
+        } catch {
+            kill(d.pid, SIGKILL)
+            _ = d.wait()
+            throw error
         }
     }
 
@@ -170,7 +166,7 @@ struct ClientLibraryTests {
         #expect(throws: ClientError.closed) { try plain.next(timeout: .seconds(10)) }
         #expect(throws: ClientError.closed) { try plain.ping() }
         #expect(try client.next(timeout: .milliseconds(200)) == nil, "no daemon yet: the wait times out")
-        let second = Child([shutterd, "--socket", dir + "/s.sock"], directory: dir)
+        let second = try startShutterdUnseen(socket: dir + "/s.sock", directory: dir)
         defer { stop(second) }
         guard case .reconnected(let hello) = try client.next(timeout: .seconds(20)) else {
             Issue.record("no .reconnected")
@@ -214,7 +210,7 @@ final class StandIn: @unchecked Sendable {
         self.beforeReply = beforeReply
         self.silent = silent
         listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var (addr, len) = try UnixSocket.address(path)
+        var (addr, len) = try Sys.unixAddress(path, for: "bind")
         let bound = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, len) }
         }

@@ -3,8 +3,7 @@
 import Glibc
 import Testing
 
-import class ShutterClient.LineClient
-
+@testable import class ShutterClient.LineClient
 @testable import ShutterCore
 @testable import ShutterDaemon
 @testable import ShutterEvdev

@@ -3,6 +3,7 @@
 import Glibc
 import Testing
 
+@testable import class ShutterClient.LineClient
 @testable import ShutterCore
 @testable import ShutterDaemon
 @testable import ShutterEvdev

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import Glibc
+import ShutterSys
 import Testing
 
-import class ShutterClient.LineClient
-
+@testable import class ShutterClient.LineClient
 @testable import ShutterCore
 @testable import ShutterDaemon
 @testable import ShutterEvdev
@@ -229,7 +229,7 @@ struct ProgramTests {
     func fakeDaemon(at path: String, devices: [DeviceRecord], while run: () -> Void) throws {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
-        var (addr, len) = try UnixSocket.address(path)
+        var (addr, len) = try Sys.unixAddress(path, for: "bind")
         let bound = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
         }

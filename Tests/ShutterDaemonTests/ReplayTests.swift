@@ -3,8 +3,7 @@
 import Glibc
 import Testing
 
-import class ShutterClient.LineClient
-
+@testable import class ShutterClient.LineClient
 @testable import ShutterCore
 @testable import ShutterDaemon
 @testable import ShutterEvdev
@@ -61,11 +60,10 @@ struct ReplayTests {
 
     func write(_ r: Recording, _ path: String) { writeTextFile(path, r.text()) }
 
-    /// `shutterd --replay file` listening on `socket` (its first client starts playback).
-    func replaying(_ file: String, socket: String, directory: String) -> Child {
-        let d = Child([shutterd, "--socket", socket, "--replay", file], directory: directory)
-        #expect(waitForFile(socket))
-        return d
+    /// `shutterd --replay file` listening on `socket`, no client seen yet: the test's own
+    /// first client starts playback.
+    func replaying(_ file: String, socket: String, directory: String) throws -> Child {
+        try startShutterdUnseen(socket: socket, ["--replay", file], directory: directory)
     }
 
     /// Messages until `done` says so, or the connection ends or a few seconds pass.
@@ -284,9 +282,8 @@ struct ReplayTests {
         #expect(d.wait() == 0)
 
         // Without a client the replay has not started, and nothing wakes shutterd.
-        let waiting = Child(
-            [shutterd, "--socket", dir + "/w.sock", "--replay", dir + "/shutter.evemu"], directory: dir)
-        #expect(waitForFile(dir + "/w.sock"))
+        let waiting = try startShutterdUnseen(
+            socket: dir + "/w.sock", ["--replay", dir + "/shutter.evemu"], directory: dir)
         expectAsleep(waiting.pid, "before playback")
         kill(waiting.pid, SIGTERM)
         #expect(waiting.wait() == 0)
@@ -322,7 +319,7 @@ struct ReplayTests {
         defer { removeTree(dir) }
         let path = dir + "/s.sock"
         write(Self.shutter, dir + "/shutter.evemu")
-        let d = replaying(dir + "/shutter.evemu", socket: path, directory: dir)
+        let d = try replaying(dir + "/shutter.evemu", socket: path, directory: dir)
         let ctl = Child(
             [builtProgram("shutterctl"), "--socket", path, "latency", "--device", "AB Shutter*", "--count", "2"],
             directory: dir)
@@ -347,10 +344,9 @@ struct ReplayTests {
         #expect(d.wait() == 0)
 
         // On a --replay-wait daemon the devices are in the hello: it says what it measures.
-        let waiting = Child(
-            [shutterd, "--socket", path, "--replay", dir + "/shutter.evemu", "--replay-wait", "--replay-speed", "0"],
+        let waiting = try startShutterdUnseen(
+            socket: path, ["--replay", dir + "/shutter.evemu", "--replay-wait", "--replay-speed", "0"],
             directory: dir)
-        #expect(waitForFile(path))
         let started = Child(
             [builtProgram("shutterctl"), "--socket", path, "latency", "--count", "2", "--start-replay"], directory: dir)
         #expect(started.wait() == 0, "stderr: \(started.stderr)")
@@ -369,13 +365,9 @@ struct ReplayTests {
         // Without a secondary handler volume up drives primary: set before the first press
         // plays, so the press is primary every time (it raced playback before --replay-wait).
         for round in 1...10 {
-            let d = Child(
-                [
-                    shutterd, "--socket", path, "--replay", dir + "/shutter.evemu", "--replay-wait", "--replay-speed",
-                    "0",
-                ],
+            let d = try startShutterdUnseen(
+                socket: path, ["--replay", dir + "/shutter.evemu", "--replay-wait", "--replay-speed", "0"],
                 directory: dir)
-            #expect(waitForFile(path))
             let ctl = Child(
                 [
                     builtProgram("shutterctl"), "--socket", path, "verify", "--key", "KEY_VOLUMEUP", "--handler",
@@ -388,7 +380,7 @@ struct ReplayTests {
             #expect(d.wait() == 0)
         }
         // A daemon without --replay-wait started playback with the first client: refused, exit 3.
-        let d = replaying(dir + "/shutter.evemu", socket: path, directory: dir)
+        let d = try replaying(dir + "/shutter.evemu", socket: path, directory: dir)
         let refused = Child(
             [
                 builtProgram("shutterctl"), "--socket", path, "verify", "--key", "KEY_ENTER", "--start-replay",
@@ -413,7 +405,7 @@ struct ReplayTests {
         defer { removeTree(dir) }
         let path = dir + "/s.sock"
         write(Self.shutter, dir + "/shutter.evemu")
-        let d = replaying(dir + "/shutter.evemu", socket: path, directory: dir)
+        let d = try replaying(dir + "/shutter.evemu", socket: path, directory: dir)
         // Two presses recorded, five asked for: the recording's end removes the device.
         let ctl = Child([builtProgram("shutterctl"), "--socket", path, "latency", "--count", "5"], directory: dir)
         #expect(ctl.wait() == 2, "stderr: \(ctl.stderr)")
@@ -434,12 +426,10 @@ struct ReplayTests {
 
         // Two recordings of one remote share its id: the first one's end is not the last device gone.
         write(Self.shutter, dir + "/again.evemu")
-        let both = Child(
-            [
-                shutterd, "--socket", path, "--replay", dir + "/shutter.evemu", dir + "/again.evemu", "--replay-wait",
-                "--replay-speed", "0",
-            ], directory: dir)
-        #expect(waitForFile(path))
+        let both = try startShutterdUnseen(
+            socket: path,
+            ["--replay", dir + "/shutter.evemu", dir + "/again.evemu", "--replay-wait", "--replay-speed", "0"],
+            directory: dir)
         let four = Child(
             [builtProgram("shutterctl"), "--socket", path, "latency", "--count", "4", "--start-replay"], directory: dir)
         #expect(four.wait() == 0, "stderr: \(four.stderr)")
@@ -448,7 +438,7 @@ struct ReplayTests {
         #expect(both.wait() == 0)
 
         // A device the pattern does not match going is no end; shutterd going is, with no press.
-        let again = replaying(dir + "/shutter.evemu", socket: path, directory: dir)
+        let again = try replaying(dir + "/shutter.evemu", socket: path, directory: dir)
         let none = Child(
             [builtProgram("shutterctl"), "--socket", path, "latency", "--device", "Griffin*", "--count", "1"],
             directory: dir)
@@ -510,7 +500,7 @@ struct ReplayTests {
         var nine = Self.shutter
         nine.events[1].value = 9
         write(nine, dir + "/nine.evemu")
-        let warned = replaying(dir + "/nine.evemu", socket: dir + "/n.sock", directory: dir)
+        let warned = try replaying(dir + "/nine.evemu", socket: dir + "/n.sock", directory: dir)
         let nineLine = nine.text().split(separator: "\n").firstIndex { $0.hasPrefix("E: 0.100000 0001 0073 0009") }
         #expect(
             warned.stderr.contains(

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import Glibc
+import ShutterSys
 
-import class ShutterClient.LineClient
-
+@testable import class ShutterClient.LineClient
 @testable import ShutterCore
 @testable import ShutterDaemon
 @testable import ShutterEvdev
@@ -229,6 +229,29 @@ func waitUntilListening(_ child: Child, _ path: String, seconds: Double = 10) th
     }
 }
 
+/// Waits until `child` sends READY=1 to `notify` (shutterd sends it once it listens, after
+/// listen(2)), without connecting: the daemon has seen no client. Gives up after `seconds`,
+/// or at once when `child` exits, with a DaemonStartError as `waitUntilListening`'s.
+func waitUntilReady(_ child: Child, _ notify: NotifySocket, _ path: String, seconds: Double = 10) throws {
+    let deadline = monotonicMicros() + Int64(seconds * 1_000_000)
+    while true {
+        if let message = notify.next(timeout: 20),
+            message.hasPrefix("READY=1") || message.contains("\nREADY=1")
+        {
+            return
+        }
+        if let status = child.exited() {
+            throw DaemonStartError(
+                description:
+                    "pid \(child.pid) exited with \(status) before it said READY=1 on \(path)\n\(child.logTail())")
+        }
+        if monotonicMicros() > deadline {
+            throw DaemonStartError(
+                description: "pid \(child.pid) did not say READY=1 on \(path) within \(seconds) s\n\(child.logTail())")
+        }
+    }
+}
+
 /// The one way the tests start shutterd to talk to it: the built program on `path` with
 /// `arguments`, run under `prefix` (setpriv, prlimit: a command that execs it) with `env`
 /// added (a Child: no installed config unless `env` names one), waited for until it listens.
@@ -248,9 +271,35 @@ func startShutterd(
     }
 }
 
+/// `startShutterd` for a daemon whose first client must be the test's own (a `--replay`
+/// without `--replay-wait` starts playing when one connects; a daemon that must be seen
+/// idle): it waits for READY=1 on a NOTIFY_SOCKET of its own instead of connecting, so the
+/// daemon has seen no client when it returns.
+func startShutterdUnseen(
+    socket path: String, _ arguments: [String] = [], directory: String, prefix: [String] = [],
+    env: [String] = [], seconds: Double = 10
+) throws -> Child {
+    let notifyPath = directory + "/notify-\(UInt32.random(in: 0...UInt32.max)).sock"
+    let notify = try NotifySocket(path: notifyPath)
+    defer { unlink(notifyPath) }
+    let child = Child(
+        prefix + [builtProgram("shutterd"), "--socket", path] + arguments, directory: directory,
+        env: env + ["NOTIFY_SOCKET=" + notifyPath])
+    do {
+        try waitUntilReady(child, notify, path, seconds: seconds)
+        return child
+    } catch {
+        kill(child.pid, SIGKILL)
+        _ = child.wait()
+        throw error
+    }
+}
+
 func readFile(_ path: String) -> String { (try? readTextFile(path)) ?? "" }
 
-/// Waits until `path` exists (a socket being bound), up to a few seconds.
+/// Waits until `path` exists, up to a few seconds: a file another program makes (the test
+/// bus's socket). Not for shutterd's socket, whose file exists from bind(2), before
+/// listen(2): `startShutterd` waits until it listens.
 func waitForFile(_ path: String, seconds: Double = 10) -> Bool {
     let deadline = monotonicMicros() + Int64(seconds * 1_000_000)
     var st = stat()
@@ -269,7 +318,7 @@ final class NotifySocket {
     init(path: String) throws {
         self.path = path
         fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        var (addr, len) = try UnixSocket.address(path)
+        var (addr, len) = try Sys.unixAddress(path, for: "bind")
         let r = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
         }

@@ -9,9 +9,12 @@ MQTT bridge's tests, the kernel rig, the benchmark guest).
 
 start() spawns the daemon (stdin /dev/null, stdout and stderr appended to the log) and waits
 until a connect(2) to its socket succeeds: the socket's file exists from bind(2), before
-listen(2), so its existence says nothing. When the daemon dies first, or does not listen in
-time, a DaemonError says its exit status and the tail of its log. Every wait and every read
-here is bounded in time and in bytes.
+listen(2), so its existence says nothing. With ``notify=True`` it waits instead for READY=1
+on a NOTIFY_SOCKET of its own (shutterd sends it once it listens), so that the daemon sees no
+client before the caller's (the benchmark's idle figures; a --replay that plays from its
+first client). When the daemon dies first, or does not listen in time, a DaemonError says
+its exit status and the tail of its log. Every wait and every read here is bounded in time
+and in bytes.
 
 For a client's own tests: ``find_shutterd()`` finds the daemon's binary, ``recording(name)``
 is the path of a recording shipped with the package (shutterd's examples/recordings, as
@@ -113,12 +116,14 @@ class Daemon:
     beside the socket).  prefix: a command the daemon runs under (["valgrind", ...],
     ["prlimit", "--nofile=64:64"], ["setpriv", "--reuid=65534", ...]); it must exec the
     daemon, so that pid is the daemon's.  start_timeout: seconds start() waits for it to
-    listen.  stop_timeout: seconds stop() waits after SIGTERM before SIGKILL.
+    listen.  stop_timeout: seconds stop() waits after SIGTERM before SIGKILL.  notify: wait
+    for READY=1 on a NOTIFY_SOCKET (PATH.notify) rather than connecting; ready_ns is then the
+    time from just before the spawn to READY=1.
     """
 
     def __init__(self, binary: str, path: str, args: Sequence[str] = (), env: Optional[Dict[str, Optional[str]]] = None,
                  log_path: Optional[str] = None, prefix: Sequence[str] = (), start_timeout: float = 30.0,
-                 stop_timeout: float = 10.0) -> None:
+                 stop_timeout: float = 10.0, notify: bool = False) -> None:
         self.binary = binary
         self.path = path
         self.args = list(args)
@@ -127,6 +132,11 @@ class Daemon:
         self.prefix = list(prefix)
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
+        self.notify = notify
+        self.notify_path = path + ".notify"
+        self.notify_socket: Optional[socket.socket] = None
+        self.ready_ns: Optional[int] = None
+        self.spawned_ns = 0
         self.proc: Optional[subprocess.Popen] = None
         self.started = 0.0
 
@@ -147,22 +157,67 @@ class Daemon:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, wait: bool = True) -> "Daemon":
-        """Spawns the daemon and, unless wait is False, waits until it listens. With wait
-        False the caller's first connect() is the wait: for a daemon whose first client
-        matters (--replay starts playing when one connects)."""
+        """Spawns the daemon and, unless wait is False, waits until it listens (with notify,
+        until it says READY=1: wait_ready()). With wait False the caller's first connect() is
+        the wait: for a daemon whose first client matters (--replay starts playing when one
+        connects)."""
         environment = dict(os.environ)  # as it is now: a harness may have set variables since __init__
         for k, v in self.env.items():
             if v is None:
                 environment.pop(k, None)
             else:
                 environment[k] = v
+        if self.notify:
+            environment["NOTIFY_SOCKET"] = self.notify_path
+            self.notify_socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            if os.path.exists(self.notify_path):
+                os.unlink(self.notify_path)
+            self.notify_socket.bind(self.notify_path)
+        spawned_ns = time.monotonic_ns()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          env=environment)
         self.started = time.monotonic()
+        self.spawned_ns = spawned_ns
         if wait:
-            self.wait_listening()
+            if self.notify:
+                self.wait_ready()
+            else:
+                self.wait_listening()
         return self
+
+    def wait_ready(self, timeout: Optional[float] = None) -> int:
+        """Waits (within `timeout` seconds, default what is left of start_timeout) for
+        READY=1 on the notify socket, which shutterd sends once it listens; no connection is
+        made. Returns ready_ns, the time from just before the spawn to READY=1. DaemonError
+        when the daemon exits first or the time is up, as connect()'s."""
+        if self.proc is None or self.notify_socket is None:
+            raise DaemonError("%s was not started with notify=True" % self.binary)
+        if timeout is None:
+            timeout = max(0.0, self.start_timeout - (time.monotonic() - self.started))
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                self.notify_socket.settimeout(max(0.001, min(0.05, deadline - time.monotonic())))
+                try:
+                    message = self.notify_socket.recv(4096)
+                except socket.timeout:
+                    message = b""
+                if message.startswith(b"READY=1") or b"\nREADY=1" in message:
+                    self.ready_ns = time.monotonic_ns() - self.spawned_ns
+                    return self.ready_ns
+                if self.proc.poll() is not None:
+                    raise self.failure("exited with %s before it said READY=1 (it listens then)" %
+                                       describe_status(self.proc.returncode))
+                if time.monotonic() >= deadline:
+                    raise self.failure("did not say READY=1 within %.1f s" % timeout)
+        finally:
+            self.notify_socket.close()
+            self.notify_socket = None
+            try:
+                os.unlink(self.notify_path)
+            except OSError:
+                pass
 
     def connect(self, timeout: Optional[float] = None) -> socket.socket:
         """A connected socket, trying again until the daemon listens: within `timeout`
@@ -227,6 +282,9 @@ class Daemon:
     def stop(self, timeout: Optional[float] = None) -> Optional[int]:
         """SIGTERM, then SIGKILL after `timeout` seconds (default stop_timeout); the
         returncode (None when never started)."""
+        if self.notify_socket is not None:  # started with wait=False and never waited
+            self.notify_socket.close()
+            self.notify_socket = None
         if self.proc is None:
             return None
         if self.proc.poll() is None:

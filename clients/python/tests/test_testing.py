@@ -56,6 +56,52 @@ def test_a_good_start_listens_and_stop_ends_it_cleanly(sockdir):
     assert d.returncode == 0
 
 
+def test_notify_waits_for_ready_and_no_client_is_seen(sockdir):
+    # A --replay without --replay-wait plays from its first client: with notify=True the
+    # start makes none, so the recording's device is not there until the test connects.
+    recording = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "examples", "recordings",
+                             "ab-shutter3-volumeup.evemu")
+    if not os.path.exists(recording):  # an installed package's tests, away from the tree
+        from shutterd.testing import recording as shipped
+        recording = shipped("ab-shutter3-volumeup.evemu")
+    d = Daemon(_binary(), os.path.join(sockdir, "s.sock"), ["--replay", recording], notify=True,
+               log_path=os.path.join(sockdir, "shutterd.log"),
+               env={"SHUTTERD_CONFIG": os.path.join(sockdir, "no-such.conf")})
+    with d:
+        assert d.ready_ns is not None and d.ready_ns > 0
+        assert not os.path.exists(d.notify_path), "the notify socket is removed once READY=1 came"
+        assert "connected" not in d.log(), d.log()
+        assert "added" not in d.log(), "playback started before any client: %s" % d.log()
+        s = d.connect(timeout=5)
+        assert b'"type":"hello"' in read_line(s)
+        assert b'"type":"deviceAdded"' in read_line(s), "the test's own connection started playback"
+        s.close()
+    assert d.returncode == 0
+
+
+def test_notify_a_program_that_never_says_ready_times_out(sockdir):
+    script = "import sys, time; print('stand-in up, never ready', flush=True); time.sleep(60)"
+    d = Daemon("never-ready", os.path.join(sockdir, "s.sock"), log_path=os.path.join(sockdir, "log"),
+               prefix=[sys.executable, "-c", script], start_timeout=0.5, stop_timeout=2, notify=True)
+    try:
+        with pytest.raises(DaemonError) as e:
+            d.start()
+    finally:
+        code = d.stop()
+    message = str(e.value)
+    assert "did not say READY=1 within 0.5 s" in message, message
+    assert "stand-in up, never ready" in message, message
+    assert code == -15
+
+
+def test_notify_a_daemon_that_exits_at_start_names_its_status(sockdir):
+    d = Daemon(_binary(), os.path.join(sockdir, "s.sock"), ["--no-such-option"], notify=True,
+               log_path=os.path.join(sockdir, "shutterd.log"))
+    with pytest.raises(DaemonError) as e:
+        d.start()
+    assert "exited with status 64 before it said READY=1" in str(e.value), str(e.value)
+
+
 def test_log_tail_reads_only_the_end(tmp_path):
     p = tmp_path / "log"
     p.write_bytes(b"x" * 100000 + b"the end\n")

@@ -65,20 +65,18 @@ package struct Fanout: ~Copyable {
     /// close once their buffer is written, or at a deadline), the clients that fell behind
     /// (a log line). The daemon: the intents, which are not about sockets (`grabsChanged`:
     /// have the devices' grabs looked at again, before anything is written; `longPressDue`:
-    /// the gesture timer; `released`: heap room given back, towards a trim). Given back to
-    /// the fan-out once carried out (`reuse`), so that its room is kept: not copyable, as it
-    /// owns its send list's room.
-    package struct Plan: ~Copyable {
-        /// The first `sendCount` are planned. Room for one per client (not an array: reading
-        /// it from another module would retain it, and writing it would check that it is not
-        /// shared).
-        package fileprivate(set) var sends: UnsafeMutableBufferPointer<Send>
+    /// the gesture timer; `released`: heap room given back, towards a trim).
+    ///
+    /// A plain value: its lists are in room the fan-out owns (each list holds a client at
+    /// most once, so room for one per client), two sets of it used in turn, so that a plan
+    /// stays as it was while the next is made, until that one is handed over in its turn.
+    /// Nothing in it is counted or retained.
+    package struct Plan {
+        var room: Room
         package fileprivate(set) var sendCount = 0
-        /// Clients whose buffer has something to write.
-        package fileprivate(set) var writes: [UInt64] = []
-        /// Clients that began closing: closed once what they have waiting is written.
-        package fileprivate(set) var closing: [UInt64] = []
-        package fileprivate(set) var fellBehind: [FellBehind] = []
+        package fileprivate(set) var writeCount = 0
+        package fileprivate(set) var closingCount = 0
+        package fileprivate(set) var fellBehindCount = 0
         /// Some client's grab wish may have changed (or a client with one left).
         package fileprivate(set) var grabsChanged = false
         /// The earliest long press pending moved: the gesture timer is armed for
@@ -88,38 +86,53 @@ package struct Fanout: ~Copyable {
         /// Bytes that sessions gave back to the heap, towards a trim.
         package fileprivate(set) var released = 0
 
-        init(room: Int) { sends = .allocate(capacity: room) }
+        init(_ room: Room) { self.room = room }
 
-        deinit { sends.deallocate() }
+        /// The lines to send around the buffers.
+        package var sends: UnsafeBufferPointer<Send> { UnsafeBufferPointer(rebasing: room.sends[..<sendCount]) }
+        /// Clients whose buffer has something to write.
+        package var writes: UnsafeBufferPointer<UInt64> {
+            UnsafeBufferPointer(rebasing: room.writes[..<writeCount])
+        }
+        /// Clients that began closing: closed once what they have waiting is written.
+        package var closing: UnsafeBufferPointer<UInt64> {
+            UnsafeBufferPointer(rebasing: room.closing[..<closingCount])
+        }
+        package var fellBehind: UnsafeBufferPointer<FellBehind> {
+            UnsafeBufferPointer(rebasing: room.fellBehind[..<fellBehindCount])
+        }
+    }
 
-        /// Nothing to carry out.
-        package var isEmpty: Bool {
-            sendCount == 0 && writes.isEmpty && closing.isEmpty && fellBehind.isEmpty && !grabsChanged
-                && !longPressMoved && released == 0
+    /// The room of a plan's lists, one entry per client in each.
+    struct Room {
+        var sends: UnsafeMutableBufferPointer<Send>
+        var writes: UnsafeMutableBufferPointer<UInt64>
+        var closing: UnsafeMutableBufferPointer<UInt64>
+        var fellBehind: UnsafeMutableBufferPointer<FellBehind>
+
+        init(_ count: Int) {
+            sends = .allocate(capacity: count)
+            writes = .allocate(capacity: count)
+            closing = .allocate(capacity: count)
+            fellBehind = .allocate(capacity: count)
         }
 
-        /// The planned sends.
-        package var planned: UnsafeBufferPointer<Send> { UnsafeBufferPointer(rebasing: sends[..<sendCount]) }
-
-        /// Empties it, keeping its room.
-        mutating func clear() {
-            sendCount = 0
-            if !writes.isEmpty { writes.removeAll(keepingCapacity: true) }
-            if !closing.isEmpty { closing.removeAll(keepingCapacity: true) }
-            if !fellBehind.isEmpty { fellBehind.removeAll(keepingCapacity: true) }
-            grabsChanged = false
-            longPressMoved = false
-            longPressDue = nil
-            released = 0
-        }
-
-        /// Room for `count` sends at least (between plans: nothing planned is lost).
-        mutating func reserve(_ count: Int) {
-            guard sends.count < count else { return }
-            let larger = UnsafeMutableBufferPointer<Send>.allocate(capacity: Swift.max(8, count * 2))
-            _ = larger.initialize(fromContentsOf: sends[..<sendCount])
+        func deallocate() {
             sends.deallocate()
-            sends = larger
+            writes.deallocate()
+            closing.deallocate()
+            fellBehind.deallocate()
+        }
+
+        /// The same lists in room for `count` clients at least, what `plan` holds copied.
+        func larger(_ count: Int, keeping plan: Plan) -> Room {
+            let larger = Room(Swift.max(8, count * 2))
+            _ = larger.sends.initialize(fromContentsOf: plan.sends)
+            _ = larger.writes.initialize(fromContentsOf: plan.writes)
+            _ = larger.closing.initialize(fromContentsOf: plan.closing)
+            _ = larger.fellBehind.initialize(fromContentsOf: plan.fellBehind)
+            deallocate()
+            return larger
         }
     }
 
@@ -133,36 +146,44 @@ package struct Fanout: ~Copyable {
     /// The earliest long press pending (CLOCK_MONOTONIC µs).
     private(set) var longPressDue: Int64?
 
-    /// The plan being made, and the room of the last one given back.
-    private(set) var plan = Plan(room: 8)
-    var spare: Plan? = Plan(room: 8)
+    /// The two sets of room for plans, used in turn, and which the plan being made is in.
+    var rooms = (Room(8), Room(8))
+    var inSecond = false
+    /// The plan being made.
+    private(set) var plan: Plan
+    /// Something is planned: `takePlan` has it.
+    package private(set) var planned = false
     /// Counts the plans handed over: a client is in the writes of the plan being made when
     /// its `listedIn` is this.
     var planNumber: UInt64 = 1
 
     package init(limits: ClientLimits) {
         self.limits = limits
+        plan = Plan(rooms.0)
+    }
+
+    deinit {
+        rooms.0.deallocate()
+        rooms.1.deallocate()
     }
 
     var count: Int { peers.count }
 
-    /// Something is planned: `takePlan` has it.
-    package var planned: Bool { !plan.isEmpty }
-
-    /// Hands over the plan made since the last was handed over; a new one is begun in the
-    /// room of the last one given back.
+    /// Hands over the plan made since the last was handed over, and begins the next in the
+    /// other set of room: the plan handed over stays as it is until the one after it is.
     package mutating func takePlan() -> Plan {
-        var next = spare.take() ?? Plan(room: peers.count)
-        next.reserve(peers.count)
-        swap(&next, &plan)
+        let taken = plan
+        inSecond.toggle()
+        if inSecond {
+            if rooms.1.sends.count < peers.count { rooms.1 = rooms.1.larger(peers.count, keeping: Plan(rooms.1)) }
+            plan = Plan(rooms.1)
+        } else {
+            if rooms.0.sends.count < peers.count { rooms.0 = rooms.0.larger(peers.count, keeping: Plan(rooms.0)) }
+            plan = Plan(rooms.0)
+        }
         planNumber &+= 1
-        return next
-    }
-
-    /// Takes back a plan carried out, for its room.
-    package mutating func reuse(_ done: consuming Plan) {
-        done.clear()
-        spare = consume done
+        planned = false
+        return taken
     }
 
     // MARK: Clients
@@ -171,7 +192,11 @@ package struct Fanout: ~Copyable {
 
     package mutating func add(id: UInt64, mayGrab: Bool) {
         peers.append(Peer(id: id, mayGrab: mayGrab, limits: limits))
-        plan.reserve(peers.count)
+        // Between plans: the plan being made keeps what it holds.
+        if plan.room.sends.count < peers.count {
+            plan.room = plan.room.larger(peers.count, keeping: plan)
+            if inSecond { rooms.1 = plan.room } else { rooms.0 = plan.room }
+        }
     }
 
     /// The client is gone (its socket closed): it leaves the plan being made at once, and
@@ -181,16 +206,26 @@ package struct Fanout: ~Copyable {
         guard let i = peers.firstIndex(where: { $0.id == id }) else { return }
         let peer = peers.remove(at: i)
         peer.closing = true
-        if peer.listedIn == planNumber { plan.writes.removeAll { $0 == id } }
+        if peer.listedIn == planNumber {
+            var kept = 0
+            for j in 0..<plan.writeCount where plan.room.writes[j] != id {
+                plan.room.writes[kept] = plan.room.writes[j]
+                kept += 1
+            }
+            plan.writeCount = kept
+        }
         if plan.sendCount > 0 {
             var kept = 0
-            for j in 0..<plan.sendCount where plan.sends[j].id != id {
-                plan.sends[kept] = plan.sends[j]
+            for j in 0..<plan.sendCount where plan.room.sends[j].id != id {
+                plan.room.sends[kept] = plan.room.sends[j]
                 kept += 1
             }
             plan.sendCount = kept
         }
-        if peer.session.interaction.grab { plan.grabsChanged = true }
+        if peer.session.interaction.grab {
+            plan.grabsChanged = true
+            planned = true
+        }
         if peer.asksLongPresses {
             longPressPeers -= 1
             planLongPress()
@@ -221,7 +256,10 @@ package struct Fanout: ~Copyable {
         let hadGrab = peer.session.interaction.grab
         let hadLong = peer.asksLongPresses
         let cancels = peer.session.setInteraction(interaction, now: now, seqs: seqs)
-        if hadGrab || interaction.grab { plan.grabsChanged = true }
+        if hadGrab || interaction.grab {
+            plan.grabsChanged = true
+            planned = true
+        }
         longPressPeers += (peer.asksLongPresses ? 1 : 0) - (hadLong ? 1 : 0)
         if hadLong || peer.asksLongPresses { planLongPress() }
         for c in cancels { send(c, to: peer) }
@@ -256,7 +294,9 @@ package struct Fanout: ~Copyable {
     mutating func close(_ peer: Peer) {
         guard !peer.closing else { return }
         peer.closing = true
-        plan.closing.append(peer.id)
+        plan.room.closing[plan.closingCount] = peer.id
+        plan.closingCount += 1
+        planned = true
         // A client being closed no longer counts towards a grab.
         if peer.session.interaction.grab { plan.grabsChanged = true }
         write(peer)
@@ -266,7 +306,8 @@ package struct Fanout: ~Copyable {
     /// the overflow notice, and it is closed once that is read.
     mutating func overflow(_ peer: Peer) {
         let q = peer.out
-        plan.fellBehind.append(FellBehind(id: peer.id, messages: q.count, bytes: q.pending))
+        plan.room.fellBehind[plan.fellBehindCount] = FellBehind(id: peer.id, messages: q.count, bytes: q.pending)
+        plan.fellBehindCount += 1
         peer.out.discardUnstarted()
         peer.out.pushFinal(Message.overflow(queued: q.count, bytes: q.pending, limits: limits))
         close(peer)
@@ -276,7 +317,9 @@ package struct Fanout: ~Copyable {
     mutating func write(_ peer: Peer) {
         guard peer.listedIn != planNumber else { return }
         peer.listedIn = planNumber
-        plan.writes.append(peer.id)
+        plan.room.writes[plan.writeCount] = peer.id
+        plan.writeCount += 1
+        planned = true
     }
 
     // MARK: Writing
@@ -334,7 +377,7 @@ package struct Fanout: ~Copyable {
                 }
             }
         }
-        if batch.contains(where: \.changesLongPresses) {
+        if alone ? batch[0].changesLongPresses : batch.contains(where: \.changesLongPresses) {
             // Only a press's began or end can move the earliest long press.
             if longPressPeers > 0 { planLongPress() }
             // Only an end can have a session give back the room that many presses at once
@@ -345,8 +388,9 @@ package struct Fanout: ~Copyable {
     }
 
     mutating func plan(_ send: Send) {
-        (plan.sends.baseAddress! + plan.sendCount).initialize(to: send)
+        (plan.room.sends.baseAddress! + plan.sendCount).initialize(to: send)
         plan.sendCount += 1
+        planned = true
     }
 
     /// Adds to the plan the room the sessions gave back.
@@ -354,6 +398,7 @@ package struct Fanout: ~Copyable {
         for peer in peers where peer.session.roomReleased != 0 {
             plan.released += peer.session.roomReleased
             peer.session.roomReleased = 0
+            planned = true
         }
     }
 
@@ -380,6 +425,7 @@ package struct Fanout: ~Copyable {
             longPressDue = due
             plan.longPressMoved = true
             plan.longPressDue = due
+            planned = true
         }
     }
 

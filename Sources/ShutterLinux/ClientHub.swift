@@ -140,7 +140,7 @@ package final class ClientHub {
             closeClient(client, why: nil)
         }
         // What closing them planned is not carried out: the daemon is stopping.
-        fanout.reuse(fanout.takePlan())
+        _ = fanout.takePlan()
         if let summary = peerLog.summary() { Log.info(summary) }
         grabs.log = { Log.info($0) }
         loop.remove(listener.raw)
@@ -454,12 +454,12 @@ package final class ClientHub {
         }
     }
 
-    /// Carries out one plan, and hands it back to the fan-out: the direct lines (a head put
+    /// Carries out one plan: the direct lines (a head put
     /// before the shared tail and sent with one `send`), the clients that fell behind
     /// (logged) or began closing (given their deadline), the clients with something queued
     /// (written now unless the socket is known to be full), the grab wishes and the
     /// long-press timer; then whatever plan was made meanwhile.
-    func carryOut(_ plan: consuming Fanout.Plan) {
+    func carryOut(_ plan: Fanout.Plan) {
         let outer = carrying
         carrying = true
         if !plan.fellBehind.isEmpty { logFellBehind(plan.fellBehind) }
@@ -478,7 +478,7 @@ package final class ClientHub {
             let base = UnsafeMutableRawPointer(text.storage.baseAddress!)
             let tailStart = Wire.SharedPart.tailStart
             let end = text.end
-            for send in plan.planned {
+            for send in plan.sends {
                 // A client closed since the plan was made is looked up by its id, and skipped.
                 guard let fd = clients.descriptor(send.id) else { continue }
                 let start = tailStart - send.head.count
@@ -500,12 +500,11 @@ package final class ClientHub {
         }
         if plan.released > 0 { released(plan.released) }
         if plan.longPressMoved { armGestureTimer(plan.longPressDue) }
-        fanout.reuse(plan)
         carrying = outer
         if !outer { carryOut() }
     }
 
-    func logFellBehind(_ list: [Fanout.FellBehind]) {
+    func logFellBehind(_ list: UnsafeBufferPointer<Fanout.FellBehind>) {
         for behind in list {
             guard let client = clients[behind.id] else { continue }
             peerLine(

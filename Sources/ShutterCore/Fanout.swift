@@ -199,9 +199,10 @@ package struct Fanout: ~Copyable {
         }
     }
 
-    /// The client is gone (its socket closed): it leaves the plan being made at once, and
-    /// nothing is queued or planned for it again. A plan already handed over may still name
-    /// it: the socket owner finds no socket by its id.
+    /// The client is gone (its socket closed): it leaves the plan being made at once (its
+    /// writes: sends are only in a plan `publish` hands over), and nothing is queued or
+    /// planned for it again. A plan already handed over may still name it: the socket owner
+    /// finds no socket by its id.
     package mutating func remove(_ id: UInt64) {
         guard let i = peers.firstIndex(where: { $0.id == id }) else { return }
         let peer = peers.remove(at: i)
@@ -213,14 +214,6 @@ package struct Fanout: ~Copyable {
                 kept += 1
             }
             plan.writeCount = kept
-        }
-        if plan.sendCount > 0 {
-            var kept = 0
-            for j in 0..<plan.sendCount where plan.room.sends[j].id != id {
-                plan.room.sends[kept] = plan.room.sends[j]
-                kept += 1
-            }
-            plan.sendCount = kept
         }
         if peer.session.interaction.grab {
             plan.grabsChanged = true

@@ -274,15 +274,15 @@ struct ClientHubTests {
         // Each step is published alone: written straight to the socket until it is full,
         // the rest of a line that did not fit and the lines after it queued.
         for _ in 0..<600 { h.dial(1, 1) }
-        let client = try #require(h.hub.fanout.peers.first)
-        #expect(client.out.count > 0 && client.waitingWritable)
+        let client = try #require(h.hub.clients.values.first)
+        #expect(h.hub.fanout.hasWaiting(client.id) && client.waitingWritable)
         h.settle([slow])
         let sliders = slow.of(type: "control")
         #expect(sliders.map { $0["clientSeq"]!.intValue! } == Array(1...600))
         #expect(sliders.map { $0["value"]!.intValue! }.last == 100)  // the slider's default range ends at 100
         #expect(slow.messages.map { $0["type"]!.stringValue! } == ["hello"] + sliders.map { _ in "control" })
         #expect(!slow.closedByPeer)
-        #expect(client.out.isEmpty && !client.waitingWritable)
+        #expect(!h.hub.fanout.hasWaiting(client.id) && !client.waitingWritable)
     }
 
     @Test("a client that vanishes mid-write harms no one")

@@ -3,9 +3,28 @@ import ShutterCore
 import ShutterSys
 
 /// The socket side of the daemon: accepts clients, reads their requests, and carries out
-/// what the fan-out (ShutterCore's `Fanout`, which writes each client the events its
-/// interaction selects) plans, never blocking on any client.
+/// the sockets' part of what the fan-out (ShutterCore's `Fanout`, which writes each client
+/// the events its interaction selects) plans, never blocking on any client. The rest of a
+/// plan, its intents, it hands to their owner (`intents`).
 package final class ClientHub {
+    /// What a plan asks of the daemon, which owns the devices' grabs, the gesture timer and
+    /// `--replay`'s playback: set by it. The hub hands each over as it carries out the plan,
+    /// the grabs before anything is written (the reply that asked for a grab says it is in
+    /// force).
+    package struct Intents {
+        /// Some client's grab wish may have changed: every device's grab is looked at again,
+        /// by `wantsGrab`.
+        package var grabsChanged: () -> Void = {}
+        /// The earliest long press pending moved: the gesture timer is armed for it
+        /// (CLOCK_MONOTONIC µs), or disarmed (nil).
+        package var longPressDue: (Int64?) -> Void = { _ in }
+        /// A client asked for playback to start: nil when it started, or why it did not.
+        /// Nil itself when the daemon plays no recordings.
+        package var startReplay: (() -> String?)?
+
+        package init() {}
+    }
+
     final class Client {
         /// Its name while the daemon runs, never another client's, given when it is admitted
         /// (`ClientTable.insert`): the key of `clients` and of the fan-out's plan.
@@ -47,11 +66,8 @@ package final class ClientHub {
     let closeTimer: Timer
     /// Numbers a client's own cancels in the daemon's sequence.
     let engine: Engine
-    /// The open devices' grabs, looked at again when grab wishes may have changed.
-    let grabs: Grabs
-    /// `--replay`'s playback, which a client's `replay` request starts; nil when the daemon
-    /// reads devices.
-    let replayer: Replayer?
+    /// The plans' intents, carried out by their owner.
+    package var intents = Intents()
     // Read for every send of a press, on the loop's one thread, never across a call that
     // changes it: no runtime exclusivity check.
     @exclusivity(unchecked) var clients = ClientTable()
@@ -88,10 +104,6 @@ package final class ClientHub {
     var peerLog: PeerLog
     let logTimer: Timer
     var logTimerDue: Int64?
-    /// Fires when a press of a client that asked for long presses becomes long; armed only
-    /// while one is pending. Its owner watches it, as an input like a device's read: it
-    /// reads the devices with a held key first, then calls `longPressesDue`.
-    let gestureTimer: Timer
     /// Clients with requests left over from their last turn, served in order after the
     /// ready descriptors, one turn each per round.
     @exclusivity(unchecked) var backlog: [Client] = []
@@ -107,25 +119,20 @@ package final class ClientHub {
 
     package init(
         loop: EventLoop, listener: UnixListener, access: AccessPolicy, limits: ClientLimits, engine: Engine,
-        grabs: Grabs, replayer: Replayer? = nil
     ) throws(SystemError) {
         self.loop = loop
         self.listener = listener
         self.access = access
         self.limits = limits
         self.engine = engine
-        self.grabs = grabs
-        self.replayer = replayer
         fanout = Fanout(limits: limits)
         peerLog = PeerLog(perWindow: limits.clientLogLines)
         closeTimer = try Timer()
-        gestureTimer = try Timer()
         logTimer = try Timer()
         reserve = FileDescriptor.open("/dev/null")
         try loop.add(closeTimer.raw, events: EventLoop.readable) { [unowned self] _ in closeTimerFired() }
         try loop.add(logTimer.raw, events: EventLoop.readable) { [unowned self] _ in logTimerFired() }
         loop.deferredWork = { [unowned self] in serveBacklog() }
-        grabs.log = { [unowned self] in peerLine("grabs and releases", $0) }
     }
 
     var count: Int { clients.count }
@@ -142,10 +149,8 @@ package final class ClientHub {
         // What closing them planned is not carried out: the daemon is stopping.
         _ = fanout.takePlan()
         if let summary = peerLog.summary() { Log.info(summary) }
-        grabs.log = { Log.info($0) }
         loop.remove(listener.raw)
         loop.remove(closeTimer.raw)
-        loop.remove(gestureTimer.raw)
         loop.remove(logTimer.raw)
     }
 
@@ -422,7 +427,7 @@ package final class ClientHub {
             fanout.setInteraction(interaction, of: client.id, now: monotonicMicros(), seqs: seqs)
             fanout.send(Message.reply(line.request, id: line.id, [("interaction", interaction.json)]), to: client.id)
         case .replay(let action):
-            guard let replayer else {
+            guard let startReplay = intents.startReplay else {
                 refuse(
                     client,
                     RequestError(
@@ -431,9 +436,9 @@ package final class ClientHub {
                         id: line.id))
                 return
             }
-            // The timer is armed here and fires on a later turn of the loop: the reply goes
-            // out before the first event played.
-            if let why = replayer.start(now: monotonicMicros()) {
+            // Its timer fires on a later turn of the loop: the reply goes out before the
+            // first event played.
+            if let why = startReplay() {
                 refuse(client, RequestError(.invalidState, "replay: \(why)", id: line.id))
                 return
             }
@@ -454,18 +459,19 @@ package final class ClientHub {
         }
     }
 
-    /// Carries out one plan: the direct lines (a head put
-    /// before the shared tail and sent with one `send`), the clients that fell behind
+    /// Carries out one plan: its intents handed to their owner (`intents`: the grab wishes
+    /// first, before anything is written; the long-press timer), the direct lines (a head
+    /// put before the shared tail and sent with one `send`), the clients that fell behind
     /// (logged) or began closing (given their deadline), the clients with something queued
-    /// (written now unless the socket is known to be full), the grab wishes and the
-    /// long-press timer; then whatever plan was made meanwhile.
+    /// (written now unless the socket is known to be full); then whatever plan was made
+    /// meanwhile.
     func carryOut(_ plan: Fanout.Plan) {
         let outer = carrying
         carrying = true
         if !plan.fellBehind.isEmpty { logFellBehind(plan.fellBehind) }
         // Devices are grabbed or released before the reply that asked for it is written, and
         // before a client that fell behind is sent anything more.
-        if plan.grabsChanged { updateGrabs() }
+        if plan.grabsChanged { intents.grabsChanged() }
         if plan.sendCount > 0 {
             // Nothing closes a client on the way: a failed send is kept, and the write of what
             // is kept meets the error again and closes the client there.
@@ -499,7 +505,7 @@ package final class ClientHub {
             if client.closeDeadline != 0 || !client.waitingWritable { flush(client) }
         }
         if plan.released > 0 { released(plan.released) }
-        if plan.longPressMoved { armGestureTimer(plan.longPressDue) }
+        if plan.longPressMoved { intents.longPressDue(plan.longPressDue) }
         carrying = outer
         if !outer { carryOut() }
     }
@@ -512,11 +518,6 @@ package final class ClientHub {
                 "\(client.label): fell behind by \(behind.messages) messages, \(behind.bytes) bytes (limits \(limits.queueMessages), \(limits.queueBytes)), disconnecting"
             )
         }
-    }
-
-    /// Has every open device's grab looked at again, by what the clients now wish.
-    func updateGrabs() {
-        grabs.updateAll { fanout.wantsGrab($0) }
     }
 
     /// Gives a closing client its deadline.
@@ -624,16 +625,7 @@ package final class ClientHub {
         Sys.trimHeap()
     }
 
-    /// Arms the gesture timer for the earliest long press pending, or disarms it.
-    func armGestureTimer(_ due: Int64?) {
-        if let due {
-            gestureTimer.arm(after: UInt64(max(1, due - monotonicMicros())))
-        } else {
-            gestureTimer.disarm()
-        }
-    }
-
-    /// The gesture timer fired (`gestureTimer.acknowledge()` done), and its owner has read
+    /// The gesture timer fired, and its owner has read
     /// what the devices with a held key sent meanwhile (so that a release that came before a
     /// long press's time ends the press instead): the long presses due now are sent.
     package func longPressesDue() {

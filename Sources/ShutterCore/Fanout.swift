@@ -72,66 +72,80 @@ package struct Fanout: ~Copyable {
     /// stays as it was while the next is made, until that one is handed over in its turn.
     /// Nothing in it is counted or retained.
     package struct Plan {
-        var room: Room
-        package fileprivate(set) var sendCount = 0
-        package fileprivate(set) var writeCount = 0
-        package fileprivate(set) var closingCount = 0
-        package fileprivate(set) var fellBehindCount = 0
+        /// Its room: `capacity` entries of each list, one list after the other (sends,
+        /// writes, closing, fell behind).
+        let base: UnsafeMutableRawPointer
+        let capacity: Int
+        package fileprivate(set) var sendCount: Int32 = 0
+        fileprivate(set) var writeCount: Int32 = 0
+        fileprivate(set) var closingCount: Int32 = 0
+        fileprivate(set) var fellBehindCount: Int32 = 0
         /// Some client's grab wish may have changed (or a client with one left).
         package fileprivate(set) var grabsChanged = false
         /// The earliest long press pending moved: the gesture timer is armed for
-        /// `longPressDue` (CLOCK_MONOTONIC µs), or disarmed when it is nil.
+        /// `longPressDue`, or disarmed when it is nil.
         package fileprivate(set) var longPressMoved = false
-        package fileprivate(set) var longPressDue: Int64?
+        /// `longPressDue`, with `Int64.min` for nil (a smaller plan is a cheaper one to hand over).
+        fileprivate(set) var longPressAt = Int64.min
         /// Bytes that sessions gave back to the heap, towards a trim.
         package fileprivate(set) var released = 0
 
-        init(_ room: Room) { self.room = room }
+        init(_ room: (base: UnsafeMutableRawPointer, capacity: Int)) {
+            base = room.base
+            capacity = room.capacity
+        }
+
+        /// Room for the lists of a plan for `capacity` clients, bound to their types.
+        static func room(_ capacity: Int) -> (base: UnsafeMutableRawPointer, capacity: Int) {
+            let base = UnsafeMutableRawPointer.allocate(
+                byteCount: capacity * (MemoryLayout<Send>.stride + 16 + MemoryLayout<FellBehind>.stride),
+                alignment: 8)
+            let plan = Plan((base, capacity))
+            plan.base.bindMemory(to: Send.self, capacity: capacity)
+            (plan.base + plan.writesAt).bindMemory(to: UInt64.self, capacity: capacity * 2)
+            (plan.base + plan.fellBehindAt).bindMemory(to: FellBehind.self, capacity: capacity)
+            return (base, capacity)
+        }
+
+        var writesAt: Int { capacity * MemoryLayout<Send>.stride }
+        var closingAt: Int { writesAt + capacity * 8 }
+        var fellBehindAt: Int { closingAt + capacity * 8 }
+        var sendRoom: UnsafeMutablePointer<Send> { base.assumingMemoryBound(to: Send.self) }
+        var writeRoom: UnsafeMutablePointer<UInt64> { (base + writesAt).assumingMemoryBound(to: UInt64.self) }
+        var closingRoom: UnsafeMutablePointer<UInt64> { (base + closingAt).assumingMemoryBound(to: UInt64.self) }
+        var fellBehindRoom: UnsafeMutablePointer<FellBehind> {
+            (base + fellBehindAt).assumingMemoryBound(to: FellBehind.self)
+        }
 
         /// The lines to send around the buffers.
-        package var sends: UnsafeBufferPointer<Send> { UnsafeBufferPointer(rebasing: room.sends[..<sendCount]) }
+        package var sends: UnsafeBufferPointer<Send> { UnsafeBufferPointer(start: sendRoom, count: Int(sendCount)) }
         /// Clients whose buffer has something to write.
         package var writes: UnsafeBufferPointer<UInt64> {
-            UnsafeBufferPointer(rebasing: room.writes[..<writeCount])
+            UnsafeBufferPointer(start: writeRoom, count: Int(writeCount))
         }
         /// Clients that began closing: closed once what they have waiting is written.
         package var closing: UnsafeBufferPointer<UInt64> {
-            UnsafeBufferPointer(rebasing: room.closing[..<closingCount])
+            UnsafeBufferPointer(start: closingRoom, count: Int(closingCount))
         }
         package var fellBehind: UnsafeBufferPointer<FellBehind> {
-            UnsafeBufferPointer(rebasing: room.fellBehind[..<fellBehindCount])
+            UnsafeBufferPointer(start: fellBehindRoom, count: Int(fellBehindCount))
         }
-    }
+        /// When the gesture timer is to fire (CLOCK_MONOTONIC µs), when `longPressMoved`.
+        package var longPressDue: Int64? { longPressAt == .min ? nil : longPressAt }
 
-    /// The room of a plan's lists, one entry per client in each.
-    struct Room {
-        var sends: UnsafeMutableBufferPointer<Send>
-        var writes: UnsafeMutableBufferPointer<UInt64>
-        var closing: UnsafeMutableBufferPointer<UInt64>
-        var fellBehind: UnsafeMutableBufferPointer<FellBehind>
-
-        init(_ count: Int) {
-            sends = .allocate(capacity: count)
-            writes = .allocate(capacity: count)
-            closing = .allocate(capacity: count)
-            fellBehind = .allocate(capacity: count)
-        }
-
-        func deallocate() {
-            sends.deallocate()
-            writes.deallocate()
-            closing.deallocate()
-            fellBehind.deallocate()
-        }
-
-        /// The same lists in room for `count` clients at least, what `plan` holds copied.
-        func larger(_ count: Int, keeping plan: Plan) -> Room {
-            let larger = Room(Swift.max(8, count * 2))
-            _ = larger.sends.initialize(fromContentsOf: plan.sends)
-            _ = larger.writes.initialize(fromContentsOf: plan.writes)
-            _ = larger.closing.initialize(fromContentsOf: plan.closing)
-            _ = larger.fellBehind.initialize(fromContentsOf: plan.fellBehind)
-            deallocate()
+        /// The same lists in room for `count` clients at least, what this plan holds copied,
+        /// and its own room freed.
+        func larger(_ count: Int) -> Plan {
+            var larger = Plan(Self.room(Swift.max(8, count * 2)))
+            larger.sendRoom.initialize(from: sendRoom, count: Int(sendCount))
+            larger.writeRoom.initialize(from: writeRoom, count: Int(writeCount))
+            larger.closingRoom.initialize(from: closingRoom, count: Int(closingCount))
+            larger.fellBehindRoom.initialize(from: fellBehindRoom, count: Int(fellBehindCount))
+            (larger.sendCount, larger.writeCount) = (sendCount, writeCount)
+            (larger.closingCount, larger.fellBehindCount) = (closingCount, fellBehindCount)
+            (larger.grabsChanged, larger.longPressMoved) = (grabsChanged, longPressMoved)
+            (larger.longPressAt, larger.released) = (longPressAt, released)
+            base.deallocate()
             return larger
         }
     }
@@ -147,7 +161,7 @@ package struct Fanout: ~Copyable {
     private(set) var longPressDue: Int64?
 
     /// The two sets of room for plans, used in turn, and which the plan being made is in.
-    var rooms = (Room(8), Room(8))
+    var rooms = (Plan.room(8), Plan.room(8))
     var inSecond = false
     /// The plan being made.
     private(set) var plan: Plan
@@ -163,27 +177,30 @@ package struct Fanout: ~Copyable {
     }
 
     deinit {
-        rooms.0.deallocate()
-        rooms.1.deallocate()
+        rooms.0.base.deallocate()
+        rooms.1.base.deallocate()
     }
 
     var count: Int { peers.count }
 
     /// Hands over the plan made since the last was handed over, and begins the next in the
     /// other set of room: the plan handed over stays as it is until the one after it is.
+    @inline(__always)
     package mutating func takePlan() -> Plan {
         let taken = plan
         inSecond.toggle()
-        if inSecond {
-            if rooms.1.sends.count < peers.count { rooms.1 = rooms.1.larger(peers.count, keeping: Plan(rooms.1)) }
-            plan = Plan(rooms.1)
-        } else {
-            if rooms.0.sends.count < peers.count { rooms.0 = rooms.0.larger(peers.count, keeping: Plan(rooms.0)) }
-            plan = Plan(rooms.0)
-        }
+        plan = Plan(inSecond ? rooms.1 : rooms.0)
+        if plan.capacity < peers.count { grow() }
         planNumber &+= 1
         planned = false
         return taken
+    }
+
+    /// The plan being made in room for every client, keeping what it holds (the other set
+    /// of room, which a plan handed over may be in, grows when the next plan is begun in it).
+    mutating func grow() {
+        plan = plan.larger(peers.count)
+        if inSecond { rooms.1 = (plan.base, plan.capacity) } else { rooms.0 = (plan.base, plan.capacity) }
     }
 
     // MARK: Clients
@@ -192,11 +209,7 @@ package struct Fanout: ~Copyable {
 
     package mutating func add(id: UInt64, mayGrab: Bool) {
         peers.append(Peer(id: id, mayGrab: mayGrab, limits: limits))
-        // Between plans: the plan being made keeps what it holds.
-        if plan.room.sends.count < peers.count {
-            plan.room = plan.room.larger(peers.count, keeping: plan)
-            if inSecond { rooms.1 = plan.room } else { rooms.0 = plan.room }
-        }
+        if plan.capacity < peers.count { grow() }
     }
 
     /// The client is gone (its socket closed): it leaves the plan being made at once (its
@@ -209,11 +222,11 @@ package struct Fanout: ~Copyable {
         peer.closing = true
         if peer.listedIn == planNumber {
             var kept = 0
-            for j in 0..<plan.writeCount where plan.room.writes[j] != id {
-                plan.room.writes[kept] = plan.room.writes[j]
+            for j in 0..<Int(plan.writeCount) where plan.writeRoom[j] != id {
+                plan.writeRoom[kept] = plan.writeRoom[j]
                 kept += 1
             }
-            plan.writeCount = kept
+            plan.writeCount = Int32(kept)
         }
         if peer.session.interaction.grab {
             plan.grabsChanged = true
@@ -287,7 +300,7 @@ package struct Fanout: ~Copyable {
     mutating func close(_ peer: Peer) {
         guard !peer.closing else { return }
         peer.closing = true
-        plan.room.closing[plan.closingCount] = peer.id
+        plan.closingRoom[Int(plan.closingCount)] = peer.id
         plan.closingCount += 1
         planned = true
         // A client being closed no longer counts towards a grab.
@@ -299,7 +312,8 @@ package struct Fanout: ~Copyable {
     /// the overflow notice, and it is closed once that is read.
     mutating func overflow(_ peer: Peer) {
         let q = peer.out
-        plan.room.fellBehind[plan.fellBehindCount] = FellBehind(id: peer.id, messages: q.count, bytes: q.pending)
+        plan.fellBehindRoom[Int(plan.fellBehindCount)] = FellBehind(
+            id: peer.id, messages: q.count, bytes: q.pending)
         plan.fellBehindCount += 1
         peer.out.discardUnstarted()
         peer.out.pushFinal(Message.overflow(queued: q.count, bytes: q.pending, limits: limits))
@@ -310,7 +324,7 @@ package struct Fanout: ~Copyable {
     mutating func write(_ peer: Peer) {
         guard peer.listedIn != planNumber else { return }
         peer.listedIn = planNumber
-        plan.room.writes[plan.writeCount] = peer.id
+        plan.writeRoom[Int(plan.writeCount)] = peer.id
         plan.writeCount += 1
         planned = true
     }
@@ -381,7 +395,7 @@ package struct Fanout: ~Copyable {
     }
 
     mutating func plan(_ send: Send) {
-        (plan.room.sends.baseAddress! + plan.sendCount).initialize(to: send)
+        (plan.sendRoom + Int(plan.sendCount)).initialize(to: send)
         plan.sendCount += 1
         planned = true
     }
@@ -417,7 +431,7 @@ package struct Fanout: ~Copyable {
         if due != longPressDue {
             longPressDue = due
             plan.longPressMoved = true
-            plan.longPressDue = due
+            plan.longPressAt = due ?? .min
             planned = true
         }
     }

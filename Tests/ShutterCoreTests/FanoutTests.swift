@@ -253,4 +253,30 @@ struct FanoutTests {
         let third = f.publish([Self.three[1]])
         #expect(third.sendCount == 0 && Array(third.writes) == [1, 2, 3], "those that got the began")
     }
+
+    @Test("room that a session gives back (many presses at once, all ended) is in the plan that ends them, once")
+    func releasedRoom() {
+        var f = Fanout(limits: ClientLimits())
+        let peer = Self.add(&f, id: 1, mayGrab: false)
+        let engine = Engine(name: TestNames.name)
+        var time: Int64 = 1_000_000
+        for h in 1...12 { engine.addDevice(handle: h, info: Self.remote, mapping: .standard(for: .remote)) }
+        func key(_ h: Int, _ value: Int32) -> [Occurrence] {
+            time += 1000
+            var out: [Occurrence] = []
+            engine.handle(
+                h,
+                [
+                    RawEvent(type: EventType.key, code: KeyCode.volumeUp, value: value, time: time),
+                    RawEvent(type: EventType.syn, code: SynCode.report, value: 0, time: time),
+                ],
+                now: time, into: &out)
+            return out
+        }
+        for h in 1...12 { #expect(f.publish(key(h, 1)).released == 0) }
+        var released: [Int] = []
+        for h in 1...12 { released.append(f.publish(key(h, 0)).released) }
+        #expect(released.dropLast().allSatisfy { $0 == 0 } && released.last! > 0)
+        #expect(peer.session.roomReleased == 0, "collected")
+    }
 }

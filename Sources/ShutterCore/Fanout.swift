@@ -63,9 +63,9 @@ package struct Fanout: ~Copyable {
     /// id. The socket owner: the sends (a head before the shared tail, one write each), the
     /// writes of the clients' buffers (`Fanout.drain`), the clients that began closing (to
     /// close once their buffer is written, or at a deadline), the clients that fell behind
-    /// (a log line). The daemon: the intents, which are not about sockets (`grabsChanged`:
-    /// have the devices' grabs looked at again, before anything is written; `longPressDue`:
-    /// the gesture timer; `released`: heap room given back, towards a trim).
+    /// (a log line), and the heap room sessions gave back (`released`, towards a trim). The
+    /// daemon: the intents, which are not about sockets (`grabsChanged`: have the devices'
+    /// grabs looked at again, before anything is written; `longPressDue`: the gesture timer).
     ///
     /// A plain value: its lists are in room the fan-out owns (each list holds a client at
     /// most once, so room for one per client), two sets of it used in turn, so that a plan

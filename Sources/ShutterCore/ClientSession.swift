@@ -1,7 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 
-import Synchronization
-
 /// One client's view of the event stream: its interaction, the presses it has seen begin,
 /// its slider and its message count. Decides, for every daemon-wide occurrence, what this
 /// client receives, and keeps the promise that every `began` it received is followed by
@@ -30,9 +28,9 @@ package struct ClientSession {
     static let openKept = 8
     /// The room for open presses it holds now.
     var openRoom: Int { open.capacity }
-    /// Bytes of room for open presses that sessions gave back, in this process: the socket
-    /// owner counts them towards trimming the heap (ClientHub.released).
-    package static let roomReleased = Atomic<Int>(0)
+    /// Bytes of room for open presses this session gave back to the heap and the fan-out
+    /// has not yet collected for its plan (`Fanout.Plan.released`).
+    var roomReleased = 0
     /// The last release of each key of each device (by device handle and key code) that a
     /// second press may still make a double press of: its press and kernel time (µs).
     /// Entries older than the double-press time are dropped as new ones come.
@@ -96,7 +94,7 @@ package struct ClientSession {
             if open.isEmpty && open.capacity > Self.openKept {
                 // Many presses at once (every device of a rig) left room for all of them, in
                 // every client; what one or two hands press at a time stays allocated.
-                Self.roomReleased.add(open.capacity * MemoryLayout<OpenPress>.stride, ordering: .relaxed)
+                roomReleased += open.capacity * MemoryLayout<OpenPress>.stride
                 open = []
             }
             handler = entry.handler
@@ -165,15 +163,25 @@ package struct ClientSession {
         interaction.gestures.longPressAfter != nil || interaction.gestures.doublePressWithin != nil
     }
 
-    /// The line this client receives for `o`, or nil (writing the shared text itself).
-    mutating func deliver(_ o: Occurrence) -> [UInt8]? {
-        var out: [UInt8] = []
-        return deliver(o, text: Wire.SharedPart(o), into: &out) ? out : nil
+    /// Why an open press is cancelled when `new` is installed, or nil when it stays.
+    static func cancelReason(_ entry: OpenPress, under new: Interaction) -> CancelReason? {
+        let began = entry.began
+        if !new.enabled { return .disabled }
+        if !new.filter.matches(began.device, key: began.key.name) { return .filtered }
+        if case .capture(let role, _) = began.kind, new.handler(for: role) != entry.handler { return .filtered }
+        return nil
+    }
+
+    /// How many of this client's open presses installing `new` cancels: the daemon-wide
+    /// sequence numbers `setInteraction` needs.
+    package func cancels(installing new: Interaction) -> Int {
+        open.reduce(0) { $0 + (Self.cancelReason($1, under: new) == nil ? 0 : 1) }
     }
 
     /// Installs a new interaction. Presses this client saw begin that the new one no longer
-    /// covers are cancelled for this client alone; `nextSeq` numbers those cancels.
-    package mutating func setInteraction(_ new: Interaction, now: Int64, nextSeq: () -> UInt64) -> [[UInt8]] {
+    /// covers are cancelled for this client alone, numbered in order from `seqs` (as many as
+    /// `cancels(installing:)` said); returns their lines.
+    package mutating func setInteraction(_ new: Interaction, now: Int64, seqs: [UInt64]) -> [[UInt8]] {
         interaction = new
         if new.gestures.longPressAfter == nil {
             for i in open.indices { open[i].longDue = nil }
@@ -184,22 +192,16 @@ package struct ClientSession {
         }
         var out: [[UInt8]] = []
         var kept: [OpenPress] = []
+        var seqs = seqs[...]
         for entry in open {
-            let (began, handler) = (entry.began, entry.handler)
-            let reason: CancelReason
-            if !new.enabled {
-                reason = .disabled
-            } else if !new.filter.matches(began.device, key: began.key.name) {
-                reason = .filtered
-            } else if case .capture(let role, _) = began.kind, new.handler(for: role) != handler {
-                reason = .filtered
-            } else {
+            guard let reason = Self.cancelReason(entry, under: new) else {
                 kept.append(entry)
                 continue
             }
-            let cancel = began.cancelled(seq: nextSeq(), reason: reason, receiveTime: now)
+            precondition(!seqs.isEmpty, "a sequence number for each cancel (cancels(installing:))")
+            let cancel = entry.began.cancelled(seq: seqs.removeFirst(), reason: reason, receiveTime: now)
             var line: [UInt8] = []
-            write(cancel, handler: handler, text: Wire.SharedPart(cancel), into: &line)
+            write(cancel, handler: entry.handler, text: Wire.SharedPart(cancel), into: &line)
             out.append(line)
         }
         open = kept

@@ -1,38 +1,32 @@
 // SPDX-License-Identifier: Apache-2.0
 /// The client side of publishing, without sockets: every client's session and output
 /// buffer, and the shared text of the occurrence being published. Given occurrences (or a
-/// message for one client or all, or the time at which long presses fall due) it writes
-/// each client's lines and leaves a plan of what the socket owner must do, which it reads
-/// and carries out before the next call: the heads to send each with the shared tail in
-/// one write (`sends`), the clients whose buffer has something to write (`toWrite`), the
-/// clients that fell behind and are now closing (`fellBehind`), whether some grab wish may
-/// have changed, and when the next long press falls due. It calls nothing outside itself.
-/// Not copyable: it owns the room of its send list, and there is one fan-out per socket.
+/// message for one client or all, a new interaction, or the time at which long presses
+/// fall due) it writes each client's lines and makes a `Plan`, a value that says what the
+/// socket owner and the daemon must do: `publish` returns it, and the other calls add to
+/// the plan that `takePlan` hands over. Clients are named by id, in the plan and in every
+/// call; nothing of a client's is handed out, and the fan-out calls nothing outside itself.
+/// Not copyable: it owns the room of its plans' send lists, and there is one fan-out per
+/// socket.
 package struct Fanout: ~Copyable {
-    /// One client's side of the fan-out. A class so that the step for every client on every
-    /// event touches it in place (no copy-on-write check of an array of values per client).
-    package final class Peer {
+    /// One client's side of the fan-out, which no one else holds. A class so that the step
+    /// for every client on every event touches it in place (no copy-on-write check of an
+    /// array of values per client).
+    final class Peer {
         /// The socket owner's name for the client, never given to another while the process
-        /// runs (not its descriptor, whose number the kernel gives again once it is closed):
-        /// the plan names clients by it, and the socket owner looks each up by it.
-        package let id: UInt64
+        /// runs (not its descriptor, whose number the kernel gives again once it is closed).
+        let id: UInt64
         let mayGrab: Bool
         // Touched for every client on every event, on the one thread, never held across a
         // call that reaches them again: the runtime's exclusivity check would cost more than
         // the rest of the client's step.
-        @exclusivity(unchecked) package var session = ClientSession()
-        @exclusivity(unchecked) package var out: OutBuffer
+        @exclusivity(unchecked) var session = ClientSession()
+        @exclusivity(unchecked) var out: OutBuffer
         /// Being closed, or gone: nothing more is queued; what is queued is written, then it
         /// closes.
-        @exclusivity(unchecked) package fileprivate(set) var closing = false
-        /// Removed (its socket closed): it is in no plan and nothing is queued for it again,
-        /// whoever still holds it.
-        package fileprivate(set) var gone = false
-        /// The socket took less than was queued: written when it is writable again, not on
-        /// every publish (the socket owner sets and clears it).
-        @exclusivity(unchecked) package var waitingWritable = false
-        /// In `toWrite` already.
-        var listed = false
+        @exclusivity(unchecked) var closing = false
+        /// The number of the plan whose writes list it (`Fanout.planNumber`).
+        @exclusivity(unchecked) var listedIn: UInt64 = 0
         /// Room for the head of its line for an occurrence published alone, taken once: the
         /// head is written here and sent from here, nothing allocated or copied.
         let head: UnsafeMutableBufferPointer<UInt8>
@@ -57,109 +51,185 @@ package struct Fanout: ~Copyable {
         package let head: UnsafeRawBufferPointer
     }
 
-    /// A client that fell behind: what it had waiting when it was dropped (for the log).
+    /// A client that fell behind: what it had waiting when it was dropped, and its limits
+    /// (for the log).
     package struct FellBehind {
-        package let peer: Peer
+        package let id: UInt64
         package let messages: Int
         package let bytes: Int
     }
 
+    /// What the socket owner and the daemon carry out after a call of the fan-out, by client
+    /// id. The socket owner: the sends (a head before the shared tail, one write each), the
+    /// writes of the clients' buffers (`Fanout.drain`), the clients that began closing (to
+    /// close once their buffer is written, or at a deadline), the clients that fell behind
+    /// (a log line), and the heap room sessions gave back (`released`, towards a trim). The
+    /// daemon: the intents, which are not about sockets (`grabsChanged`: have the devices'
+    /// grabs looked at again, before anything is written; `longPressDue`: the gesture timer).
+    ///
+    /// A plain value: its lists are in room the fan-out owns (each list holds a client at
+    /// most once, so room for one per client), two sets of it used in turn, so that a plan
+    /// stays as it was while the next is made, until that one is handed over in its turn.
+    /// Nothing in it is counted or retained.
+    package struct Plan {
+        /// Its room: `capacity` entries of each list, one list after the other (sends,
+        /// writes, closing, fell behind).
+        let base: UnsafeMutableRawPointer
+        let capacity: Int
+        package fileprivate(set) var sendCount: Int32 = 0
+        fileprivate(set) var writeCount: Int32 = 0
+        fileprivate(set) var closingCount: Int32 = 0
+        fileprivate(set) var fellBehindCount: Int32 = 0
+        /// Some client's grab wish may have changed (or a client with one left).
+        package fileprivate(set) var grabsChanged = false
+        /// The earliest long press pending moved: the gesture timer is armed for
+        /// `longPressDue`, or disarmed when it is nil.
+        package fileprivate(set) var longPressMoved = false
+        /// `longPressDue`, with `Int64.min` for nil (a smaller plan is a cheaper one to hand over).
+        fileprivate(set) var longPressAt = Int64.min
+        /// Bytes that sessions gave back to the heap, towards a trim.
+        package fileprivate(set) var released = 0
+
+        init(_ room: (base: UnsafeMutableRawPointer, capacity: Int)) {
+            base = room.base
+            capacity = room.capacity
+        }
+
+        /// Room for the lists of a plan for `capacity` clients, bound to their types.
+        static func room(_ capacity: Int) -> (base: UnsafeMutableRawPointer, capacity: Int) {
+            let base = UnsafeMutableRawPointer.allocate(
+                byteCount: capacity * (MemoryLayout<Send>.stride + 16 + MemoryLayout<FellBehind>.stride),
+                alignment: 8)
+            let plan = Plan((base, capacity))
+            plan.base.bindMemory(to: Send.self, capacity: capacity)
+            (plan.base + plan.writesAt).bindMemory(to: UInt64.self, capacity: capacity * 2)
+            (plan.base + plan.fellBehindAt).bindMemory(to: FellBehind.self, capacity: capacity)
+            return (base, capacity)
+        }
+
+        var writesAt: Int { capacity * MemoryLayout<Send>.stride }
+        var closingAt: Int { writesAt + capacity * 8 }
+        var fellBehindAt: Int { closingAt + capacity * 8 }
+        var sendRoom: UnsafeMutablePointer<Send> { base.assumingMemoryBound(to: Send.self) }
+        var writeRoom: UnsafeMutablePointer<UInt64> { (base + writesAt).assumingMemoryBound(to: UInt64.self) }
+        var closingRoom: UnsafeMutablePointer<UInt64> { (base + closingAt).assumingMemoryBound(to: UInt64.self) }
+        var fellBehindRoom: UnsafeMutablePointer<FellBehind> {
+            (base + fellBehindAt).assumingMemoryBound(to: FellBehind.self)
+        }
+
+        /// The lines to send around the buffers.
+        package var sends: UnsafeBufferPointer<Send> { UnsafeBufferPointer(start: sendRoom, count: Int(sendCount)) }
+        /// Clients whose buffer has something to write.
+        package var writes: UnsafeBufferPointer<UInt64> {
+            UnsafeBufferPointer(start: writeRoom, count: Int(writeCount))
+        }
+        /// Clients that began closing: closed once what they have waiting is written.
+        package var closing: UnsafeBufferPointer<UInt64> {
+            UnsafeBufferPointer(start: closingRoom, count: Int(closingCount))
+        }
+        package var fellBehind: UnsafeBufferPointer<FellBehind> {
+            UnsafeBufferPointer(start: fellBehindRoom, count: Int(fellBehindCount))
+        }
+        /// When the gesture timer is to fire (CLOCK_MONOTONIC µs), when `longPressMoved`.
+        package var longPressDue: Int64? { longPressAt == .min ? nil : longPressAt }
+
+        /// The same lists in room for `count` clients at least, what this plan holds copied,
+        /// and its own room freed.
+        func larger(_ count: Int) -> Plan {
+            var larger = Plan(Self.room(Swift.max(8, count * 2)))
+            larger.sendRoom.initialize(from: sendRoom, count: Int(sendCount))
+            larger.writeRoom.initialize(from: writeRoom, count: Int(writeCount))
+            larger.closingRoom.initialize(from: closingRoom, count: Int(closingCount))
+            larger.fellBehindRoom.initialize(from: fellBehindRoom, count: Int(fellBehindCount))
+            (larger.sendCount, larger.writeCount) = (sendCount, writeCount)
+            (larger.closingCount, larger.fellBehindCount) = (closingCount, fellBehindCount)
+            (larger.grabsChanged, larger.longPressMoved) = (grabsChanged, longPressMoved)
+            (larger.longPressAt, larger.released) = (longPressAt, released)
+            base.deallocate()
+            return larger
+        }
+    }
+
     let limits: ClientLimits
     /// The clients in the order they came: publishing walks this.
-    package private(set) var peers: [Peer] = []
+    private(set) var peers: [Peer] = []
     /// The shared text of the occurrence being published, reused.
     package private(set) var text = Wire.SharedPart()
     /// Clients whose interaction asks for long presses: only they have long presses due.
     var longPressPeers = 0
+    /// The earliest long press pending (CLOCK_MONOTONIC µs).
+    private(set) var longPressDue: Int64?
 
-    // The plan of the last call, for the socket owner; emptied by `planDone`. Read by the
-    // socket owner as stored properties: a call into this module that reads the fan-out
-    // would be passed all of it by value.
-    /// Something is planned.
+    /// The two sets of room for plans, used in turn, and which the plan being made is in.
+    var rooms = (Plan.room(8), Plan.room(8))
+    var inSecond = false
+    /// The plan being made.
+    private(set) var plan: Plan
+    /// Something is planned: `takePlan` has it.
     package private(set) var planned = false
-    /// The first `sendCount` are planned. Room for one per client, taken when a client is
-    /// added (not an array: reading it from another module would retain it, and writing it
-    /// would check that it is not shared).
-    package private(set) var sends = UnsafeMutableBufferPointer<Send>(start: nil, count: 0)
-    package private(set) var sendCount = 0
-    package private(set) var toWrite: [Peer] = []
-    package private(set) var fellBehind: [FellBehind] = []
-    package private(set) var grabsChanged = false
-    /// Bytes that sessions gave back to the heap (see `ClientSession.roomReleased`), for the
-    /// socket owner's count of what is worth trimming.
-    package private(set) var released = 0
-    var roomReleasedSeen = 0
-    /// The earliest long press pending (CLOCK_MONOTONIC µs), and whether it may have moved
-    /// since the last plan (the socket owner's timer is then set again).
-    package private(set) var longPressDue: Int64?
-    package private(set) var longPressMoved = false
+    /// Counts the plans handed over: a client is in the writes of the plan being made when
+    /// its `listedIn` is this.
+    var planNumber: UInt64 = 1
 
     package init(limits: ClientLimits) {
         self.limits = limits
+        plan = Plan(rooms.0)
+    }
+
+    deinit {
+        rooms.0.base.deallocate()
+        rooms.1.base.deallocate()
     }
 
     var count: Int { peers.count }
 
-    /// Hands over the plan's grab change (to act on before the writes, as the grab comes
-    /// before the reply that says it is wished).
-    package mutating func takeGrabsChanged() -> Bool {
-        defer { grabsChanged = false }
-        return grabsChanged
+    /// Hands over the plan made since the last was handed over, and begins the next in the
+    /// other set of room: the plan handed over stays as it is until the one after it is.
+    @inline(__always)
+    package mutating func takePlan() -> Plan {
+        let taken = plan
+        inSecond.toggle()
+        plan = Plan(inSecond ? rooms.1 : rooms.0)
+        if plan.capacity < peers.count { grow() }
+        planNumber &+= 1
+        planned = false
+        return taken
     }
 
-    /// Forgets the plan once it is carried out.
-    package mutating func planDone() {
-        planned = false
-        sendCount = 0
-        if !toWrite.isEmpty {
-            for peer in toWrite { peer.listed = false }
-            toWrite.removeAll(keepingCapacity: true)
-        }
-        if !fellBehind.isEmpty { fellBehind.removeAll() }
-        grabsChanged = false
-        longPressMoved = false
-        released = 0
+    /// The plan being made in room for every client, keeping what it holds (the other set
+    /// of room, which a plan handed over may be in, grows when the next plan is begun in it).
+    mutating func grow() {
+        plan = plan.larger(peers.count)
+        if inSecond { rooms.1 = (plan.base, plan.capacity) } else { rooms.0 = (plan.base, plan.capacity) }
     }
 
     // MARK: Clients
 
-    package mutating func add(id: UInt64, mayGrab: Bool) -> Peer {
-        let peer = Peer(id: id, mayGrab: mayGrab, limits: limits)
-        peers.append(peer)
-        if sends.count < peers.count {
-            // Between plans: nothing planned is lost.
-            sends.deallocate()
-            sends = .allocate(capacity: Swift.max(8, peers.count * 2))
-        }
-        return peer
+    func peer(_ id: UInt64) -> Peer? { peers.first { $0.id == id } }
+
+    package mutating func add(id: UInt64, mayGrab: Bool) {
+        peers.append(Peer(id: id, mayGrab: mayGrab, limits: limits))
+        if plan.capacity < peers.count { grow() }
     }
 
-    deinit { sends.deallocate() }
-
-    /// The client is gone (its socket closed): it leaves the plan at once, and nothing is
-    /// queued or planned for it again (a request of its that is still being handled finds it
-    /// closing).
-    package mutating func remove(_ peer: Peer) {
-        guard let i = peers.firstIndex(where: { $0 === peer }) else { return }
-        peers.remove(at: i)
-        peer.gone = true
+    /// The client is gone (its socket closed): it leaves the plan being made at once (its
+    /// writes: sends are only in a plan `publish` hands over), and nothing is queued or
+    /// planned for it again. A plan already handed over may still name it: the socket owner
+    /// finds no socket by its id.
+    package mutating func remove(_ id: UInt64) {
+        guard let i = peers.firstIndex(where: { $0.id == id }) else { return }
+        let peer = peers.remove(at: i)
         peer.closing = true
-        // Nothing planned for it is carried out: its socket is closed, and its number may
-        // be another client's soon.
-        if peer.listed {
-            toWrite.removeAll { $0 === peer }
-            peer.listed = false
-        }
-        if sendCount > 0 {
+        if peer.listedIn == planNumber {
             var kept = 0
-            for j in 0..<sendCount where sends[j].id != peer.id {
-                sends[kept] = sends[j]
+            for j in 0..<Int(plan.writeCount) where plan.writeRoom[j] != id {
+                plan.writeRoom[kept] = plan.writeRoom[j]
                 kept += 1
             }
-            sendCount = kept
+            plan.writeCount = Int32(kept)
         }
         if peer.session.interaction.grab {
-            grabsChanged = true
+            plan.grabsChanged = true
             planned = true
         }
         if peer.asksLongPresses {
@@ -173,27 +243,43 @@ package struct Fanout: ~Copyable {
         peers.contains { !$0.closing && $0.mayGrab && $0.session.wantsGrab(device) }
     }
 
-    /// Installs a client's new interaction; returns the cancels it makes for that client
-    /// alone (to queue before the reply).
-    package mutating func setInteraction(
-        _ interaction: Interaction, of peer: Peer, now: Int64, nextSeq: () -> UInt64
-    ) -> [[UInt8]] {
+    /// Whether client `id` is closing (or gone): its requests are no longer handled.
+    package func isClosing(_ id: UInt64) -> Bool { peer(id)?.closing ?? true }
+
+    /// The interaction in force for client `id`.
+    package func interaction(of id: UInt64) -> Interaction? { peer(id)?.session.interaction }
+
+    /// How many daemon-wide sequence numbers installing `interaction` for client `id` needs
+    /// (one for each of its presses it cancels).
+    package func cancels(installing interaction: Interaction, for id: UInt64) -> Int {
+        peer(id)?.session.cancels(installing: interaction) ?? 0
+    }
+
+    /// Installs a client's new interaction; the cancels it makes for that client alone,
+    /// numbered from `seqs` (`cancels(installing:for:)` of them), are queued for it.
+    package mutating func setInteraction(_ interaction: Interaction, of id: UInt64, now: Int64, seqs: [UInt64]) {
+        guard let peer = peer(id) else { return }
         let hadGrab = peer.session.interaction.grab
         let hadLong = peer.asksLongPresses
-        let cancels = peer.session.setInteraction(interaction, now: now, nextSeq: nextSeq)
+        let cancels = peer.session.setInteraction(interaction, now: now, seqs: seqs)
         if hadGrab || interaction.grab {
-            grabsChanged = true
+            plan.grabsChanged = true
             planned = true
         }
         longPressPeers += (peer.asksLongPresses ? 1 : 0) - (hadLong ? 1 : 0)
         if hadLong || peer.asksLongPresses { planLongPress() }
-        return cancels
+        for c in cancels { send(c, to: peer) }
     }
 
     // MARK: Messages
 
-    /// Queues a message for one client; one whose queue is full is told so and closed.
-    package mutating func send(_ message: [UInt8], to peer: Peer) {
+    /// Queues a message for client `id`; one whose queue is full is told so and closed.
+    package mutating func send(_ message: [UInt8], to id: UInt64) {
+        guard let peer = peer(id) else { return }
+        send(message, to: peer)
+    }
+
+    mutating func send(_ message: [UInt8], to peer: Peer) {
         guard !peer.closing else { return }
         if !peer.out.push(message) { overflow(peer) }
         write(peer)
@@ -204,16 +290,21 @@ package struct Fanout: ~Copyable {
         for peer in peers { send(message, to: peer) }
     }
 
-    /// Starts closing a client: nothing more is queued for it, what is queued is still
-    /// written (an error that closes, a notice).
-    package mutating func close(_ peer: Peer) {
+    /// Starts closing client `id`: nothing more is queued for it, what is queued is still
+    /// written (an error that closes, a notice), then it is closed.
+    package mutating func close(_ id: UInt64) {
+        guard let peer = peer(id) else { return }
+        close(peer)
+    }
+
+    mutating func close(_ peer: Peer) {
         guard !peer.closing else { return }
         peer.closing = true
+        plan.closingRoom[Int(plan.closingCount)] = peer.id
+        plan.closingCount += 1
+        planned = true
         // A client being closed no longer counts towards a grab.
-        if peer.session.interaction.grab {
-            grabsChanged = true
-            planned = true
-        }
+        if peer.session.interaction.grab { plan.grabsChanged = true }
         write(peer)
     }
 
@@ -221,8 +312,9 @@ package struct Fanout: ~Copyable {
     /// the overflow notice, and it is closed once that is read.
     mutating func overflow(_ peer: Peer) {
         let q = peer.out
-        fellBehind.append(FellBehind(peer: peer, messages: q.count, bytes: q.pending))
-        planned = true
+        plan.fellBehindRoom[Int(plan.fellBehindCount)] = FellBehind(
+            id: peer.id, messages: q.count, bytes: q.pending)
+        plan.fellBehindCount += 1
         peer.out.discardUnstarted()
         peer.out.pushFinal(Message.overflow(queued: q.count, bytes: q.pending, limits: limits))
         close(peer)
@@ -230,10 +322,33 @@ package struct Fanout: ~Copyable {
 
     /// Plans a write of a client's buffer.
     mutating func write(_ peer: Peer) {
-        guard !peer.listed && !peer.gone else { return }
-        peer.listed = true
-        toWrite.append(peer)
+        guard peer.listedIn != planNumber else { return }
+        peer.listedIn = planNumber
+        plan.writeRoom[Int(plan.writeCount)] = peer.id
+        plan.writeCount += 1
         planned = true
+    }
+
+    // MARK: Writing
+
+    /// Whether client `id` has bytes waiting in its buffer.
+    package func hasWaiting(_ id: UInt64) -> Bool { peer(id).map { !$0.out.isEmpty } ?? false }
+
+    /// Bytes waiting for client `id` (for a test's look at a slow client).
+    func pending(_ id: UInt64) -> Int { peer(id)?.out.pending ?? 0 }
+
+    /// Hands `write` what client `id` has waiting, as `OutBuffer.drain` does, until all of it
+    /// is taken or the socket takes no more; returns whether all of it went, and the bytes
+    /// its buffer gave back to the heap meanwhile (a large message sent).
+    package mutating func drain(_ id: UInt64, _ write: (UnsafeRawBufferPointer) -> Int) -> (
+        all: Bool, released: Int
+    ) {
+        guard let peer = peer(id) else { return (true, 0) }
+        let held = peer.out.bytes.capacity
+        let all = peer.out.drain(write)
+        // A buffer emptied of a large message (a hello with many devices, a backlog) gave
+        // its room back. Not on the press path: a press's messages fit in what it keeps.
+        return (all, all && held > OutBuffer.keptCapacity ? held : 0)
     }
 
     // MARK: Publishing
@@ -242,9 +357,9 @@ package struct Fanout: ~Copyable {
     /// written into its buffer (the shared tail of each occurrence written once). An
     /// occurrence published alone (a press, a release) to a client with nothing waiting and
     /// no gestures is not buffered: its head is written into the client's `head`, to be sent
-    /// with the shared tail in one write.
-    package mutating func publish(_ batch: [Occurrence]) {
-        guard !batch.isEmpty else { return }
+    /// with the shared tail in one write. Returns the plan.
+    package mutating func publish(_ batch: [Occurrence]) -> Plan {
+        guard !batch.isEmpty else { return takePlan() }
         let alone = batch.count == 1
         for o in batch {
             text.render(o)
@@ -269,28 +384,36 @@ package struct Fanout: ~Copyable {
                 }
             }
         }
-        // Only a press's began or end can move the earliest long press.
-        if longPressPeers > 0, batch.contains(where: \.changesLongPresses) { planLongPress() }
-        // Sessions gave back the room that many presses at once made them hold.
-        let room = ClientSession.roomReleased.load(ordering: .relaxed)
-        if room != roomReleasedSeen {
-            released = room &- roomReleasedSeen
-            roomReleasedSeen = room
+        if alone ? batch[0].changesLongPresses : batch.contains(where: \.changesLongPresses) {
+            // Only a press's began or end can move the earliest long press.
+            if longPressPeers > 0 { planLongPress() }
+            // Only an end can have a session give back the room that many presses at once
+            // made it hold.
+            collectReleased()
+        }
+        return takePlan()
+    }
+
+    mutating func plan(_ send: Send) {
+        (plan.sendRoom + Int(plan.sendCount)).initialize(to: send)
+        plan.sendCount += 1
+        planned = true
+    }
+
+    /// Adds to the plan the room the sessions gave back.
+    mutating func collectReleased() {
+        for peer in peers where peer.session.roomReleased != 0 {
+            plan.released += peer.session.roomReleased
+            peer.session.roomReleased = 0
             planned = true
         }
     }
 
-    mutating func plan(_ send: Send) {
-        (sends.baseAddress! + sendCount).initialize(to: send)
-        sendCount += 1
-        planned = true
-    }
-
     /// The socket took `sent` bytes of a planned send (its head and the shared `tail`): the
-    /// rest waits in the client's buffer, to be written with it.
+    /// rest waits in the client's buffer, and a write of it is planned.
     package mutating func keepUnsent(_ send: Send, tail: UnsafeRawBufferPointer, sent: Int) {
         // Rare (the socket is full): the client is looked for, not remembered in the send.
-        guard let peer = peers.first(where: { $0.id == send.id }) else { return }
+        guard let peer = peer(send.id) else { return }
         peer.out.keep(head: send.head, tail: tail, sent: sent)
         write(peer)
     }
@@ -307,7 +430,8 @@ package struct Fanout: ~Copyable {
         }
         if due != longPressDue {
             longPressDue = due
-            longPressMoved = true
+            plan.longPressMoved = true
+            plan.longPressAt = due ?? .min
             planned = true
         }
     }
@@ -325,219 +449,5 @@ package struct Fanout: ~Copyable {
         // The timer that brought this has fired: plan the next whether or not it moved.
         longPressDue = nil
         planLongPress()
-    }
-}
-
-// MARK: The text of an event
-
-/// The text of an event: the part every client shares, written once an occurrence by the
-/// fan-out, and each client's head, written by the fan-out for a line it sends and by the
-/// client's session for a line it buffers (`ClientSession.write`).
-extension Wire {
-    /// The text of one occurrence that every client's line shares, written once: `seq` and
-    /// `press` in decimal, then the tail (Wire.eventTail), in memory of its own:
-    ///
-    ///     [seq digits][press digits] ... room for the longest head ... [tail]
-    ///
-    /// A line is the client's head and the tail: the socket owner (`ClientHub.carryOut`)
-    /// copies the head right before the tail, so that the line goes out in one send with
-    /// nothing else copied. One of these is reused by the fan-out from one occurrence to the
-    /// next; the beginning of the tail (the device object and the key's code and name) is
-    /// kept when the next occurrence has the same device and key, as a release after its
-    /// press has.
-    package final class SharedPart {
-        /// The digits, the room and the tail.
-        /// (The fields are not checked for exclusive access at run time: one thread, and no
-        /// access held across a call that could touch them.)
-        @usableFromInline @exclusivity(unchecked) package private(set) var storage: UnsafeMutableBufferPointer<UInt8>
-        @exclusivity(unchecked) var seqEnd = 0
-        @exclusivity(unchecked) var pressEnd = 0
-        /// Where the tail begins: after the digits (two integers, at most 40 bytes) and
-        /// room for the longest head.
-        @usableFromInline package static let tailStart = 40 + Wire.headCapacity
-        /// Where the tail ends.
-        @usableFromInline @exclusivity(unchecked) package private(set) var end = SharedPart.tailStart
-        /// The device and key the tail now begins with, and where that part ends.
-        @exclusivity(unchecked) var prefixDevice: DeviceRecord?
-        @exclusivity(unchecked) var prefixKey: KeyInfo?
-        @exclusivity(unchecked) var prefixEnd = 0
-
-        package init() {
-            storage = .allocate(capacity: 1024)
-            storage.initialize(repeating: 0)
-        }
-
-        convenience init(_ o: Occurrence) {
-            self.init()
-            render(o)
-        }
-
-        deinit { storage.deallocate() }
-
-        /// Writes `o`'s shared text over what was there.
-        package func render(_ o: Occurrence) {
-            var digits = ShortText(UnsafeMutableBufferPointer(rebasing: storage[..<40]))
-            digits.write(decimal: o.seq)
-            seqEnd = digits.count
-            digits.write(decimal: o.press)
-            pressEnd = digits.count
-            if prefixDevice !== o.device || prefixKey?.code != o.key.code || prefixKey?.name != o.key.name {
-                var prefix: [UInt8] = []
-                Wire.eventTailPrefix(o, into: &prefix)
-                // The rest of the tail is at most 128 bytes (eventTail).
-                reserve(Self.tailStart + prefix.count + 128)
-                prefix.withUnsafeBufferPointer {
-                    _ = UnsafeMutableBufferPointer(rebasing: storage[Self.tailStart...]).initialize(fromContentsOf: $0)
-                }
-                prefixEnd = Self.tailStart + prefix.count
-                prefixDevice = o.device
-                prefixKey = o.key
-            }
-            var rest = ShortText(UnsafeMutableBufferPointer(rebasing: storage[prefixEnd..<(prefixEnd + 128)]))
-            Wire.eventTailRest(o, into: &rest)
-            end = prefixEnd + rest.count
-        }
-
-        /// Room for at least `count` bytes, the text kept.
-        func reserve(_ count: Int) {
-            guard storage.count < count else { return }
-            let larger = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: count + 512)
-            larger.initialize(repeating: 0)
-            _ = larger.update(fromContentsOf: storage)
-            storage.deallocate()
-            storage = larger
-        }
-
-        /// The tail: the part of every client's line after its head.
-        @inlinable
-        package var tail: UnsafeRawBufferPointer {
-            UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: storage[Self.tailStart..<end]))
-        }
-
-        /// The digits of `seq` and of `press`.
-        var seqDigits: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: storage[..<seqEnd]) }
-        var pressDigits: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: storage[seqEnd..<pressEnd]) }
-    }
-
-    /// `"device":{...},"key":{...},"kernelTime":N,"receiveTime":N}\n`: the part of an event
-    /// that every client receives alike, in two parts: what the device and the key make it
-    /// begin with (kept from one occurrence to the next while they are the same), then the
-    /// scancode and the times.
-    static func eventTail(_ o: Occurrence, into out: inout [UInt8]) {
-        eventTailPrefix(o, into: &out)
-        out.appendShort(capacity: 128) { eventTailRest(o, into: &$0) }
-    }
-
-    /// `"device":{...},"key":{"code":N,"name":"..."`.
-    static func eventTailPrefix(_ o: Occurrence, into out: inout [UInt8]) {
-        out.append(ascii: "\"device\":")
-        out.append(contentsOf: o.device.text)
-        out.append(ascii: ",\"key\":{\"code\":")
-        out.append(decimal: o.key.code)
-        out.append(ascii: ",\"name\":")
-        JSON.writeString(o.key.name, into: &out)
-    }
-
-    /// `,"scancode":N},"kernelTime":N,"receiveTime":N}\n`: three integers (21 bytes each)
-    /// and 56 bytes of literals, at most 128 bytes.
-    static func eventTailRest(_ o: Occurrence, into out: inout ShortText) {
-        if let scancode = o.key.scancode {
-            out.write(",\"scancode\":")
-            out.write(decimal: UInt32(bitPattern: scancode))
-        }
-        out.write("},\"kernelTime\":")
-        out.write(decimal: o.kernelTime)
-        out.write(",\"receiveTime\":")
-        out.write(decimal: o.receiveTime)
-        out.write("}\n")
-    }
-
-    /// A client's line for `o`, whose shared text is `text`: `{"type":...,` with its
-    /// `clientSeq`, the handler it was told and its slider `value`, then the shared tail.
-    /// The head is at most four integers (21 bytes each) and about 100 bytes of literals:
-    /// written on the stack and appended at once, then the tail is.
-    static func event(
-        _ o: Occurrence, _ text: SharedPart, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
-        sliderValue: Int64, into out: inout [UInt8]
-    ) {
-        out.appendShort(capacity: headCapacity) { head in
-            eventHead(
-                o, text, clientSeq: clientSeq, handler: handler, shouldPlaySound: shouldPlaySound,
-                sliderValue: sliderValue, into: &head)
-        }
-        out.append(contentsOf: UnsafeBufferPointer(rebasing: text.storage[SharedPart.tailStart..<text.end]))
-    }
-
-    /// The room a client's head takes at most (see `event`).
-    package static let headCapacity = 256
-
-    /// A client's head for `o` (everything before the shared tail), written to `out`.
-    static func eventHead(
-        _ o: Occurrence, _ text: SharedPart, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
-        sliderValue: Int64, into out: inout ShortText
-    ) {
-        do {
-            let seq = text.seqDigits
-            let press = text.pressDigits
-            switch o.kind {
-            case .capture(_, let phase):
-                out.write("{\"type\":\"capture\",\"seq\":")
-                out.write(digits: seq)
-                out.write(",\"clientSeq\":")
-                out.write(decimal: clientSeq)
-                out.write(handler == .secondary ? ",\"handler\":\"secondary\"" : ",\"handler\":\"primary\"")
-                switch phase {
-                case .began: out.write(",\"phase\":\"began\",\"press\":")
-                case .ended: out.write(",\"phase\":\"ended\",\"press\":")
-                case .cancelled: out.write(",\"phase\":\"cancelled\",\"press\":")
-                }
-                out.write(digits: press)
-                out.write(shouldPlaySound ? ",\"shouldPlaySound\":true," : ",\"shouldPlaySound\":false,")
-            case .focus(let phase):
-                out.write("{\"type\":\"control\",\"seq\":")
-                out.write(digits: seq)
-                out.write(",\"clientSeq\":")
-                out.write(decimal: clientSeq)
-                out.write(phase == .began ? ",\"event\":\"active\",\"press\":" : ",\"event\":\"inactive\",\"press\":")
-                out.write(digits: press)
-                out.write(",")
-            case .gesture(let gesture):
-                // A client's own: numbered by its clientSeq alone.
-                out.write("{\"type\":\"gesture\",\"clientSeq\":")
-                out.write(decimal: clientSeq)
-                switch gesture {
-                case .longPress: out.write(",\"gesture\":\"longPress\"")
-                case .doublePress: out.write(",\"gesture\":\"doublePress\"")
-                }
-                out.write(
-                    handler == .secondary
-                        ? ",\"handler\":\"secondary\",\"press\":" : ",\"handler\":\"primary\",\"press\":")
-                out.write(digits: press)
-                if case .doublePress(let first) = gesture {
-                    out.write(",\"firstPress\":")
-                    out.write(decimal: first)
-                }
-                out.write(",")
-            case .slider(let delta):
-                out.write("{\"type\":\"control\",\"seq\":")
-                out.write(digits: seq)
-                out.write(",\"clientSeq\":")
-                out.write(decimal: clientSeq)
-                out.write(",\"event\":\"slider\",\"delta\":")
-                out.write(decimal: delta)
-                out.write(",\"value\":")
-                out.write(decimal: sliderValue)
-                out.write(",")
-            }
-            switch o.reason {
-            case nil: break
-            case .removed: out.write("\"reason\":\"removed\",")
-            case .dropped: out.write("\"reason\":\"dropped\",")
-            case .shutdown: out.write("\"reason\":\"shutdown\",")
-            case .disabled: out.write("\"reason\":\"disabled\",")
-            case .filtered: out.write("\"reason\":\"filtered\",")
-            case .disconnected: out.write("\"reason\":\"disconnected\",")
-            }
-        }
     }
 }

@@ -4,14 +4,221 @@
 /// device objects and the notices. Each message is one JSON object on one line, its fields
 /// those of `Schema` (SchemaTests holds them to it).
 ///
-/// An event's text lives with the fan-out (Fanout.swift, `extension Wire`): what every
-/// client receives alike (the tail with device, key and times, and the
-/// `seq` and `press` numbers in decimal), written once per occurrence into a `SharedPart`;
-/// and each client's head (type, sequence numbers, handler, phase, slider value).
+/// An event's text is assembled here too (the `extension Wire` below), in two parts: what
+/// every client receives alike (the tail with device, key and times, and the `seq` and
+/// `press` numbers in decimal), written once per occurrence into a `SharedPart`; and each
+/// client's head (type, sequence numbers, handler, phase, slider value).
 package enum Wire {
     /// The device object.
     static func device(_ d: DeviceInfo, into out: inout [UInt8]) {
         d.json.write(into: &out)
+    }
+}
+
+// MARK: The text of an event
+
+/// The text of an event: the part every client shares (`SharedPart`), written once an
+/// occurrence for the fan-out, and each client's head (`eventHead`), written for the
+/// fan-out for a line it sends and for the client's session for a line it buffers
+/// (`ClientSession.write`).
+extension Wire {
+    /// The text of one occurrence that every client's line shares, written once: `seq` and
+    /// `press` in decimal, then the tail (`eventTailPrefix`, `eventTailRest`: device, key and
+    /// times), in memory of its own:
+    ///
+    ///     [seq digits][press digits] ... room for the longest head ... [tail]
+    ///
+    /// A line is the client's head and the tail: the socket owner (`ClientHub.carryOut`)
+    /// copies the head right before the tail, so that the line goes out in one send with
+    /// nothing else copied. One of these is reused by the fan-out from one occurrence to the
+    /// next; the beginning of the tail (the device object and the key's code and name) is
+    /// kept when the next occurrence has the same device and key, as a release after its
+    /// press has.
+    package final class SharedPart {
+        /// The digits, the room and the tail.
+        /// (The fields are not checked for exclusive access at run time: one thread, and no
+        /// access held across a call that could touch them.)
+        @usableFromInline @exclusivity(unchecked) package private(set) var storage: UnsafeMutableBufferPointer<UInt8>
+        @exclusivity(unchecked) var seqEnd = 0
+        @exclusivity(unchecked) var pressEnd = 0
+        /// Where the tail begins: after the digits (two integers, at most 40 bytes) and
+        /// room for the longest head.
+        @usableFromInline package static let tailStart = 40 + Wire.headCapacity
+        /// Where the tail ends.
+        @usableFromInline @exclusivity(unchecked) package private(set) var end = SharedPart.tailStart
+        /// The device and key the tail now begins with, and where that part ends.
+        @exclusivity(unchecked) var prefixDevice: DeviceRecord?
+        @exclusivity(unchecked) var prefixKey: KeyInfo?
+        @exclusivity(unchecked) var prefixEnd = 0
+
+        package init() {
+            storage = .allocate(capacity: 1024)
+            storage.initialize(repeating: 0)
+        }
+
+        convenience init(_ o: Occurrence) {
+            self.init()
+            render(o)
+        }
+
+        deinit { storage.deallocate() }
+
+        /// Writes `o`'s shared text over what was there.
+        package func render(_ o: Occurrence) {
+            var digits = ShortText(UnsafeMutableBufferPointer(rebasing: storage[..<40]))
+            digits.write(decimal: o.seq)
+            seqEnd = digits.count
+            digits.write(decimal: o.press)
+            pressEnd = digits.count
+            if prefixDevice !== o.device || prefixKey?.code != o.key.code || prefixKey?.name != o.key.name {
+                var prefix: [UInt8] = []
+                Wire.eventTailPrefix(o, into: &prefix)
+                // The rest of the tail is at most 128 bytes (eventTailRest).
+                reserve(Self.tailStart + prefix.count + 128)
+                prefix.withUnsafeBufferPointer {
+                    _ = UnsafeMutableBufferPointer(rebasing: storage[Self.tailStart...]).initialize(fromContentsOf: $0)
+                }
+                prefixEnd = Self.tailStart + prefix.count
+                prefixDevice = o.device
+                prefixKey = o.key
+            }
+            var rest = ShortText(UnsafeMutableBufferPointer(rebasing: storage[prefixEnd..<(prefixEnd + 128)]))
+            Wire.eventTailRest(o, into: &rest)
+            end = prefixEnd + rest.count
+        }
+
+        /// Room for at least `count` bytes, the text kept.
+        func reserve(_ count: Int) {
+            guard storage.count < count else { return }
+            let larger = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: count + 512)
+            larger.initialize(repeating: 0)
+            _ = larger.update(fromContentsOf: storage)
+            storage.deallocate()
+            storage = larger
+        }
+
+        /// The tail: the part of every client's line after its head.
+        @inlinable
+        package var tail: UnsafeRawBufferPointer {
+            UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: storage[Self.tailStart..<end]))
+        }
+
+        /// The digits of `seq` and of `press`.
+        var seqDigits: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: storage[..<seqEnd]) }
+        var pressDigits: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: storage[seqEnd..<pressEnd]) }
+    }
+
+    /// `"device":{...},"key":{"code":N,"name":"..."`.
+    static func eventTailPrefix(_ o: Occurrence, into out: inout [UInt8]) {
+        out.append(ascii: "\"device\":")
+        out.append(contentsOf: o.device.text)
+        out.append(ascii: ",\"key\":{\"code\":")
+        out.append(decimal: o.key.code)
+        out.append(ascii: ",\"name\":")
+        JSON.writeString(o.key.name, into: &out)
+    }
+
+    /// `,"scancode":N},"kernelTime":N,"receiveTime":N}\n`: three integers (21 bytes each)
+    /// and 56 bytes of literals, at most 128 bytes.
+    static func eventTailRest(_ o: Occurrence, into out: inout ShortText) {
+        if let scancode = o.key.scancode {
+            out.write(",\"scancode\":")
+            out.write(decimal: UInt32(bitPattern: scancode))
+        }
+        out.write("},\"kernelTime\":")
+        out.write(decimal: o.kernelTime)
+        out.write(",\"receiveTime\":")
+        out.write(decimal: o.receiveTime)
+        out.write("}\n")
+    }
+
+    /// A client's line for `o`, whose shared text is `text`: `{"type":...,` with its
+    /// `clientSeq`, the handler it was told and its slider `value`, then the shared tail.
+    /// The head is at most four integers (21 bytes each) and about 100 bytes of literals:
+    /// written on the stack and appended at once, then the tail is.
+    static func event(
+        _ o: Occurrence, _ text: SharedPart, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
+        sliderValue: Int64, into out: inout [UInt8]
+    ) {
+        out.appendShort(capacity: headCapacity) { head in
+            eventHead(
+                o, text, clientSeq: clientSeq, handler: handler, shouldPlaySound: shouldPlaySound,
+                sliderValue: sliderValue, into: &head)
+        }
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: text.storage[SharedPart.tailStart..<text.end]))
+    }
+
+    /// The room a client's head takes at most (see `event`).
+    package static let headCapacity = 256
+
+    /// A client's head for `o` (everything before the shared tail), written to `out`.
+    static func eventHead(
+        _ o: Occurrence, _ text: SharedPart, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
+        sliderValue: Int64, into out: inout ShortText
+    ) {
+        do {
+            let seq = text.seqDigits
+            let press = text.pressDigits
+            switch o.kind {
+            case .capture(_, let phase):
+                out.write("{\"type\":\"capture\",\"seq\":")
+                out.write(digits: seq)
+                out.write(",\"clientSeq\":")
+                out.write(decimal: clientSeq)
+                out.write(handler == .secondary ? ",\"handler\":\"secondary\"" : ",\"handler\":\"primary\"")
+                switch phase {
+                case .began: out.write(",\"phase\":\"began\",\"press\":")
+                case .ended: out.write(",\"phase\":\"ended\",\"press\":")
+                case .cancelled: out.write(",\"phase\":\"cancelled\",\"press\":")
+                }
+                out.write(digits: press)
+                out.write(shouldPlaySound ? ",\"shouldPlaySound\":true," : ",\"shouldPlaySound\":false,")
+            case .focus(let phase):
+                out.write("{\"type\":\"control\",\"seq\":")
+                out.write(digits: seq)
+                out.write(",\"clientSeq\":")
+                out.write(decimal: clientSeq)
+                out.write(phase == .began ? ",\"event\":\"active\",\"press\":" : ",\"event\":\"inactive\",\"press\":")
+                out.write(digits: press)
+                out.write(",")
+            case .gesture(let gesture):
+                // A client's own: numbered by its clientSeq alone.
+                out.write("{\"type\":\"gesture\",\"clientSeq\":")
+                out.write(decimal: clientSeq)
+                switch gesture {
+                case .longPress: out.write(",\"gesture\":\"longPress\"")
+                case .doublePress: out.write(",\"gesture\":\"doublePress\"")
+                }
+                out.write(
+                    handler == .secondary
+                        ? ",\"handler\":\"secondary\",\"press\":" : ",\"handler\":\"primary\",\"press\":")
+                out.write(digits: press)
+                if case .doublePress(let first) = gesture {
+                    out.write(",\"firstPress\":")
+                    out.write(decimal: first)
+                }
+                out.write(",")
+            case .slider(let delta):
+                out.write("{\"type\":\"control\",\"seq\":")
+                out.write(digits: seq)
+                out.write(",\"clientSeq\":")
+                out.write(decimal: clientSeq)
+                out.write(",\"event\":\"slider\",\"delta\":")
+                out.write(decimal: delta)
+                out.write(",\"value\":")
+                out.write(decimal: sliderValue)
+                out.write(",")
+            }
+            switch o.reason {
+            case nil: break
+            case .removed: out.write("\"reason\":\"removed\",")
+            case .dropped: out.write("\"reason\":\"dropped\",")
+            case .shutdown: out.write("\"reason\":\"shutdown\",")
+            case .disabled: out.write("\"reason\":\"disabled\",")
+            case .filtered: out.write("\"reason\":\"filtered\",")
+            case .disconnected: out.write("\"reason\":\"disconnected\",")
+            }
+        }
     }
 }
 

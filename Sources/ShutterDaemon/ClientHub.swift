@@ -6,9 +6,28 @@ import ShutterSystemd
 import ShutterUdev
 
 /// The socket side of the daemon: accepts clients, reads their requests, and carries out
-/// what the fan-out (ShutterCore's `Fanout`, which writes each client the events its
-/// interaction selects) plans, never blocking on any client.
+/// the sockets' part of what the fan-out (ShutterCore's `Fanout`, which writes each client
+/// the events its interaction selects) plans, never blocking on any client. The rest of a
+/// plan, its intents, it hands to their owner (`intents`).
 package final class ClientHub {
+    /// What a plan asks of the daemon, which owns the devices' grabs, the gesture timer and
+    /// `--replay`'s playback: set by it. The hub hands each over as it carries out the plan,
+    /// the grabs before anything is written (the reply that asked for a grab says it is in
+    /// force).
+    package struct Intents {
+        /// Some client's grab wish may have changed: every device's grab is looked at again,
+        /// by `wantsGrab`.
+        package var grabsChanged: () -> Void = {}
+        /// The earliest long press pending moved: the gesture timer is armed for it
+        /// (CLOCK_MONOTONIC µs), or disarmed (nil).
+        package var longPressDue: (Int64?) -> Void = { _ in }
+        /// A client asked for playback to start: nil when it started, or why it did not.
+        /// Nil itself when the daemon plays no recordings.
+        package var startReplay: (() -> String?)?
+
+        package init() {}
+    }
+
     final class Client {
         /// Its name while the daemon runs, never another client's, given when it is admitted
         /// (`ClientTable.insert`): the key of `clients` and of the fan-out's plan.
@@ -21,18 +40,17 @@ package final class ClientHub {
         let peer: PeerCredentials?
         let label: String
         let mayGrab: Bool
-        /// Its side of the fan-out (session, output buffer); set when it is admitted.
-        var fan: Fanout.Peer!
         var reader = LineReader()
-        /// When a closing client is closed whether or not it read its last messages.
+        /// When a closing client is closed whether or not it read its last messages; 0 until
+        /// a plan says it is closing.
         var closeDeadline: Int64 = 0
+        /// The socket took less than was queued: written when it is writable again, not on
+        /// every plan.
+        var waitingWritable = false
         /// Has requests left over from its last turn (in `backlog`).
         var inBacklog = false
         /// Its refusals, for the log: the first of each code logged, the rest counted.
         var refusals = RefusalTally()
-
-        /// Closing, or closed: nothing more of its requests is handled.
-        var closing: Bool { fan.closing }
 
         init(serial: Int, socket: FileDescriptor, peer: PeerCredentials?, mayGrab: Bool) {
             self.socket = socket
@@ -51,11 +69,8 @@ package final class ClientHub {
     let closeTimer: Timer
     /// Numbers a client's own cancels in the daemon's sequence.
     let engine: Engine
-    /// The open devices' grabs, looked at again when grab wishes may have changed.
-    let grabs: Grabs
-    /// `--replay`'s playback, which a client's `replay` request starts; nil when the daemon
-    /// reads devices.
-    let replayer: Replayer?
+    /// The plans' intents, carried out by their owner.
+    package var intents = Intents()
     // Read for every send of a press, on the loop's one thread, never across a call that
     // changes it: no runtime exclusivity check.
     @exclusivity(unchecked) var clients = ClientTable()
@@ -63,7 +78,7 @@ package final class ClientHub {
     /// `listDevices`: kept from what the daemon tells every client (`deviceAdded`,
     /// `deviceRemoved`, `deviceChanged`), not asked of it.
     private(set) var devices: [DeviceRecord] = []
-    /// The clients' side of publishing, as values; its plan is carried out by `carryOut`.
+    /// The clients' side of publishing; its plans are carried out by `carryOut`.
     // Walked and written for every event, on the loop's one thread, never across a call that
     // changes it: no runtime exclusivity check.
     @exclusivity(unchecked) var fanout: Fanout
@@ -78,7 +93,8 @@ package final class ClientHub {
     var acceptsPerTurn = 64
     /// `reapHungUp` has looked at the clients in this turn of the listener.
     var reapedThisTurn = false
-    /// `carryOut` is under way.
+    /// A plan is being carried out: a plan made meanwhile (a client closed on the way) is
+    /// carried out after it, by the same call.
     @exclusivity(unchecked) var carrying = false
     var readBuffer = [UInt8](repeating: 0, count: 65536)
     /// How long a client being closed may take to read its last messages (the overflow
@@ -91,10 +107,6 @@ package final class ClientHub {
     var peerLog: PeerLog
     let logTimer: Timer
     var logTimerDue: Int64?
-    /// Fires when a press of a client that asked for long presses becomes long; armed only
-    /// while one is pending. Its owner watches it, as an input like a device's read: it
-    /// reads the devices with a held key first, then calls `longPressesDue`.
-    let gestureTimer: Timer
     /// Clients with requests left over from their last turn, served in order after the
     /// ready descriptors, one turn each per round.
     @exclusivity(unchecked) var backlog: [Client] = []
@@ -110,25 +122,20 @@ package final class ClientHub {
 
     package init(
         loop: EventLoop, listener: UnixListener, access: AccessPolicy, limits: ClientLimits, engine: Engine,
-        grabs: Grabs, replayer: Replayer? = nil
     ) throws(SystemError) {
         self.loop = loop
         self.listener = listener
         self.access = access
         self.limits = limits
         self.engine = engine
-        self.grabs = grabs
-        self.replayer = replayer
         fanout = Fanout(limits: limits)
         peerLog = PeerLog(perWindow: limits.clientLogLines)
         closeTimer = try Timer()
-        gestureTimer = try Timer()
         logTimer = try Timer()
         reserve = FileDescriptor.open("/dev/null")
         try loop.add(closeTimer.raw, events: EventLoop.readable) { [unowned self] _ in closeTimerFired() }
         try loop.add(logTimer.raw, events: EventLoop.readable) { [unowned self] _ in logTimerFired() }
         loop.deferredWork = { [unowned self] in serveBacklog() }
-        grabs.log = { [unowned self] in peerLine("grabs and releases", $0) }
     }
 
     var count: Int { clients.count }
@@ -142,12 +149,11 @@ package final class ClientHub {
             flush(client)
             closeClient(client, why: nil)
         }
-        fanout.planDone()
+        // What closing them planned is not carried out: the daemon is stopping.
+        _ = fanout.takePlan()
         if let summary = peerLog.summary() { Log.info(summary) }
-        grabs.log = { Log.info($0) }
         loop.remove(listener.raw)
         loop.remove(closeTimer.raw)
-        loop.remove(gestureTimer.raw)
         loop.remove(logTimer.raw)
     }
 
@@ -310,9 +316,9 @@ package final class ClientHub {
             return false
         }
         clients.insert(client)
-        client.fan = fanout.add(id: client.id, mayGrab: client.mayGrab)
+        fanout.add(id: client.id, mayGrab: client.mayGrab)
         peerLine("connections", "\(client.label): connected")
-        fanout.send(Message.hello(version: shutterdVersion, devices: devices), to: client.fan)
+        fanout.send(Message.hello(version: shutterdVersion, devices: devices), to: client.id)
         carryOut()
         Systemd.notify("STATUS=\(status)")
         return true
@@ -321,7 +327,7 @@ package final class ClientHub {
     func clientReady(_ client: Client, _ events: UInt32) {
         if events & EventLoop.writable != 0 { flush(client) }
         guard clients[client.id] === client else { return }
-        if client.closing && events & EventLoop.hangup != 0 {
+        if fanout.isClosing(client.id) && events & EventLoop.hangup != 0 {
             closeClient(client, why: "disconnected before reading its last messages")
             return
         }
@@ -349,7 +355,7 @@ package final class ClientHub {
         var lines = 0
         var bytes = 0
         var didRead = false
-        while !client.closing {
+        while !fanout.isClosing(client.id) {
             if lines >= linesPerTurn || bytes >= bytesPerTurn {
                 client.inBacklog = true
                 backlog.append(client)
@@ -397,17 +403,17 @@ package final class ClientHub {
         } else if client.refusals.due(now: now) {
             sayRefusals(of: client, as: "refusal counts") { "\(client.label): \($0)" }
         }
-        fanout.send(Message.error(error), to: client.fan)
-        if error.code.closes { fanout.close(client.fan) }
+        fanout.send(Message.error(error), to: client.id)
+        if error.code.closes { fanout.close(client.id) }
         carryOut()
     }
 
     func handle(_ line: RequestLine, from client: Client) {
         switch line.request {
         case .ping:
-            fanout.send(Message.reply(line.request, id: line.id), to: client.fan)
+            fanout.send(Message.reply(line.request, id: line.id), to: client.id)
         case .listDevices:
-            fanout.send(Message.devices(id: line.id, devices, held: engine.heldPresses), to: client.fan)
+            fanout.send(Message.devices(id: line.id, devices, held: engine.heldPresses), to: client.id)
         case .setInteraction(let interaction):
             if interaction.grab && !client.mayGrab {
                 let who = client.peer.map { "uid \($0.uid)" } ?? "this client"
@@ -419,14 +425,12 @@ package final class ClientHub {
                         id: line.id))
                 return
             }
-            let cancels = fanout.setInteraction(
-                interaction, of: client.fan, now: monotonicMicros(), nextSeq: engine.nextSeq)
-            for c in cancels { fanout.send(c, to: client.fan) }
-            fanout.send(
-                Message.reply(line.request, id: line.id, [("interaction", client.fan.session.interaction.json)]),
-                to: client.fan)
+            // The presses it cancels for this client are numbered in the daemon's sequence.
+            let seqs = (0..<fanout.cancels(installing: interaction, for: client.id)).map { _ in engine.nextSeq() }
+            fanout.setInteraction(interaction, of: client.id, now: monotonicMicros(), seqs: seqs)
+            fanout.send(Message.reply(line.request, id: line.id, [("interaction", interaction.json)]), to: client.id)
         case .replay(let action):
-            guard let replayer else {
+            guard let startReplay = intents.startReplay else {
                 refuse(
                     client,
                     RequestError(
@@ -435,37 +439,45 @@ package final class ClientHub {
                         id: line.id))
                 return
             }
-            // The timer is armed here and fires on a later turn of the loop: the reply goes
-            // out before the first event played.
-            if let why = replayer.start(now: monotonicMicros()) {
+            // Its timer fires on a later turn of the loop: the reply goes out before the
+            // first event played.
+            if let why = startReplay() {
                 refuse(client, RequestError(.invalidState, "replay: \(why)", id: line.id))
                 return
             }
             peerLine("replay requests", "\(client.label): replay \(action.rawValue)")
             fanout.send(
-                Message.reply(line.request, id: line.id, [("action", .string(action.rawValue))]), to: client.fan)
+                Message.reply(line.request, id: line.id, [("action", .string(action.rawValue))]), to: client.id)
         }
         carryOut()
     }
 
-    /// Carries out the fan-out's plan: the direct lines (a head put before the shared tail
-    /// and sent with one `send`), the clients that fell behind (logged; closed once they read the notice or
-    /// their grace is over), the clients with something queued (written now unless the
-    /// socket is known to be full), the grab wishes and the long-press timer.
+    /// Carries out the fan-out's plans, as long as it has one (carrying one out can make
+    /// another: a client closed on the way).
     func carryOut() {
-        // A client closed while the plan is carried out changes the plan (grabs, the long
-        // press timer): the outer call finishes it.
-        if !fanout.planned || carrying { return }
+        if carrying { return }
+        while fanout.planned {
+            let plan = fanout.takePlan()
+            carryOut(plan)
+        }
+    }
+
+    /// Carries out one plan: its intents handed to their owner (`intents`: the grab wishes
+    /// first, before anything is written; the long-press timer), the direct lines (a head
+    /// put before the shared tail and sent with one `send`), the clients that fell behind
+    /// (logged) or began closing (given their deadline), the clients with something queued
+    /// (written now unless the socket is known to be full); then whatever plan was made
+    /// meanwhile.
+    func carryOut(_ plan: Fanout.Plan) {
+        let outer = carrying
         carrying = true
-        defer { carrying = false }
-        if !fanout.fellBehind.isEmpty { logFellBehind() }
+        if !plan.fellBehind.isEmpty { logFellBehind(plan.fellBehind) }
         // Devices are grabbed or released before the reply that asked for it is written, and
         // before a client that fell behind is sent anything more.
-        if fanout.grabsChanged && fanout.takeGrabsChanged() { updateGrabs() }
-        if fanout.sendCount > 0 {
+        if plan.grabsChanged { intents.grabsChanged() }
+        if plan.sendCount > 0 {
             // Nothing closes a client on the way: a failed send is kept, and the write of what
             // is kept meets the error again and closes the client there.
-            let sends = UnsafeBufferPointer(rebasing: fanout.sends[..<fanout.sendCount])
             // Each line is one send: the shared text has room before its tail, where each
             // client's head is put (the text's fields read once here, not once a client:
             // a call into ShutterCore a client cost 22 instructions each with 16). A send(2)
@@ -475,9 +487,8 @@ package final class ClientHub {
             let base = UnsafeMutableRawPointer(text.storage.baseAddress!)
             let tailStart = Wire.SharedPart.tailStart
             let end = text.end
-            for send in sends {
-                // A client closed since the plan was made has left it (`Fanout.remove`); it
-                // is looked up all the same, by its id, and skipped if gone.
+            for send in plan.sends {
+                // A client closed since the plan was made is looked up by its id, and skipped.
                 guard let fd = clients.descriptor(send.id) else { continue }
                 let start = tailStart - send.head.count
                 (base + start).copyMemory(from: send.head.baseAddress!, byteCount: send.head.count)
@@ -486,43 +497,30 @@ package final class ClientHub {
                 if n < line.count { fanout.keepUnsent(send, tail: text.tail, sent: n) }
             }
         }
-        // A client whose socket was full is written when epoll says it is writable, not
-        // retried on every batch.
-        if !fanout.toWrite.isEmpty {
-            // A copy of the list: a client closed by a write on the way leaves the fan-out's
-            // list at once, and is skipped here by its lookup.
-            for peer in fanout.toWrite {
-                guard let client = clients[peer.id] else { continue }
-                if peer.closing {
-                    if client.closeDeadline == 0 { startClosing(client) }
-                    flush(client)
-                } else if !peer.waitingWritable {
-                    flush(client)
-                }
-            }
+        for id in plan.closing {
+            if let client = clients[id], client.closeDeadline == 0 { startClosing(client) }
         }
-        if fanout.released > 0 { released(fanout.released) }
-        // A client closed on the way may have changed the grab wishes again.
-        let grabsChanged = fanout.grabsChanged
-        if fanout.longPressMoved { armGestureTimer(fanout.longPressDue) }
-        fanout.planDone()
-        if grabsChanged { updateGrabs() }
+        // A client whose socket was full is written when epoll says it is writable, not
+        // retried on every batch; a closing one is written now, and closed once all is sent.
+        for id in plan.writes {
+            // A client closed by a write on the way is skipped by its lookup.
+            guard let client = clients[id] else { continue }
+            if client.closeDeadline != 0 || !client.waitingWritable { flush(client) }
+        }
+        if plan.released > 0 { released(plan.released) }
+        if plan.longPressMoved { intents.longPressDue(plan.longPressDue) }
+        carrying = outer
+        if !outer { carryOut() }
     }
 
-    func logFellBehind() {
-        for behind in fanout.fellBehind {
-            guard let client = clients[behind.peer.id] else { continue }
-            let q = behind.peer.out
+    func logFellBehind(_ list: UnsafeBufferPointer<Fanout.FellBehind>) {
+        for behind in list {
+            guard let client = clients[behind.id] else { continue }
             peerLine(
                 "clients that fell behind",
-                "\(client.label): fell behind by \(behind.messages) messages, \(behind.bytes) bytes (limits \(q.limit), \(q.byteLimit)), disconnecting"
+                "\(client.label): fell behind by \(behind.messages) messages, \(behind.bytes) bytes (limits \(limits.queueMessages), \(limits.queueBytes)), disconnecting"
             )
         }
-    }
-
-    /// Has every open device's grab looked at again, by what the clients now wish.
-    func updateGrabs() {
-        grabs.updateAll { fanout.wantsGrab($0) }
     }
 
     /// Gives a closing client its deadline.
@@ -539,13 +537,11 @@ package final class ClientHub {
     /// Writes what the socket takes now of a client's buffer; waits for writability for the
     /// rest. Only for a client in `clients`: its descriptor is its own.
     func flush(_ client: Client) {
-        let peer: Fanout.Peer = client.fan
-        guard !peer.gone else { return }
         var failure: SystemError?
-        let held = peer.out.bytes.capacity
-        let sentAll = peer.out.drain { bytes -> Int in
+        let fd = client.fd
+        let (sentAll, room) = fanout.drain(client.id) { bytes -> Int in
             do throws(SystemError) {
-                return try UnixSocket.send(client.fd, bytes)
+                return try UnixSocket.send(fd, bytes)
             } catch {
                 failure = error
                 return 0
@@ -558,22 +554,20 @@ package final class ClientHub {
                     ? "disconnected" : failure.description)
             return
         }
+        let closing = client.closeDeadline != 0
         if sentAll {
-            // A buffer emptied of a large message (a hello with many devices, a backlog)
-            // gave its room back. Not on the press path: a press's messages fit in what a
-            // buffer keeps.
-            if held > OutBuffer.keptCapacity { released(held) }
-            if peer.closing {
+            if room > 0 { released(room) }
+            if closing {
                 closeClient(client, why: nil)
                 return
             }
-            if peer.waitingWritable {
-                peer.waitingWritable = false
+            if client.waitingWritable {
+                client.waitingWritable = false
                 loop.modify(client.fd, events: EventLoop.readable)
             }
-        } else if !peer.waitingWritable || peer.closing {
-            peer.waitingWritable = true
-            loop.modify(client.fd, events: peer.closing ? EventLoop.writable : EventLoop.readable | EventLoop.writable)
+        } else if !client.waitingWritable || closing {
+            client.waitingWritable = true
+            loop.modify(client.fd, events: closing ? EventLoop.writable : EventLoop.readable | EventLoop.writable)
         }
     }
 
@@ -581,7 +575,7 @@ package final class ClientHub {
     /// max-clients) and the fan-out's plan, and its descriptor is closed.
     func closeClient(_ client: Client, why: String?) {
         guard clients.remove(client) else { return }
-        fanout.remove(client.fan)
+        fanout.remove(client.id)
         loop.remove(client.fd)
         client.socket.close()
         if let why, client.refusals.total > 0 {
@@ -604,7 +598,7 @@ package final class ClientHub {
         closeTimer.acknowledge()
         let now = monotonicMicros()
         var next: Int64?
-        for client in clients.values where client.closing {
+        for client in clients.values where client.closeDeadline != 0 {
             if client.closeDeadline <= now {
                 closeClient(client, why: "did not read its last messages in time")
             } else {
@@ -619,8 +613,7 @@ package final class ClientHub {
     /// interaction selects, and its plan is carried out (`carryOut`).
     package func publish(_ batch: [Occurrence]) {
         guard !batch.isEmpty else { return }
-        fanout.publish(batch)
-        carryOut()
+        carryOut(fanout.publish(batch))
     }
 
     /// Counts `bytes` given back to the heap, and trims it (`malloc_trim`) once `trimAfter`
@@ -635,16 +628,7 @@ package final class ClientHub {
         Sys.trimHeap()
     }
 
-    /// Arms the gesture timer for the earliest long press pending, or disarms it.
-    func armGestureTimer(_ due: Int64?) {
-        if let due {
-            gestureTimer.arm(after: UInt64(max(1, due - monotonicMicros())))
-        } else {
-            gestureTimer.disarm()
-        }
-    }
-
-    /// The gesture timer fired (`gestureTimer.acknowledge()` done), and its owner has read
+    /// The gesture timer fired, and its owner has read
     /// what the devices with a held key sent meanwhile (so that a release that came before a
     /// long press's time ends the press instead): the long presses due now are sent.
     package func longPressesDue() {

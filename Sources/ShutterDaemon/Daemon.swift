@@ -57,8 +57,12 @@ package final class Daemon {
     /// BlueZ on the system bus; nil when replaying.
     var bluez: BluezWatcher?
     let engine = Engine(name: { KeyNames.name(type: $0, code: $1) })
-    /// The open devices' grabs (the hub has them looked at again when grab wishes change).
+    /// The open devices' grabs, looked at again when a plan's intents say grab wishes may
+    /// have changed.
     let grabs: Grabs
+    /// Fires when a press of a client that asked for long presses becomes long; armed, as
+    /// the plans' intents say, only while one is pending.
+    let gestureTimer: Timer
     var devices: [Int: OpenDevice] = [:]
     var bySyspath: [String: Int] = [:]
     var lastHandle = 0
@@ -76,6 +80,7 @@ package final class Daemon {
         Daemon.raiseDescriptorLimit(for: options.config.limits)
         do {
             loop = try EventLoop()
+            gestureTimer = try Timer()
             Log.attach(to: loop)
             signals = try SignalSource([Sys.terminate, Sys.interrupt, Sys.hangUp])
             if let fd = try Systemd.listenSocket() {
@@ -111,9 +116,11 @@ package final class Daemon {
             }
             hub = try ClientHub(
                 loop: loop, listener: listener, access: AccessPolicy(options.config),
-                limits: options.config.limits, engine: engine, grabs: grabs, replayer: replayer)
+                limits: options.config.limits, engine: engine)
+            hub.intents = intents()
+            grabs.log = { [unowned self] in hub.peerLine("grabs and releases", $0) }
             try loop.add(listener.raw, events: EventLoop.readable) { [unowned self] _ in clientsArrived() }
-            try loop.add(hub.gestureTimer.raw, events: EventLoop.readable) { [unowned self] _ in longPressesDue() }
+            try loop.add(gestureTimer.raw, events: EventLoop.readable) { [unowned self] _ in longPressesDue() }
             if options.replay == nil {
                 let watcher = BluezWatcher(loop: loop) { [unowned self] address in linkChanged(address: address) }
                 bluez = watcher
@@ -185,6 +192,8 @@ package final class Daemon {
         let cancels = engine.shutdown(now: monotonicMicros())
         hub.publish(cancels)
         hub.closeAll()
+        grabs.log = { Log.info($0) }
+        loop.remove(gestureTimer.raw)
         for device in devices.values {
             try? device.evdev.grab(false)
             device.evdev.logUnreportedDrops()
@@ -313,7 +322,7 @@ package final class Daemon {
     /// published first, so that a release that came before a long press's time ends the
     /// press instead; then the long presses due are sent.
     func longPressesDue() {
-        hub.gestureTimer.acknowledge()
+        gestureTimer.acknowledge()
         for device in devices.values where engine.heldCount(device.handle) > 0 { deviceReady(device) }
         hub.longPressesDue()
     }
@@ -368,6 +377,20 @@ package final class Daemon {
 }
 
 extension Daemon {
+    /// What the daemon carries out of the hub's plans: the devices' grabs, by the clients'
+    /// wishes; the gesture timer; `--replay`'s playback on a client's request.
+    func intents() -> ClientHub.Intents {
+        var intents = ClientHub.Intents()
+        intents.grabsChanged = { [unowned self] in grabs.updateAll { hub.wantsGrab($0) } }
+        intents.longPressDue = { [unowned self] in gestureTimer.arm(at: $0) }
+        if let replayer {
+            // The timer is armed here and fires on a later turn of the loop: the reply goes
+            // out before the first event played.
+            intents.startReplay = { replayer.start(now: monotonicMicros()) }
+        }
+        return intents
+    }
+
     /// The listening socket is readable: the hub accepts the clients waiting. Without
     /// `--replay-wait`, `--replay`'s devices come and playback starts with the first.
     func clientsArrived() {

@@ -9,13 +9,11 @@ import ShutterUdev
 /// The grab of each open device (EVIOCGRAB, through libevdev), decided by
 /// `Admission.grabAction` from whether a client wishes it grabbed, whether it is, and whether
 /// a key is held. The daemon registers each device it opens and looks at one again when its
-/// keys are released; the client hub has every device looked at again when grab wishes may
-/// have changed. Neither calls the other for it.
+/// keys are released, and every device when a plan of the fan-out's says grab wishes may
+/// have changed (`ClientHub.Intents.grabsChanged`).
 package final class Grabs {
     let engine: Engine
     private(set) var devices: [Int: Daemon.OpenDevice] = [:]
-    /// How many times every device was looked at again (for the tests).
-    private(set) var rounds = 0
 
     /// Where the lines of grabs and releases go: a client's wish causes them, so the hub
     /// bounds them as its other lines clients cause (`ClientHub.peerLine`).
@@ -53,7 +51,6 @@ package final class Grabs {
 
     /// Every device again; `wanted` says which a client wishes grabbed.
     func updateAll(wanted: (DeviceInfo) -> Bool) {
-        rounds += 1
         for device in devices.values { update(device, wanted: wanted(device.info)) }
     }
 }

@@ -14,6 +14,12 @@ package final class Timer {
         logged { () throws(SystemError) in try Sys.timerSet(fd.raw, after: max(micros, 1), interval: interval) }
     }
 
+    /// Arms the timer to fire once at `due` (CLOCK_MONOTONIC µs; at once when that has
+    /// passed), or disarms it when `due` is nil.
+    package func arm(at due: Int64?) {
+        if let due { arm(after: UInt64(max(1, due - monotonicMicros()))) } else { disarm() }
+    }
+
     package func disarm() {
         logged { () throws(SystemError) in try Sys.timerSet(fd.raw, after: 0, interval: 0) }
     }

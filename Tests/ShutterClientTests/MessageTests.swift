@@ -99,7 +99,7 @@ struct MessageTests {
         var session = ClientSession()
         _ = session.setInteraction(
             try ShutterCore.Interaction(request: JSON.parse(#"{"gestures":{"doublePress":{"within":300}}}"#)), now: 0,
-            nextSeq: { 0 })
+            seqs: [])
         var out = OutBuffer(limit: 100)
         for (value, ms) in [(Int32(1), Int64(0)), (0, 80), (1, 200)] {
             let t = 5_000_000 + ms * 1000

@@ -300,8 +300,8 @@ struct SharedPartTests {
             ], now: 5_250_100, into: &o)
         var s = ClientSession()
         let began = try #require(o.first)
-        let delivered = s.deliver(began)
-        let line = try #require(delivered)
+        var line: [UInt8] = []
+        #expect(s.deliver(began, text: Wire.SharedPart(began), into: &line))
         let decoded = try #require(try Event(json: try JSON.parse(line.dropLast())))
         let text = EventText.line(decoded)
         #expect(

@@ -350,7 +350,7 @@ struct ClientSessionTests {
             return out[0]
         }
         var s = ClientSession()
-        let before = ClientSession.roomReleased.load(ordering: .relaxed)
+        let before = s.roomReleased
         // Every remote pressed at once, then released: room for 12 open presses was made.
         for h in 1...12 {
             let line = s.deliver(key(h, 1))
@@ -362,7 +362,7 @@ struct ClientSessionTests {
             #expect(line != nil)
         }
         #expect(s.openPresses == 0)
-        #expect(ClientSession.roomReleased.load(ordering: .relaxed) > before)
+        #expect(s.roomReleased > before)
         // Two at a time from then on: the session allocates room once and keeps it.
         for _ in 0..<3 {
             for h in 1...2 { _ = s.deliver(key(h, 1)) }
@@ -370,5 +370,20 @@ struct ClientSessionTests {
         }
         #expect(s.openPresses == 0)
         #expect(s.openRoom > 0 && s.openRoom <= ClientSession.openKept)
+    }
+}
+
+extension ClientSession {
+    /// Installs `new`, its cancels numbered by `nextSeq` in order (as the hub numbers them
+    /// from the engine's sequence).
+    mutating func setInteraction(_ new: Interaction, now: Int64, nextSeq: () -> UInt64) -> [[UInt8]] {
+        let seqs = (0..<cancels(installing: new)).map { _ in nextSeq() }
+        return setInteraction(new, now: now, seqs: seqs)
+    }
+
+    /// The line this client receives for `o`, or nil (writing the shared text itself).
+    mutating func deliver(_ o: Occurrence) -> [UInt8]? {
+        var out: [UInt8] = []
+        return deliver(o, text: Wire.SharedPart(o), into: &out) ? out : nil
     }
 }

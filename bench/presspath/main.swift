@@ -33,8 +33,7 @@ func run() throws {
     let listener = try UnixListener(path: path)
     let engine = Engine(name: { KeyNames.name(type: $0, code: $1) })
     let hub = try ClientHub(
-        loop: loop, listener: listener, access: AccessPolicy(Config()), limits: ClientLimits(), engine: engine,
-        grabs: Grabs(engine: engine))
+        loop: loop, listener: listener, access: AccessPolicy(Config()), limits: ClientLimits(), engine: engine)
     try loop.add(listener.raw, events: EventLoop.readable) { _ in hub.acceptClients() }
     let info = DeviceInfo(
         name: "AB Shutter3", bus: 5, vendor: 0x2717, product: 0x0040, version: 0x23, uniq: "c2:1a:55:0e:b3:05",

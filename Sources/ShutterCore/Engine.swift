@@ -44,8 +44,8 @@ package final class Engine {
         /// libevdev's names of the mapped keys, made once: no string per event. `nameSlot`
         /// has one byte per key code below `keyCount`: 0 for none, else 1 + its index in
         /// `keyNames` (no hashing per event).
-        var keyNames: [String] = []
-        var nameSlot: [UInt8] = Array(repeating: 0, count: DeviceState.keyCount)
+        @exclusivity(unchecked) var keyNames: [String] = []
+        @exclusivity(unchecked) var nameSlot: [UInt8] = Array(repeating: 0, count: DeviceState.keyCount)
         /// The slider axes' names, by code (codes below 32).
         var axisNames: [String?] = Array(repeating: nil, count: 32)
 

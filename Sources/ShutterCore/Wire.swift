@@ -46,6 +46,12 @@ extension Wire {
         @usableFromInline package static let tailStart = 40 + Wire.headCapacity
         /// Where the tail ends.
         @usableFromInline @exclusivity(unchecked) package private(set) var end = SharedPart.tailStart
+        /// The room a line is sent from and where its tail begins and ends, for the socket
+        /// owner: one call, whose reads of the fields here are not checked for exclusive
+        /// access (another module's reads of them would be).
+        package var line: (base: UnsafeMutableRawPointer, tailStart: Int, end: Int) {
+            (UnsafeMutableRawPointer(storage.baseAddress!), SharedPart.tailStart, end)
+        }
         /// The device and key the tail now begins with, and where that part ends.
         @exclusivity(unchecked) var prefixDevice: DeviceRecord?
         @exclusivity(unchecked) var prefixKey: KeyInfo?

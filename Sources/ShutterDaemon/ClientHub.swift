@@ -484,9 +484,7 @@ package final class ClientHub {
             // of one piece costs the kernel less than a sendmsg(2) of two, and nothing else
             // is copied.
             let text = fanout.text
-            let base = UnsafeMutableRawPointer(text.storage.baseAddress!)
-            let tailStart = Wire.SharedPart.tailStart
-            let end = text.end
+            let (base, tailStart, end) = text.line
             for send in plan.sends {
                 // A client closed since the plan was made is looked up by its id, and skipped.
                 guard let fd = clients.descriptor(send.id) else { continue }

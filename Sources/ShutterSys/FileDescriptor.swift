@@ -2,7 +2,9 @@
 
 /// Owns a file descriptor and closes it once.
 package final class FileDescriptor {
-    package private(set) var raw: Int32
+    // Read on every wake-up (the epoll descriptor's) by the one thread; only `close` writes
+    // it: no runtime exclusivity check, which another module's read would otherwise make.
+    @exclusivity(unchecked) package private(set) var raw: Int32
 
     package init(_ raw: Int32) { self.raw = raw }
 

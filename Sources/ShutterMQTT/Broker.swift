@@ -52,6 +52,19 @@ package final class Broker {
         } catch {
             throw BridgeError("\(error)")
         }
+        // Every file named is read now, so that one missing or unreadable is named with its errno
+        // at start: libmosquitto would say only "Invalid function arguments provided".
+        let files = [
+            ("tls-ca", settings.tlsCA), ("tls-cert", settings.tlsCert), ("tls-key", settings.tlsKey),
+            ("password-file", settings.passwordFile),
+        ]
+        for case (let key, let path?) in files {
+            do {
+                _ = try readTextFile(path, limit: 1 << 20)
+            } catch {
+                throw BridgeError("\(key) \(error) (\(Sys.errnoName(error.errno)))")
+            }
+        }
         try check("MQTT 3.1.1", mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311))
         try check(
             "the last will",
@@ -63,7 +76,7 @@ package final class Broker {
                     let text = try readTextFile(file, limit: 65_536)
                     password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
                 } catch {
-                    throw BridgeError("cannot read the password file \(error)")
+                    throw BridgeError("password-file \(error) (\(Sys.errnoName(error.errno)))")
                 }
             }
             try check("username and password", mosquitto_username_pw_set(m, user, password))
@@ -78,7 +91,9 @@ package final class Broker {
             Broker.from(context).connected(code: code)
         }
         mosquitto_disconnect_callback_set(m) { _, context, code in
-            Broker.from(context).disconnected(code: code)
+            // The errno of a failed read or write (MOSQ_ERR_ERRNO), before anything changes it.
+            let e = Sys.errno
+            Broker.from(context).disconnected(code: code, errno: e)
         }
         mosquitto_publish_callback_set(m) { _, context, mid in
             Broker.from(context).onPublished(mid)
@@ -129,18 +144,63 @@ package final class Broker {
         guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw BridgeError("\(what): \(Broker.describe(rc))") }
     }
 
-    /// libmosquitto's words for `rc`, with errno's for a failed system call.
-    static func describe(_ rc: Int32) -> String {
-        if rc == MOSQ_ERR_ERRNO.rawValue { return "\(Sys.errnoMessage(Sys.errno)) (\(Sys.errnoName(Sys.errno)))" }
+    /// libmosquitto's words for `rc`, with errno's (`e`, taken when the call returned) for a
+    /// failed system call. libmosquitto 2.0.11 has no words for a keepalive timeout ("Unknown
+    /// error").
+    static func describe(_ rc: Int32, errno e: Int32 = Sys.errno) -> String {
+        if rc == MOSQ_ERR_ERRNO.rawValue { return "\(Sys.errnoMessage(e)) (\(Sys.errnoName(e)))" }
+        if rc == MOSQ_ERR_KEEPALIVE.rawValue { return "keepalive timeout (\(rc))" }
         return (Sys.string(mosquitto_strerror(rc)) ?? "error") + " (\(rc))"
     }
 
-    /// `describe(rc)`, and for a TLS failure OpenSSL's reason as libmosquitto logged it
-    /// ("certificate verify failed", "unknown ca", ...), taken once.
-    func explain(_ rc: Int32) -> String {
+    /// Why an attempt failed (`connected` false) or a connection was lost, naming the cause;
+    /// `e` is the errno when libmosquitto returned `rc`. Takes libmosquitto's logged reason once.
+    func explain(_ rc: Int32, errno e: Int32, connected: Bool) -> String {
         defer { libraryError = nil }
-        guard rc == MOSQ_ERR_TLS.rawValue, let detail = libraryError else { return Broker.describe(rc) }
-        return "TLS failed: \(detail)"
+        // OpenSSL's reason, as libmosquitto logged it ("certificate verify failed", "unknown
+        // ca", ...), whatever code came with it: the alert of a broker that requires a client
+        // certificate comes after the handshake, and libmosquitto returns a lost connection.
+        if let detail = libraryError, settings.tlsCA != nil, rc != MOSQ_ERR_KEEPALIVE.rawValue {
+            let missing =
+                detail.contains("certificate required") && settings.tlsCert == nil
+                ? " (the broker requires a client certificate: set tls-cert and tls-key)" : ""
+            return "TLS failed: \(detail)\(missing)"
+        }
+        // A TLS failure OpenSSL gave no reason for (libmosquitto's EPROTO): the broker ended the
+        // connection without an alert that arrived, as one that requires a client
+        // certificate may when the alert is lost to the connection's reset.
+        if settings.tlsCA != nil, rc == MOSQ_ERR_ERRNO.rawValue, e == Errno.EPROTO {
+            let missing =
+                settings.tlsCert == nil
+                ? " (a broker that requires a client certificate does this: set tls-cert and tls-key)" : ""
+            return "TLS failed: the broker ended the TLS connection without a reason (EPROTO)\(missing)"
+        }
+        let keepalive = settings.keepalive
+        switch rc {
+        case MOSQ_ERR_KEEPALIVE.rawValue where connected:
+            return "no answer from the broker within the keepalive (\(keepalive) s): the link is down "
+                + "(keepalive timeout)"
+        case MOSQ_ERR_KEEPALIVE.rawValue:
+            return "no CONNACK within the keepalive (\(keepalive) s) of connecting: the server is not an MQTT broker, "
+                + "or the link is down (keepalive timeout)"
+        case MOSQ_ERR_EAI.rawValue:
+            // libmosquitto leaves getaddrinfo's result in errno.
+            return "cannot resolve host \(settings.host): \(Sys.resolverMessage(e))"
+        case MOSQ_ERR_CONN_LOST.rawValue where !connected:
+            return "the server there is not an MQTT broker (it closed the connection and answered no CONNACK)"
+        case MOSQ_ERR_SUCCESS.rawValue where !connected, MOSQ_ERR_PROTOCOL.rawValue where !connected,
+            MOSQ_ERR_MALFORMED_PACKET.rawValue where !connected, MOSQ_ERR_ERRNO.rawValue where !connected && e == 0:
+            // An answer that is not MQTT: libmosquitto reads a length from it, and the
+            // connection ends before that many bytes came (errno 0, "Success").
+            return "the server there is not an MQTT broker (its answer was not a CONNACK, "
+                + "and it closed the connection)"
+        case MOSQ_ERR_CONN_LOST.rawValue:
+            return "the broker closed the connection"
+        case MOSQ_ERR_ERRNO.rawValue where e == 0:
+            return "the broker closed the connection in the middle of a packet"
+        default:
+            return Broker.describe(rc, errno: e)
+        }
     }
 
     package var endpoint: String { "\(settings.host):\(settings.effectivePort)" }
@@ -153,9 +213,10 @@ package final class Broker {
             started
             ? mosquitto_reconnect_async(mosq)
             : mosquitto_connect_async(mosq, settings.host, Int32(settings.effectivePort), Int32(settings.keepalive))
+        let e = Sys.errno
         started = true
         guard rc == MOSQ_ERR_SUCCESS.rawValue else {
-            failed("cannot connect to the broker at \(endpoint): \(explain(rc))")
+            failed("cannot connect to the broker at \(endpoint): \(explain(rc, errno: e, connected: false))")
             return
         }
         let fd = mosquitto_socket(mosq)
@@ -174,29 +235,37 @@ package final class Broker {
             failed("\(error)")
             return
         }
+        // libmosquitto (2.0, mosquitto__check_keepalive, run by mosquitto_loop_misc) pings after
+        // `keepalive` seconds with nothing sent or received, and gives up when nothing came
+        // for another `keepalive`: a partition is noticed between 1 and 2 keepalives after
+        // it, plus this timer's quarter (the default 10 s: at most 22.5 s). Before the
+        // CONNACK it gives up `keepalive` seconds after sending CONNECT.
         let k = UInt64(settings.keepalive) * 1_000_000 / 4
         keepaliveTimer.arm(after: k, interval: k)
     }
 
     func ready(_ events: UInt32) {
         var rc = MOSQ_ERR_SUCCESS.rawValue
+        var e: Int32 = 0
         if events & (EventLoop.readable | EventLoop.hangup) != 0 {
             rc = mosquitto_loop_read(mosq, 1)
+            e = Sys.errno
         }
         if rc == MOSQ_ERR_SUCCESS.rawValue, watched != nil, events & EventLoop.writable != 0 {
             rc = mosquitto_loop_write(mosq, 1)
+            e = Sys.errno
         }
         // An error libmosquitto did not report as a disconnection (it left the socket
         // watched): a TLS handshake that failed returns here, with OpenSSL's reason logged.
         if rc != MOSQ_ERR_SUCCESS.rawValue, let fd = watched {
-            Log.debug("mqtt: libmosquitto's loop: \(Broker.describe(rc))")
+            Log.debug("mqtt: libmosquitto's loop: \(Broker.describe(rc, errno: e))")
             // Still open: closed by the next attempt (mosquitto_reconnect_async).
             if mosquitto_socket(mosq) == fd { loop.remove(fd) } else { loop.forget(fd) }
             watched = nil
             if connected {
-                disconnected(code: rc)
+                disconnected(code: rc, errno: e)
             } else {
-                failed("cannot connect to the broker at \(endpoint): \(explain(rc))")
+                failed("cannot connect to the broker at \(endpoint): \(explain(rc, errno: e, connected: false))")
             }
             return
         }
@@ -252,7 +321,7 @@ package final class Broker {
         onConnect()
     }
 
-    func disconnected(code: Int32) {
+    func disconnected(code: Int32, errno e: Int32) {
         let was = connected
         connected = false
         if let fd = watched {
@@ -263,11 +332,11 @@ package final class Broker {
         keepaliveTimer.disarm()
         if stopping || attemptFailed { return }
         if was {
-            Log.info("mqtt: lost the broker at \(endpoint): \(explain(code))")
+            Log.info("mqtt: lost the broker at \(endpoint): \(explain(code, errno: e, connected: true))")
             scheduleRetry()
         } else {
             // Closed before a CONNACK: a TLS handshake that failed, a broker that hung up.
-            failed("cannot connect to the broker at \(endpoint): \(explain(code))")
+            failed("cannot connect to the broker at \(endpoint): \(explain(code, errno: e, connected: false))")
         }
     }
 

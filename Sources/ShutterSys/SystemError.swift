@@ -43,6 +43,13 @@ extension Sys {
         return String(cString: text)
     }
 
+    /// A getaddrinfo failure in words (gai_strerror): "Name or service not known". `code` is
+    /// getaddrinfo's result, an EAI_ value (negative on glibc).
+    package static func resolverMessage(_ code: Int32) -> String {
+        guard let text = gai_strerror(code) else { return "getaddrinfo error \(code)" }
+        return String(cString: text)
+    }
+
     /// The calling thread's errno, for a library that reports failure by a NULL or a flag
     /// and leaves the reason in errno.
     package static var errno: Int32 { Glibc.errno }
@@ -80,6 +87,7 @@ package enum Errno {
     package static let E2BIG = Glibc.E2BIG
     package static let ECONNABORTED = Glibc.ECONNABORTED
     package static let ECONNRESET = Glibc.ECONNRESET
+    package static let EPROTO = Glibc.EPROTO
 }
 /// CLOCK_MONOTONIC now, in microseconds.
 @inline(__always)

@@ -22,7 +22,8 @@ let usage = """
 
     Options (each overrides the [mqtt] section of the config file):
       --config FILE   read FILE, which must exist (default: $SHUTTERD_CONFIG when set,
-                      else /etc/shutterd/shutterd.conf, if it exists)
+                      which must exist too, else /etc/shutterd/shutterd.conf, if
+                      it exists)
       --socket PATH   shutterd's socket (default: $SHUTTERD_SOCKET, else
                       /run/shutterd/shutterd.sock)
       --host HOST, --port N, --prefix TOPIC, --qos N, --keepalive S, --tls-ca FILE,
@@ -91,7 +92,10 @@ while let arg = args.popFirst() {
 }
 
 let env = { (name: String) -> String? in Sys.environment(name).flatMap { $0.isEmpty ? nil : $0 } }
-let file = configPath ?? env("SHUTTERD_CONFIG") ?? "/etc/shutterd/shutterd.conf"
+// Only the built-in default may be missing (meaning the defaults): a file named by --config
+// or $SHUTTERD_CONFIG was meant to be read.
+let named = configPath ?? env("SHUTTERD_CONFIG")
+let file = named ?? "/etc/shutterd/shutterd.conf"
 var settings = MQTTSettings()
 do {
     let text = try readTextFile(file)
@@ -100,7 +104,7 @@ do {
     } catch {
         fail("\(file): \(error)", code: 78)
     }
-} catch  where error.errno == Errno.ENOENT && configPath == nil {
+} catch  where error.errno == Errno.ENOENT && named == nil {
     Log.debug("config: no \(file), using the defaults")
 } catch {
     fail("cannot read config file \(error)", code: 78)

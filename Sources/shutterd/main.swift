@@ -20,8 +20,9 @@ let usage = """
       --socket PATH   listen on PATH (default: $RUNTIME_DIRECTORY/shutterd.sock when
                       RUNTIME_DIRECTORY is set, else /run/shutterd/shutterd.sock)
       --config FILE   read FILE, which must exist (default: $SHUTTERD_CONFIG when set,
-                      else /etc/shutterd/shutterd.conf; a missing default means
-                      the defaults, any other problem with it stops shutterd)
+                      which must exist too, else /etc/shutterd/shutterd.conf; only
+                      that one may be missing, meaning the defaults; any other
+                      problem with it stops shutterd)
       --verbose       log every decision about every device
       --check-config [FILE]
                       read the config (FILE, else --config's, else the default) and
@@ -153,9 +154,13 @@ let path =
 /// Whether something is at `path`: a symbolic link to nothing is.
 func isThere(_ path: String) -> Bool { Sys.exists(path) }
 
-// Only a missing default file means the defaults: a file that is there but cannot be read
-// (its mode, a directory, too large, not UTF-8) may hold allow-lists, so it stops the daemon.
-let defaultConfig = env("SHUTTERD_CONFIG").flatMap { $0.isEmpty ? nil : $0 } ?? "/etc/shutterd/shutterd.conf"
+// Only a missing built-in default (/etc/shutterd/shutterd.conf) means the defaults: a file
+// named by --config or $SHUTTERD_CONFIG was meant to be read, and one that is there but
+// cannot be read (its mode, a directory, too large, not UTF-8) may hold allow-lists, so
+// either stops the daemon.
+let configFromEnvironment = env("SHUTTERD_CONFIG").flatMap { $0.isEmpty ? nil : $0 }
+if configFromEnvironment != nil { configRequired = true }
+let defaultConfig = configFromEnvironment ?? "/etc/shutterd/shutterd.conf"
 let file = configPath ?? defaultConfig
 var config = Config()
 do {

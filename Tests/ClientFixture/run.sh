@@ -85,8 +85,10 @@ if [ ! -x "$FIXTURE" ]; then
 fi
 
 sock=$work/shutterd.sock
-# No config file: one installed on this machine must not change what the fixture sees.
-if ! start_shutterd "$work/shutterd.log" "$sock" env SHUTTERD_CONFIG="$work/no-such.conf" "$SHUTTERD" --socket "$sock"
+# An empty config file (the defaults): one installed on this machine must not change what
+# the fixture sees, and a file named by SHUTTERD_CONFIG must exist.
+: >"$work/empty.conf"
+if ! start_shutterd "$work/shutterd.log" "$sock" env SHUTTERD_CONFIG="$work/empty.conf" "$SHUTTERD" --socket "$sock"
 then
     echo "FAIL shutterd-listens: it did not start (above)"
     echo "$passed passed, $((failed + 1)) failed"
@@ -111,7 +113,7 @@ stop_shutterd || :
 replay_rounds() {
     for i in $(seq 20); do
         : >"$work/shutterd.log"
-        if ! start_shutterd "$work/shutterd.log" "$sock" env SHUTTERD_CONFIG="$work/no-such.conf" "$SHUTTERD" \
+        if ! start_shutterd "$work/shutterd.log" "$sock" env SHUTTERD_CONFIG="$work/empty.conf" "$SHUTTERD" \
             --socket "$sock" --replay-wait --replay-speed 0 --replay "$REPO/examples/recordings/ab-shutter3-volumeup.evemu"
         then
             echo "round $i of 20: shutterd did not start"

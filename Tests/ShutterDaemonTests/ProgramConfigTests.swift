@@ -51,16 +51,24 @@ extension ProgramTests {
         #expect(!good.stderr.contains("listening") && !byDefault.stderr.contains("connect"), "nothing was started")
     }
 
-    @Test("only a missing default config means the defaults")
-    func missingDefaultConfig() throws {
+    @Test(
+        "a config file named by $SHUTTERD_CONFIG or --config that is missing stops shutterd and shutterd-mqtt with exit 78 and its path",
+        arguments: ["shutterd", "shutterd-mqtt"])
+    func missingNamedConfig(_ program: String) throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
-        let d = startWithDefault(dir + "/none.conf", in: dir)
-        let client = try waitUntilListening(d, dir + "/s.sock")
-        #expect(try client.next(type: "hello", timeout: 5000) != nil)
-        kill(d.pid, SIGTERM)
-        #expect(d.wait() == 0)
-        #expect(d.stderr.contains("config: no \(dir)/none.conf, using the defaults"))
+        let exe = builtProgram(program)
+        let missing = "\(dir)/none.conf"
+        let why = "\(program): cannot read config file \(missing): No such file or directory"
+        let byEnvironment = Child(
+            [exe, "--socket", dir + "/s.sock"], directory: dir, env: ["SHUTTERD_CONFIG=\(missing)"])
+        #expect(byEnvironment.wait() == 78)
+        #expect(byEnvironment.stderr.contains(why), "\(byEnvironment.stderr)")
+        let byOption = Child([exe, "--socket", dir + "/s.sock", "--config", missing], directory: dir)
+        #expect(byOption.wait() == 78)
+        #expect(byOption.stderr.contains(why), "\(byOption.stderr)")
+        #expect(!byEnvironment.stderr.contains("defaults") && !byOption.stderr.contains("defaults"))
+        #expect(!Sys.exists(dir + "/s.sock"), "nothing was started")
     }
 
     @Test(

@@ -229,7 +229,7 @@ struct ReplayTests {
         defer { removeTree(dir) }
         write(Self.shutter, dir + "/shutter.evemu")
         let (plain, client) = try startShutterd(
-            socket: dir + "/p.sock", [], directory: dir, env: ["SHUTTERD_CONFIG=" + dir + "/none.conf"])
+            socket: dir + "/p.sock", [], directory: dir)
         _ = try #require(try client.next(type: "hello", timeout: 5000))
         let refused = try answer(client, Self.start + [("id", .int(1))])
         #expect(refused?["code"]?.stringValue == "invalidState")

@@ -125,10 +125,13 @@ final class Child {
             e += 1
         }
         // A config installed on this machine must not change what the tests see: the
-        // default config is a file that does not exist, unless a test names one.
+        // config is an empty file (the defaults), unless a test names one. (A file named by
+        // SHUTTERD_CONFIG must exist.)
+        environment.removeAll { $0.hasPrefix("SHUTTERD_CONFIG=") }
         if !env.contains(where: { $0.hasPrefix("SHUTTERD_CONFIG=") }) {
-            environment.removeAll { $0.hasPrefix("SHUTTERD_CONFIG=") }
-            environment.append("SHUTTERD_CONFIG=" + directory + "/no-such-shutterd.conf")
+            let empty = directory + "/empty-shutterd.conf"
+            if access(empty, F_OK) != 0 { writeTextFile(empty, "") }
+            environment.append("SHUTTERD_CONFIG=" + empty)
         }
         var cenv = (environment + env).map { strdup($0) } + [nil]
         // The test runner's threads block signals (libdispatch does) and a test ignores

@@ -428,9 +428,151 @@ def test_tls(work):
         broker.stop()
 
 
+# MARK: every error names its cause
+
+
+def cannot_connect_line(bridge, endpoint):
+    """The bridge's first 'cannot connect' line for `endpoint`, waited for."""
+    want = f"mqtt: cannot connect to the broker at {endpoint}: "
+    return wait_until("the failure logged", lambda: [l for l in bridge.log().splitlines() if want in l])[0]
+
+
+class NotABroker:
+    """A TCP server on 127.0.0.1 that is not an MQTT broker: it closes each connection at
+    once (`answer` None), or reads the CONNECT and answers `answer` before closing."""
+
+    def __init__(self, answer=None):
+        self.answer = answer
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                if self.answer is not None:
+                    conn.recv(1024)
+                    conn.sendall(self.answer)
+
+    def close(self):
+        self.listener.close()
+
+
+def test_not_a_broker(work):
+    """A server that is not an MQTT broker, one that hangs up and one that answers HTTP:
+    the log says so (libmosquitto said 'The connection was lost' and 'Success')."""
+    for answer, why in ((None, "it closed the connection and answered no CONNACK"),
+                        (b"HTTP/1.0 400 Bad Request\r\n\r\n", "its answer was not a CONNACK")):
+        server = NotABroker(answer)
+        conf = write(os.path.join(work, "shutterd.conf"), f"[mqtt]\nhost = 127.0.0.1\nport = {server.port}\n")
+        bridge = Process([BRIDGE, "--config", conf, "--socket", os.path.join(work, "none.sock")],
+                         os.path.join(work, "bridge.log"))
+        try:
+            line = cannot_connect_line(bridge, f"127.0.0.1:{server.port}")
+            assert f"the server there is not an MQTT broker ({why}" in line, line
+            assert "Success" not in line and "connection was lost" not in line, line
+        finally:
+            bridge.stop()
+            server.close()
+            os.unlink(bridge.log_path)
+
+
+def test_keepalive_timeout(work):
+    """A broker that stops answering (SIGSTOP: the kernel still takes what is sent, as over a
+    link that went down): the bridge notices within two keepalives (5 s here) and says it was
+    the keepalive (libmosquitto said 'Unknown error (19)'); a reconnection to the stopped
+    broker gets no CONNACK within the keepalive, and says that."""
+    broker = Broker(work)
+    bridge = start_bridge(work, broker, os.path.join(work, "none.sock"))
+    try:
+        wait_until("connected", lambda: "mqtt: connected" in bridge.log())
+        broker.proc.send_signal(signal.SIGSTOP)
+        want = (f"mqtt: lost the broker at 127.0.0.1:{broker.port}: no answer from the broker within the "
+                "keepalive (5 s): the link is down (keepalive timeout)")
+        wait_until("the keepalive timeout logged", lambda: want in bridge.log(), seconds=20)
+        line = cannot_connect_line(bridge, f"127.0.0.1:{broker.port}")
+        assert line.endswith("no CONNACK within the keepalive (5 s) of connecting: the server is not an MQTT "
+                             "broker, or the link is down (keepalive timeout); retrying"), line
+        assert "Unknown error" not in bridge.log(), bridge.log()
+    finally:
+        broker.proc.send_signal(signal.SIGCONT)
+        bridge.stop()
+        broker.stop()
+
+
+def test_unresolvable_host(work):
+    """A host that does not resolve: getaddrinfo's reason (libmosquitto said 'Lookup error')."""
+    conf = write(os.path.join(work, "shutterd.conf"), "[mqtt]\nhost = no-such-host.invalid\n")
+    bridge = Process([BRIDGE, "--config", conf, "--socket", os.path.join(work, "none.sock")],
+                     os.path.join(work, "bridge.log"))
+    try:
+        line = cannot_connect_line(bridge, "no-such-host.invalid:1883")
+        assert "cannot resolve host no-such-host.invalid: " in line, line
+        reason = line.split("cannot resolve host no-such-host.invalid: ", 1)[1]
+        assert reason != "; retrying" and "Lookup error" not in line, line
+    finally:
+        bridge.stop()
+
+
+def test_missing_files(work):
+    """A TLS file or the password file that cannot be read stops the bridge at start (exit 1),
+    naming the setting, the file and the errno (libmosquitto said 'Invalid function arguments
+    provided')."""
+    ca = make_ca(work, "test-ca")
+    missing = os.path.join(work, "nonexistent")
+    cases = [
+        (["--tls-ca", missing], "tls-ca"),
+        (["--tls-ca", ca[0], "--tls-cert", missing, "--tls-key", ca[1]], "tls-cert"),
+        (["--tls-ca", ca[0], "--tls-cert", ca[0], "--tls-key", missing], "tls-key"),
+        (["--username", "rig", "--password-file", missing], "password-file"),
+    ]
+    conf = write(os.path.join(work, "empty.conf"), "")
+    for argv, key in cases:
+        p = subprocess.run([BRIDGE, "--config", conf, "--socket", os.path.join(work, "none.sock"), *argv],
+                           capture_output=True, text=True, timeout=20)
+        want = f"shutterd-mqtt: {key} {missing}: No such file or directory (ENOENT)"
+        assert p.returncode == 1 and p.stderr.splitlines() == [want], (argv, p.returncode, p.stderr)
+    # A directory is not a file.
+    p = subprocess.run([BRIDGE, "--config", conf, "--socket", os.path.join(work, "none.sock"), "--tls-ca", work],
+                       capture_output=True, text=True, timeout=20)
+    assert p.returncode == 1 and f"tls-ca {work}: is a directory" in p.stderr, (p.returncode, p.stderr)
+
+
+def test_client_certificate_required(work):
+    """A broker that requires a client certificate, and a bridge without one: OpenSSL's
+    reason as libmosquitto logged it, and what to set (libmosquitto said 'The connection
+    was lost')."""
+    ca = make_ca(work, "test-ca")
+    server = make_cert(work, "broker", ca, "IP:127.0.0.1")
+    broker = Broker(work, listener=(f"allow_anonymous true\ncafile {ca[0]}\ncertfile {server[0]}\n"
+                                    f"keyfile {server[1]}\nrequire_certificate true\n"))
+    bridge = start_bridge(work, broker, os.path.join(work, "none.sock"), config=f"tls-ca = {ca[0]}\n")
+    want = f"mqtt: cannot connect to the broker at 127.0.0.1:{broker.port}: "
+    try:
+        # OpenSSL's reason comes with the broker's alert; when the connection's reset
+        # overtakes the alert, OpenSSL has none (EPROTO). Each line names the likely cause,
+        # and the alert's comes within a few attempts.
+        wait_until("OpenSSL's reason logged", lambda: "certificate required" in bridge.log())
+        lines = [l for l in bridge.log().splitlines() if want in l]
+        for line in lines:
+            assert "TLS failed: " in line and "client certificate" in line and "set tls-cert and tls-key" in line, line
+        line = [l for l in lines if "certificate required" in l][0]
+        assert "TLS failed: OpenSSL Error" in line, line
+        assert line.endswith("(the broker requires a client certificate: set tls-cert and tls-key); retrying"), line
+    finally:
+        bridge.stop()
+        broker.stop()
+
+
 def main():
     tests = [test_usage_errors, test_status_will_and_restarts, test_clean_stop, test_devices_and_events_across_broker_restart,
-             test_seq_across_shutterd_restart, test_stale_devices_after_bridge_restart, test_home_assistant, test_password_file, test_tls]
+             test_seq_across_shutterd_restart, test_stale_devices_after_bridge_restart, test_home_assistant, test_password_file, test_tls,
+             test_not_a_broker, test_keepalive_timeout, test_unresolvable_host, test_missing_files,
+             test_client_certificate_required]
     only = os.environ.get("SHUTTERD_MQTT_ONLY")
     tests = [t for t in tests if not only or t.__name__ in only.split(",")]
     passed = failed = 0

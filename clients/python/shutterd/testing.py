@@ -390,7 +390,7 @@ def replay(*names: str, speed: float = 1.0, loop: bool = False, config: Optional
     ``secondary=False``, ``names=[...]``, ``long_press=500``...), starts playback, and
     returns the Replay. ``names``: paths, paths relative to ``base``, or names of shipped
     recordings. ``speed`` and ``loop`` are --replay-speed and --replay-loop. Without
-    ``config`` the daemon reads no config file (not the machine's: the test is the same
+    ``config`` the daemon reads an empty config file (not the machine's: the test is the same
     everywhere); ``args`` are further arguments. ``timeout`` bounds the start and every
     request. The daemon's log is ``.daemon.log()``."""
     from ._client import Client  # here, so that importing testing imports no client
@@ -403,7 +403,10 @@ def replay(*names: str, speed: float = 1.0, loop: bool = False, config: Optional
     if config is not None:
         argv += ["--config", config]
     directory = tempfile.mkdtemp(prefix="shutterd-")  # short: a socket path has at most 107 bytes
-    env: Dict[str, Optional[str]] = {"SHUTTERD_CONFIG": os.path.join(directory, "no-config")}
+    # An empty config, the defaults: a file named by SHUTTERD_CONFIG must exist.
+    empty = os.path.join(directory, "empty.conf")
+    open(empty, "w").close()
+    env: Dict[str, Optional[str]] = {"SHUTTERD_CONFIG": empty}
     daemon = Daemon(program, os.path.join(directory, "shutterd.sock"), argv + list(args), env=env,
                     log_path=os.path.join(directory, "shutterd.log"), start_timeout=timeout)
     session = Replay(daemon, directory)

@@ -33,10 +33,18 @@ def sockdir():
 
 
 def real_daemon(binary, directory, args=()):
-    """shutterd --socket PATH [ARGS] (shutterd.testing.Daemon), with no config: an installed
-    one must not change the tests."""
+    """shutterd --socket PATH [ARGS] (shutterd.testing.Daemon), with an empty config (the
+    defaults): an installed one must not change the tests."""
     return Daemon(binary, os.path.join(directory, "s.sock"), args, log_path=os.path.join(directory, "shutterd.log"),
-                  env={"SHUTTERD_CONFIG": os.path.join(directory, "no-such.conf")})
+                  env={"SHUTTERD_CONFIG": empty_config(directory)})
+
+
+def empty_config(directory):
+    """An empty config file in `directory` (the defaults), its path: a file named by
+    SHUTTERD_CONFIG must exist."""
+    path = os.path.join(directory, "empty.conf")
+    open(path, "w").close()
+    return path
 
 
 def _binary():

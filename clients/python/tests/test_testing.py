@@ -12,7 +12,7 @@ import pytest
 
 from shutterd.testing import LOG_TAIL_BYTES, Daemon, DaemonError, log_tail, read_line
 
-from conftest import _binary, real_daemon
+from conftest import _binary, empty_config, real_daemon
 
 
 def test_a_daemon_that_exits_at_start_names_its_status_and_log(sockdir):
@@ -66,7 +66,7 @@ def test_notify_waits_for_ready_and_no_client_is_seen(sockdir):
         recording = shipped("ab-shutter3-volumeup.evemu")
     d = Daemon(_binary(), os.path.join(sockdir, "s.sock"), ["--replay", recording], notify=True,
                log_path=os.path.join(sockdir, "shutterd.log"),
-               env={"SHUTTERD_CONFIG": os.path.join(sockdir, "no-such.conf")})
+               env={"SHUTTERD_CONFIG": empty_config(sockdir)})
     with d:
         assert d.ready_ns is not None and d.ready_ns > 0
         assert not os.path.exists(d.notify_path), "the notify socket is removed once READY=1 came"

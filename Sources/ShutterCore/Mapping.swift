@@ -162,7 +162,7 @@ extension String.UTF8View {
     /// Whether `run` occurs in these bytes. The standard library's `String.contains(_:)` for a
     /// substring lives in _StringProcessing, which shutterd is built without (docs/DESIGN.md,
     /// "Binaries and memory").
-    func containsRun(_ run: String.UTF8View) -> Bool {
+    package func containsRun(_ run: String.UTF8View) -> Bool {
         guard let first = run.first else { return true }
         var start = startIndex
         while let i = self[start...].firstIndex(of: first) {

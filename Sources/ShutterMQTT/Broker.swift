@@ -162,7 +162,7 @@ package final class Broker {
         // certificate comes after the handshake, and libmosquitto returns a lost connection.
         if let detail = libraryError, settings.tlsCA != nil, rc != MOSQ_ERR_KEEPALIVE.rawValue {
             let missing =
-                detail.contains("certificate required") && settings.tlsCert == nil
+                detail.utf8.containsRun("certificate required".utf8) && settings.tlsCert == nil
                 ? " (the broker requires a client certificate: set tls-cert and tls-key)" : ""
             return "TLS failed: \(detail)\(missing)"
         }

@@ -55,6 +55,7 @@ expect "a discarded libc result in the door" Sources/ShutterSys/Bad.swift 'func 
 expect "an ignored libc result in the door" Sources/ShutterSys/Bad.swift 'func g(_ fd: Int32) {
     fsync(fd)
 }'
+expect "a file the compiler cannot read" Sources/ShutterSys/Timer.swift 'func g( {'
 expect "a new system library" Package.swift 'package.targets.append(.systemLibrary(name: "CFoo", pkgConfig: "libfoo"))'
 expect "a new C target" Package.swift 'package.targets.append(.target(name: "CBar", path: "Sources/CLinux"))'
 expect "the daemon depending on C" Package.swift 'package.targets.first { $0.name == "ShutterDaemon" }!.dependencies.append("CEvdev")'

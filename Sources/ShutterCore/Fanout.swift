@@ -5,7 +5,8 @@
 /// fall due) it writes each client's lines and makes a `Plan`, a value that says what the
 /// socket owner and the daemon must do: `publish` returns it, and the other calls add to
 /// the plan that `takePlan` hands over. Clients are named by id, in the plan and in every
-/// call; nothing of a client's is handed out, and the fan-out calls nothing outside itself.
+/// call; nothing of a client's is handed out, and the fan-out calls nothing outside itself
+/// but the send `drain` is given.
 /// Not copyable: it owns the room of its plans' send lists, and there is one fan-out per
 /// socket.
 package struct Fanout: ~Copyable {
@@ -74,8 +75,8 @@ package struct Fanout: ~Copyable {
     package struct Plan {
         /// Its room: `capacity` entries of each list, one list after the other (sends,
         /// writes, closing, fell behind).
-        let base: UnsafeMutableRawPointer
-        let capacity: Int
+        private(set) var base: UnsafeMutableRawPointer
+        private(set) var capacity: Int
         package fileprivate(set) var sendCount: Int32 = 0
         fileprivate(set) var writeCount: Int32 = 0
         fileprivate(set) var closingCount: Int32 = 0
@@ -136,15 +137,15 @@ package struct Fanout: ~Copyable {
         /// The same lists in room for `count` clients at least, what this plan holds copied,
         /// and its own room freed.
         func larger(_ count: Int) -> Plan {
-            var larger = Plan(Self.room(Swift.max(8, count * 2)))
+            // Every field but the room kept as it is (a field added later is kept too).
+            let room = Self.room(Swift.max(8, count * 2))
+            var larger = self
+            larger.base = room.base
+            larger.capacity = room.capacity
             larger.sendRoom.initialize(from: sendRoom, count: Int(sendCount))
             larger.writeRoom.initialize(from: writeRoom, count: Int(writeCount))
             larger.closingRoom.initialize(from: closingRoom, count: Int(closingCount))
             larger.fellBehindRoom.initialize(from: fellBehindRoom, count: Int(fellBehindCount))
-            (larger.sendCount, larger.writeCount) = (sendCount, writeCount)
-            (larger.closingCount, larger.fellBehindCount) = (closingCount, fellBehindCount)
-            (larger.grabsChanged, larger.longPressMoved) = (grabsChanged, longPressMoved)
-            (larger.longPressAt, larger.released) = (longPressAt, released)
             base.deallocate()
             return larger
         }
@@ -153,6 +154,9 @@ package struct Fanout: ~Copyable {
     let limits: ClientLimits
     /// The clients in the order they came: publishing walks this.
     private(set) var peers: [Peer] = []
+    /// The same clients by id: a request's lookup is one, however many clients there are
+    /// (not on the press path, which walks `peers`).
+    var byID: [UInt64: Peer] = [:]
     /// The shared text of the occurrence being published, reused.
     package private(set) var text = Wire.SharedPart()
     /// Clients whose interaction asks for long presses: only they have long presses due.
@@ -205,29 +209,39 @@ package struct Fanout: ~Copyable {
 
     // MARK: Clients
 
-    func peer(_ id: UInt64) -> Peer? { peers.first { $0.id == id } }
+    /// `list`'s first `count` entries without those of client `id`, in order: the new count.
+    static func removing<T>(_ id: UInt64, from list: UnsafeMutablePointer<T>, _ count: Int32, _ idOf: (T) -> UInt64)
+        -> Int32
+    {
+        var kept = 0
+        for j in 0..<Int(count) where idOf(list[j]) != id {
+            if kept != j { list[kept] = list[j] }
+            kept += 1
+        }
+        return Int32(kept)
+    }
+
+    func peer(_ id: UInt64) -> Peer? { byID[id] }
 
     package mutating func add(id: UInt64, mayGrab: Bool) {
-        peers.append(Peer(id: id, mayGrab: mayGrab, limits: limits))
+        let peer = Peer(id: id, mayGrab: mayGrab, limits: limits)
+        peers.append(peer)
+        byID[id] = peer
         if plan.capacity < peers.count { grow() }
     }
 
     /// The client is gone (its socket closed): it leaves the plan being made at once (its
-    /// writes: sends are only in a plan `publish` hands over), and nothing is queued or
-    /// planned for it again. A plan already handed over may still name it: the socket owner
-    /// finds no socket by its id.
+    /// writes, and its closing and falling behind: sends are only in a plan `publish` hands
+    /// over), so that no list of that plan holds more entries than there are clients, and
+    /// nothing is queued or planned for it again. A plan already handed over may still name
+    /// it: the socket owner finds no socket by its id.
     package mutating func remove(_ id: UInt64) {
-        guard let i = peers.firstIndex(where: { $0.id == id }) else { return }
+        guard byID.removeValue(forKey: id) != nil, let i = peers.firstIndex(where: { $0.id == id }) else { return }
         let peer = peers.remove(at: i)
         peer.closing = true
-        if peer.listedIn == planNumber {
-            var kept = 0
-            for j in 0..<Int(plan.writeCount) where plan.writeRoom[j] != id {
-                plan.writeRoom[kept] = plan.writeRoom[j]
-                kept += 1
-            }
-            plan.writeCount = Int32(kept)
-        }
+        plan.writeCount = Self.removing(id, from: plan.writeRoom, plan.writeCount) { $0 }
+        plan.closingCount = Self.removing(id, from: plan.closingRoom, plan.closingCount) { $0 }
+        plan.fellBehindCount = Self.removing(id, from: plan.fellBehindRoom, plan.fellBehindCount) { $0.id }
         if peer.session.interaction.grab {
             plan.grabsChanged = true
             planned = true
@@ -300,6 +314,7 @@ package struct Fanout: ~Copyable {
     mutating func close(_ peer: Peer) {
         guard !peer.closing else { return }
         peer.closing = true
+        precondition(Int(plan.closingCount) < plan.capacity, "Fanout: a plan's closing list is full")
         plan.closingRoom[Int(plan.closingCount)] = peer.id
         plan.closingCount += 1
         planned = true
@@ -312,6 +327,7 @@ package struct Fanout: ~Copyable {
     /// the overflow notice, and it is closed once that is read.
     mutating func overflow(_ peer: Peer) {
         let q = peer.out
+        precondition(Int(plan.fellBehindCount) < plan.capacity, "Fanout: a plan's fell-behind list is full")
         plan.fellBehindRoom[Int(plan.fellBehindCount)] = FellBehind(
             id: peer.id, messages: q.count, bytes: q.pending)
         plan.fellBehindCount += 1
@@ -324,6 +340,7 @@ package struct Fanout: ~Copyable {
     mutating func write(_ peer: Peer) {
         guard peer.listedIn != planNumber else { return }
         peer.listedIn = planNumber
+        precondition(Int(plan.writeCount) < plan.capacity, "Fanout: a plan's write list is full")
         plan.writeRoom[Int(plan.writeCount)] = peer.id
         plan.writeCount += 1
         planned = true
@@ -368,7 +385,11 @@ package struct Fanout: ~Copyable {
             let text = self.text
             for peer in peers where !peer.closing {
                 if alone && peer.out.isEmpty && !peer.session.wantsGestures {
-                    guard let h = peer.session.head(for: o) else { continue }
+                    guard let h = peer.session.head(for: o) else {
+                        if peer.session.roomReleased != 0 { collectReleased(peer) }
+                        continue
+                    }
+                    if peer.session.roomReleased != 0 { collectReleased(peer) }
                     var head = ShortText(peer.head)
                     Wire.eventHead(
                         o, text, clientSeq: h.clientSeq, handler: h.handler, shouldPlaySound: h.shouldPlaySound,
@@ -382,31 +403,29 @@ package struct Fanout: ~Copyable {
                 case .queued: write(peer)
                 case .overflow: overflow(peer)
                 }
+                if peer.session.roomReleased != 0 { collectReleased(peer) }
             }
         }
         if alone ? batch[0].changesLongPresses : batch.contains(where: \.changesLongPresses) {
             // Only a press's began or end can move the earliest long press.
             if longPressPeers > 0 { planLongPress() }
-            // Only an end can have a session give back the room that many presses at once
-            // made it hold.
-            collectReleased()
         }
         return takePlan()
     }
 
     mutating func plan(_ send: Send) {
+        precondition(Int(plan.sendCount) < plan.capacity, "Fanout: a plan's send list is full")
         (plan.sendRoom + Int(plan.sendCount)).initialize(to: send)
         plan.sendCount += 1
         planned = true
     }
 
-    /// Adds to the plan the room the sessions gave back.
-    mutating func collectReleased() {
-        for peer in peers where peer.session.roomReleased != 0 {
-            plan.released += peer.session.roomReleased
-            peer.session.roomReleased = 0
-            planned = true
-        }
+    /// Adds to the plan the room a session gave back (at an end of a capture or a control
+    /// key, when many presses at once had made it hold room for all of them).
+    mutating func collectReleased(_ peer: Peer) {
+        plan.released += peer.session.roomReleased
+        peer.session.roomReleased = 0
+        planned = true
     }
 
     /// The socket took `sent` bytes of a planned send (its head and the shared `tail`): the

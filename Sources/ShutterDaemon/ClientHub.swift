@@ -149,8 +149,6 @@ package final class ClientHub {
             flush(client)
             closeClient(client, why: nil)
         }
-        // What closing them planned is not carried out: the daemon is stopping.
-        _ = fanout.takePlan()
         if let summary = peerLog.summary() { Log.info(summary) }
         loop.remove(listener.raw)
         loop.remove(closeTimer.raw)
@@ -453,7 +451,8 @@ package final class ClientHub {
     }
 
     /// Carries out the fan-out's plans, as long as it has one (carrying one out can make
-    /// another: a client closed on the way).
+    /// another: a client closed on the way). Called while one is carried out (a client closed
+    /// by a failed write), it leaves the plan made to this loop.
     func carryOut() {
         if carrying { return }
         while fanout.planned {
@@ -466,10 +465,11 @@ package final class ClientHub {
     /// first, before anything is written; the long-press timer), the direct lines (a head
     /// put before the shared tail and sent with one `send`), the clients that fell behind
     /// (logged) or began closing (given their deadline), the clients with something queued
-    /// (written now unless the socket is known to be full); then whatever plan was made
-    /// meanwhile.
+    /// (written now unless the socket is known to be full). One at a time: the plan's lists
+    /// are in room the fan-out writes the plan after next into, so no plan is made and
+    /// handed over while one is carried out (a plan made meanwhile waits for `carryOut()`).
     func carryOut(_ plan: Fanout.Plan) {
-        let outer = carrying
+        precondition(!carrying, "ClientHub: a plan carried out inside another")
         carrying = true
         if !plan.fellBehind.isEmpty { logFellBehind(plan.fellBehind) }
         // Devices are grabbed or released before the reply that asked for it is written, and
@@ -507,8 +507,7 @@ package final class ClientHub {
         }
         if plan.released > 0 { released(plan.released) }
         if plan.longPressMoved { intents.longPressDue(plan.longPressDue) }
-        carrying = outer
-        if !outer { carryOut() }
+        carrying = false
     }
 
     func logFellBehind(_ list: UnsafeBufferPointer<Fanout.FellBehind>) {
@@ -612,6 +611,7 @@ package final class ClientHub {
     package func publish(_ batch: [Occurrence]) {
         guard !batch.isEmpty else { return }
         carryOut(fanout.publish(batch))
+        carryOut()
     }
 
     /// Counts `bytes` given back to the heap, and trims it (`malloc_trim`) once `trimAfter`

@@ -210,14 +210,18 @@ package final class EvdevDevice {
     /// Logs the SYN_DROPPED the rate limit kept back (the device is going, or the daemon).
     /// Keeps libevdev's copy of a key's state, which EVIOCGKEY's answer is compared with
     /// after dropped events. libevdev refuses (-1) only a code the node does not declare,
-    /// which the kernel never sends: said, not trusted.
+    /// which the kernel never sends: said once a node, not per event (a node that sent them
+    /// all the time would fill the log), with the key.
     @inline(__always)
     func mirror(_ code: UInt16, _ value: Int32) {
-        if libevdev_set_event_value(dev, UInt32(EV_KEY), UInt32(code), value) != 0 {
+        if libevdev_set_event_value(dev, UInt32(EV_KEY), UInt32(code), value) != 0 && !mirrorRefused {
+            mirrorRefused = true
             Log.error(
-                "\(nodeName) - \(name): libevdev refused the state of key \(code), which the node does not declare")
+                "\(nodeName) - \(name): libevdev refused the state of key \(code), which the node does not declare "
+                    + "(said once for this node)")
         }
     }
+    var mirrorRefused = false
 
     package func logUnreportedDrops() {
         guard drops > dropsLogged else { return }

@@ -52,15 +52,16 @@ package final class Broker {
         } catch {
             throw BridgeError("\(error)")
         }
-        // Every file named is read now, so that one missing or unreadable is named with its errno
-        // at start: libmosquitto would say only "Invalid function arguments provided".
+        // Every file named is opened now, so that one missing or unreadable is named with its
+        // errno at start: libmosquitto would say only "Invalid function arguments provided".
+        // Opened, not read: a certificate bundle is neither bounded nor checked as text here.
         let files = [
             ("tls-ca", settings.tlsCA), ("tls-cert", settings.tlsCert), ("tls-key", settings.tlsKey),
             ("password-file", settings.passwordFile),
         ]
         for case (let key, let path?) in files {
             do {
-                _ = try readTextFile(path, limit: 1 << 20)
+                _ = try openFile(path)
             } catch {
                 throw BridgeError("\(key) \(error) (\(Sys.errnoName(error.errno)))")
             }

@@ -19,37 +19,13 @@ func sizeInWords(_ bytes: Int) -> String {
 /// Reads a whole UTF-8 text file of at most `limit` bytes. A directory, a larger file and
 /// bytes that are not UTF-8 are errors, each saying so; a failing call names itself.
 package func readTextFile(_ path: String, limit: Int = 1 << 20) throws(FileReadError) -> String {
+    let (fd, st) = try openFile(path)
     func failure(_ errno: Int32, _ reason: String) -> FileReadError {
         FileReadError(path: path, errno: errno, reason: reason)
     }
-    func failed(_ error: SystemError) -> FileReadError {
-        let e = error.errno
-        let why = error.message
-        if e == Errno.EACCES || e == Errno.EPERM { return failure(e, "\(why) (reading as uid \(Sys.effectiveUID()))") }
-        return failure(e, error.call == "open" ? why : "\(error.call): \(why)")
-    }
-    let fd: FileDescriptor
-    do {
-        fd = FileDescriptor(try Sys.open(path, Sys.readOnly | Sys.noControllingTerminal))
-    } catch {
-        // A dangling link says where it points (readlink fails for anything but a link).
-        if error.errno == Errno.ENOENT, let to = try? Sys.readlink(path), !to.isEmpty {
-            throw failure(Errno.ENOENT, "is a symbolic link to \(to), which does not exist")
-        }
-        throw failed(error)
-    }
-    let st: Sys.FileStatus
-    do {
-        st = try Sys.status(fd.raw, path)
-    } catch {
-        throw failed(error)
-    }
+    func failed(_ error: SystemError) -> FileReadError { FileReadError(path, error) }
     let tooLarge = "over the limit of \(sizeInWords(limit))"
-    switch st.kind {
-    case .directory: throw failure(Errno.EISDIR, "is a directory, not a file")
-    case .regular where st.size > limit: throw failure(Errno.EFBIG, "is \(st.size) bytes, \(tooLarge)")
-    default: break
-    }
+    if st.kind == .regular && st.size > limit { throw failure(Errno.EFBIG, "is \(st.size) bytes, \(tooLarge)") }
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 16384)
     while true {
@@ -74,6 +50,44 @@ package func readTextFile(_ path: String, limit: Int = 1 << 20) throws(FileReadE
     let byte = String(bytes[offset], radix: 16, uppercase: false)
     throw failure(
         Errno.EILSEQ, "is not UTF-8 text: byte 0x\(byte) at offset \(offset) (line \(line)) is not valid UTF-8")
+}
+
+/// Opens a file that must be there and be readable, not a directory: its descriptor and
+/// status, or why not in the words `readTextFile` uses (a dangling link says where it points;
+/// a refusal says the uid it read as). Also for files another library reads (a TLS key), to
+/// name the cause before it is asked.
+package func openFile(_ path: String) throws(FileReadError) -> (FileDescriptor, Sys.FileStatus) {
+    let fd: FileDescriptor
+    do {
+        fd = FileDescriptor(try Sys.open(path, Sys.readOnly | Sys.noControllingTerminal))
+    } catch {
+        // A dangling link says where it points (readlink fails for anything but a link).
+        if error.errno == Errno.ENOENT, let to = try? Sys.readlink(path), !to.isEmpty {
+            throw FileReadError(path: path, errno: Errno.ENOENT, reason: "is a symbolic link to \(to), which does not exist")
+        }
+        throw FileReadError(path, error)
+    }
+    let st: Sys.FileStatus
+    do {
+        st = try Sys.status(fd.raw, path)
+    } catch {
+        throw FileReadError(path, error)
+    }
+    if st.kind == .directory { throw FileReadError(path: path, errno: Errno.EISDIR, reason: "is a directory, not a file") }
+    return (fd, st)
+}
+
+extension FileReadError {
+    /// A failed call on `path`, in words: a refusal says the uid it read as.
+    init(_ path: String, _ error: SystemError) {
+        let e = error.errno
+        let why = error.message
+        if e == Errno.EACCES || e == Errno.EPERM {
+            self.init(path: path, errno: e, reason: "\(why) (reading as uid \(Sys.effectiveUID()))")
+        } else {
+            self.init(path: path, errno: e, reason: error.call == "open" ? why : "\(error.call): \(why)")
+        }
+    }
 }
 
 /// The offset of the first byte that does not begin a valid UTF-8 sequence, and its line.

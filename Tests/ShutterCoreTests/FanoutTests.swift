@@ -90,7 +90,8 @@ struct FanoutTests {
                 return bytes.count
             }
             #expect(sent == expected && sent.last == 0x0A)
-            #expect(!f.planned && f.takePlan().sendCount == 0, "the plan was handed over whole")
+            let planned = f.planned
+            #expect(!planned, "the plan was handed over whole")
         }
         #expect(direct.session.clientSeq == 3 && direct.session.openPresses == 1)
     }
@@ -212,20 +213,43 @@ struct FanoutTests {
         #expect(f.longPressPeers == 0 && f.longPressDue == nil && left.longPressMoved && left.longPressDue == nil)
     }
 
-    @Test("a client removed with something planned for it leaves the plan: nothing is sent or written to its socket")
+    @Test("a client removed with something planned for it leaves the plan being made: no write, close or fell-behind names it")
     func removedLeavesPlan() {
         var f = Fanout(limits: ClientLimits())
         let a = Self.add(&f, id: 1, mayGrab: false)
         let b = Self.add(&f, id: 2, mayGrab: false)
+        let c = Self.add(&f, id: 3, mayGrab: false)
         // A plan being made, not yet handed over: the socket owner has not seen it.
         f.send(Array("reply\n".utf8), to: a.id)
         f.send(Array("reply\n".utf8), to: b.id)
+        f.close(c.id)
         f.remove(a.id)
+        f.remove(c.id)
         let plan = f.takePlan()
         #expect(Array(plan.writes) == [b.id])
+        #expect(plan.closing.isEmpty && plan.fellBehind.isEmpty)
         let sends = f.publish([Self.three[0]])
         #expect(sends.sendCount == 0, "b has a reply waiting: its line is buffered")
         #expect(Array(sends.writes) == [b.id])
+    }
+
+    @Test("clients closed, removed and replaced within one plan never fill its lists beyond their room")
+    func churnWithinPlan() {
+        var f = Fanout(limits: ClientLimits())
+        var id: UInt64 = 0
+        for _ in 0..<5 {
+            // Room for 8 (the least), and 8 clients closed then gone, 8 times, in one plan.
+            var ids: [UInt64] = []
+            for _ in 0..<8 {
+                id += 1
+                _ = Self.add(&f, id: id, mayGrab: false)
+                ids.append(id)
+            }
+            for i in ids { f.close(i) }
+            for i in ids { f.remove(i) }
+        }
+        let plan = f.takePlan()
+        #expect(plan.closing.isEmpty && plan.writes.isEmpty, "each left the plan with its socket")
     }
 
     @Test("a broadcast is queued for every client that is not closing")
@@ -261,13 +285,13 @@ struct FanoutTests {
         let engine = Engine(name: TestNames.name)
         var time: Int64 = 1_000_000
         for h in 1...12 { engine.addDevice(handle: h, info: Self.remote, mapping: .standard(for: .remote)) }
-        func key(_ h: Int, _ value: Int32) -> [Occurrence] {
+        func key(_ h: Int, _ value: Int32, _ code: UInt16 = KeyCode.volumeUp) -> [Occurrence] {
             time += 1000
             var out: [Occurrence] = []
             engine.handle(
                 h,
                 [
-                    RawEvent(type: EventType.key, code: KeyCode.volumeUp, value: value, time: time),
+                    RawEvent(type: EventType.key, code: code, value: value, time: time),
                     RawEvent(type: EventType.syn, code: SynCode.report, value: 0, time: time),
                 ],
                 now: time, into: &out)
@@ -276,6 +300,12 @@ struct FanoutTests {
         for h in 1...12 { #expect(f.publish(key(h, 1)).released == 0) }
         var released: [Int] = []
         for h in 1...12 { released.append(f.publish(key(h, 0)).released) }
+        #expect(released.dropLast().allSatisfy { $0 == 0 } && released.last! > 0)
+        #expect(peer.session.roomReleased == 0, "collected")
+        // A control key's end gives its room back too, collected by the plan of that end.
+        for h in 1...12 { #expect(f.publish(key(h, 1, KeyCode.cameraFocus)).released == 0) }
+        released = []
+        for h in 1...12 { released.append(f.publish(key(h, 0, KeyCode.cameraFocus)).released) }
         #expect(released.dropLast().allSatisfy { $0 == 0 } && released.last! > 0)
         #expect(peer.session.roomReleased == 0, "collected")
     }

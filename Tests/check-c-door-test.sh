@@ -13,9 +13,9 @@ expect() {  # expect NAME FILE LINE-TEXT: the check fails on FILE, naming it
     mkdir -p "$(dirname "$tmp/tree/$file")"
     printf '%s\n' "$text" >>"$tmp/tree/$file"
     if "$here/scripts/check-c-door" "$tmp/tree" 2>"$tmp/err" >/dev/null; then
-        echo "FAIL $name: check-c-door passed"; failures=$((failures + 1))
+        echo "FAIL $name: check-c-door passed" >&2; failures=$((failures + 1))
     elif ! grep -q "^check-c-door: $file:[0-9]*:" "$tmp/err"; then
-        echo "FAIL $name: no file:line for $file in:"; cat "$tmp/err"; failures=$((failures + 1))
+        echo "FAIL $name: no file:line for $file in:" >&2; cat "$tmp/err" >&2; failures=$((failures + 1))
     else
         echo "ok $name: $(head -1 "$tmp/err")"
     fi
@@ -56,6 +56,16 @@ expect "an ignored libc result in the door" Sources/ShutterSys/Bad.swift 'func g
     fsync(fd)
 }'
 expect "a file the compiler cannot read" Sources/ShutterSys/Timer.swift 'func g( {'
+expect "a result bound to let _" Sources/ShutterEvdev/Bad.swift 'func g(_ d: OpaquePointer) { let _ = libevdev_grab(d, LIBEVDEV_GRAB) }'
+expect "a call named by its C module" Sources/ShutterEvdev/Bad.swift 'func g(_ d: OpaquePointer) { _ = CEvdev.libevdev_grab(d, LIBEVDEV_GRAB) }'
+expect "a one-expression closure whose value no one takes" Sources/ShutterSystemd/Bad.swift 'func g(_ m: OpaquePointer) { [1].forEach { _ in sd_bus_message_skip(m, "s") } }'
+expect "a function with an arrow in its parameters, not a result" Sources/ShutterEvdev/Bad.swift 'func g(_ d: OpaquePointer, _ f: () -> Void) { libevdev_grab(d, LIBEVDEV_GRAB) }'
+expect "a bare libc name Sys declares, outside Sys" Sources/ShutterSys/Bad.swift 'struct Bad { func g(_ fd: Int32) { close(fd) } }'
+expect "a C symbol named by hand" Sources/ShutterDaemon/Bad.swift '@_silgen_name("getpid") func pid() -> Int32'
+expect "a wrapper calling getaddrinfo's words itself" Sources/ShutterMQTT/Bad.swift 'func g(_ e: Int32) -> Bool { gai_strerror(e) != nil }'
+expect "an import behind canImport" Sources/ShutterDaemon/Bad.swift '#if canImport(CUdev)
+import CUdev
+#endif'
 expect "a new system library" Package.swift 'package.targets.append(.systemLibrary(name: "CFoo", pkgConfig: "libfoo"))'
 expect "a new C target" Package.swift 'package.targets.append(.target(name: "CBar", path: "Sources/CLinux"))'
 expect "the daemon depending on C" Package.swift 'package.targets.first { $0.name == "ShutterDaemon" }!.dependencies.append("CEvdev")'

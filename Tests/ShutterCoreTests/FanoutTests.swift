@@ -213,7 +213,9 @@ struct FanoutTests {
         #expect(f.longPressPeers == 0 && f.longPressDue == nil && left.longPressMoved && left.longPressDue == nil)
     }
 
-    @Test("a client removed with something planned for it leaves the plan being made: no write, close or fell-behind names it")
+    @Test(
+        "a client removed with something planned for it leaves the plan being made: no write, close or fell-behind names it"
+    )
     func removedLeavesPlan() {
         var f = Fanout(limits: ClientLimits())
         let a = Self.add(&f, id: 1, mayGrab: false)

@@ -52,20 +52,6 @@ package final class Broker {
         } catch {
             throw BridgeError("\(error)")
         }
-        // Every file named is opened now, so that one missing or unreadable is named with its
-        // errno at start: libmosquitto would say only "Invalid function arguments provided".
-        // Opened, not read: a certificate bundle is neither bounded nor checked as text here.
-        let files = [
-            ("tls-ca", settings.tlsCA), ("tls-cert", settings.tlsCert), ("tls-key", settings.tlsKey),
-            ("password-file", settings.passwordFile),
-        ]
-        for case (let key, let path?) in files {
-            do {
-                _ = try openFile(path)
-            } catch {
-                throw BridgeError("\(key) \(error) (\(Sys.errnoName(error.errno)))")
-            }
-        }
         try check("MQTT 3.1.1", mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311))
         try check(
             "the last will",
@@ -114,8 +100,9 @@ package final class Broker {
                 keepaliveTimer.acknowledge()
                 // MOSQ_ERR_NO_CONN between connections: nothing to keep alive.
                 let rc = mosquitto_loop_misc(mosq)
+                let e = Sys.errno
                 if rc != MOSQ_ERR_SUCCESS.rawValue && rc != MOSQ_ERR_NO_CONN.rawValue {
-                    Log.debug("mqtt: libmosquitto's keepalive: \(Broker.describe(rc))")
+                    Log.debug("mqtt: libmosquitto's keepalive: \(Broker.describe(rc, errno: e))")
                 }
                 afterIO()
             }
@@ -131,7 +118,8 @@ package final class Broker {
     /// mosquitto_lib_init: once, before the first Broker.
     package static func libraryInit() throws(BridgeError) {
         let rc = mosquitto_lib_init()
-        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw BridgeError("libmosquitto: \(describe(rc))") }
+        let e = Sys.errno
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw BridgeError("libmosquitto: \(describe(rc, errno: e))") }
     }
 
     /// mosquitto_lib_cleanup: once, after the last Broker.
@@ -142,13 +130,15 @@ package final class Broker {
     }
 
     func check(_ what: String, _ rc: Int32) throws(BridgeError) {
-        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw BridgeError("\(what): \(Broker.describe(rc))") }
+        // The errno of the call whose `rc` this is: read before anything else runs.
+        let e = Sys.errno
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw BridgeError("\(what): \(Broker.describe(rc, errno: e))") }
     }
 
     /// libmosquitto's words for `rc`, with errno's (`e`, taken when the call returned) for a
     /// failed system call. libmosquitto 2.0.11 has no words for a keepalive timeout ("Unknown
     /// error").
-    static func describe(_ rc: Int32, errno e: Int32 = Sys.errno) -> String {
+    static func describe(_ rc: Int32, errno e: Int32) -> String {
         if rc == MOSQ_ERR_ERRNO.rawValue { return "\(Sys.errnoMessage(e)) (\(Sys.errnoName(e)))" }
         if rc == MOSQ_ERR_KEEPALIVE.rawValue { return "keepalive timeout (\(rc))" }
         return (Sys.string(mosquitto_strerror(rc)) ?? "error") + " (\(rc))"
@@ -163,14 +153,16 @@ package final class Broker {
         // certificate comes after the handshake, and libmosquitto returns a lost connection.
         if let detail = libraryError, settings.tlsCA != nil, rc != MOSQ_ERR_KEEPALIVE.rawValue {
             let missing =
-                detail.utf8.containsRun("certificate required".utf8) && settings.tlsCert == nil
+                !connected && detail.utf8.containsRun("certificate required".utf8) && settings.tlsCert == nil
                 ? " (the broker requires a client certificate: set tls-cert and tls-key)" : ""
             return "TLS failed: \(detail)\(missing)"
         }
         // A TLS failure OpenSSL gave no reason for (libmosquitto's EPROTO): the broker ended the
         // connection without an alert that arrived, as one that requires a client
         // certificate may when the alert is lost to the connection's reset.
-        if settings.tlsCA != nil, rc == MOSQ_ERR_ERRNO.rawValue, e == Errno.EPROTO {
+        // Only before the broker accepted the connection: a TLS connection reset after that
+        // (a broker restarted) says EPROTO too, and is the broker's closing, said below.
+        if !connected, settings.tlsCA != nil, rc == MOSQ_ERR_ERRNO.rawValue, e == Errno.EPROTO {
             let missing =
                 settings.tlsCert == nil
                 ? " (a broker that requires a client certificate does this: set tls-cert and tls-key)" : ""
@@ -188,7 +180,11 @@ package final class Broker {
             // libmosquitto leaves getaddrinfo's result in errno.
             return "cannot resolve host \(settings.host): \(Sys.resolverMessage(e))"
         case MOSQ_ERR_CONN_LOST.rawValue where !connected:
-            return "the server there is not an MQTT broker (it closed the connection and answered no CONNACK)"
+            // Also what a broker that wants TLS says to a plain connection, and one at its
+            // connection limit: said, as the likely causes.
+            return "the server there is not an MQTT broker (it closed the connection and answered no CONNACK; "
+                + (settings.tlsCA == nil ? "or a broker that wants TLS (tls-ca), " : "or ")
+                + "a broker at its connection limit)"
         case MOSQ_ERR_SUCCESS.rawValue where !connected, MOSQ_ERR_PROTOCOL.rawValue where !connected,
             MOSQ_ERR_MALFORMED_PACKET.rawValue where !connected, MOSQ_ERR_ERRNO.rawValue where !connected && e == 0:
             // An answer that is not MQTT: libmosquitto reads a length from it, and the
@@ -197,6 +193,8 @@ package final class Broker {
                 + "and it closed the connection)"
         case MOSQ_ERR_CONN_LOST.rawValue:
             return "the broker closed the connection"
+        case MOSQ_ERR_ERRNO.rawValue where e == Errno.EPROTO:
+            return "the broker's TLS connection ended without a reason (EPROTO): the broker closed it"
         case MOSQ_ERR_ERRNO.rawValue where e == 0:
             return "the broker closed the connection in the middle of a packet"
         default:
@@ -291,9 +289,10 @@ package final class Broker {
         let rc = bytes.withUnsafeBytes {
             mosquitto_publish(mosq, &mid, topic, Int32($0.count), $0.baseAddress, Int32(settings.qos), retain)
         }
+        let e = Sys.errno
         afterIO()
         guard rc == MOSQ_ERR_SUCCESS.rawValue else {
-            Log.debug("mqtt: publish to \(topic): \(Broker.describe(rc))")
+            Log.debug("mqtt: publish to \(topic): \(Broker.describe(rc, errno: e))")
             return nil
         }
         return mid
@@ -302,8 +301,11 @@ package final class Broker {
     /// Subscribes at QoS 0; what arrives goes to `onMessage`.
     package func subscribe(_ pattern: String) {
         let rc = mosquitto_subscribe(mosq, nil, pattern, 0)
+        let e = Sys.errno
         afterIO()
-        if rc != MOSQ_ERR_SUCCESS.rawValue { Log.debug("mqtt: subscribe to \(pattern): \(Broker.describe(rc))") }
+        if rc != MOSQ_ERR_SUCCESS.rawValue {
+            Log.debug("mqtt: subscribe to \(pattern): \(Broker.describe(rc, errno: e))")
+        }
     }
 
     func connected(code: Int32) {
@@ -366,16 +368,18 @@ package final class Broker {
         stopping = true
         guard connected else { return }
         let rc = mosquitto_disconnect(mosq)
+        let e = Sys.errno
         guard rc == MOSQ_ERR_SUCCESS.rawValue else {
-            Log.debug("mqtt: disconnecting: \(Broker.describe(rc))")
+            Log.debug("mqtt: disconnecting: \(Broker.describe(rc, errno: e))")
             return
         }
         let deadline = ContinuousClock.now + .seconds(1)
         while let fd = watched, mosquitto_want_write(mosq), ContinuousClock.now < deadline {
             _ = try? Sys.poll(fd, .writable, timeout: 100)
             let rc = mosquitto_loop_write(mosq, 1)
+            let e = Sys.errno
             guard rc == MOSQ_ERR_SUCCESS.rawValue else {
-                Log.debug("mqtt: the last writes: \(Broker.describe(rc))")
+                Log.debug("mqtt: the last writes: \(Broker.describe(rc, errno: e))")
                 return
             }
         }

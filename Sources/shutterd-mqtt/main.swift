@@ -36,7 +36,8 @@ let usage = """
       --check-config [FILE]
                       read the config (FILE, else --config's, else the default) and
                       the options, and exit: 0 when shutterd-mqtt would start with
-                      them, 78 with the line that is wrong (64 for an option)
+                      them, 78 with the line that is wrong or a file it names
+                      that cannot be opened (64 for an option)
       --version       print the version and exit
       --help          print this help and exit
 
@@ -117,6 +118,20 @@ for (key, value) in overrides {
     }
 }
 if let problem = settings.inconsistency { fail(problem, code: 64) }
+// Every file the settings name is opened now, for --check-config as for a start, so that one
+// missing or unreadable is named with its errno (libmosquitto would say only "Invalid function
+// arguments provided"). Opened, not read: a certificate bundle is neither bounded nor text
+// here. At a start, exit 1: systemd tries again, and a certificate provisioned later heals it.
+for case (let key, let path?) in [
+    ("tls-ca", settings.tlsCA), ("tls-cert", settings.tlsCert), ("tls-key", settings.tlsKey),
+    ("password-file", settings.passwordFile),
+] {
+    do {
+        _ = try openFile(path)
+    } catch {
+        fail("\(key) \(error) (\(Sys.errnoName(error.errno)))", code: checkConfig ? 78 : 1)
+    }
+}
 if checkConfig {
     Log.info("config: \(file) is good")
     Log.finish()

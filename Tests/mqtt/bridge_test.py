@@ -519,9 +519,9 @@ def test_unresolvable_host(work):
 
 
 def test_missing_files(work):
-    """A TLS file or the password file that cannot be read stops the bridge at start (exit 1),
-    naming the setting, the file and the errno (libmosquitto said 'Invalid function arguments
-    provided')."""
+    """A TLS file or the password file that cannot be read stops the bridge at start (exit 1)
+    and fails --check-config (78), naming the setting, the file and the errno (libmosquitto
+    said 'Invalid function arguments provided')."""
     ca = make_ca(work, "test-ca")
     missing = os.path.join(work, "nonexistent")
     cases = [
@@ -540,6 +540,11 @@ def test_missing_files(work):
     p = subprocess.run([BRIDGE, "--config", conf, "--socket", os.path.join(work, "none.sock"), "--tls-ca", work],
                        capture_output=True, text=True, timeout=20)
     assert p.returncode == 1 and f"tls-ca {work}: is a directory" in p.stderr, (p.returncode, p.stderr)
+    # --check-config says so too: the bridge would not start with them (78, its config's code).
+    p = subprocess.run([BRIDGE, "--check-config", conf, "--tls-ca", missing], capture_output=True, text=True,
+                       timeout=20)
+    want = f"shutterd-mqtt: tls-ca {missing}: No such file or directory (ENOENT)"
+    assert p.returncode == 78 and want in p.stderr, (p.returncode, p.stderr)
 
 
 def test_client_certificate_required(work):

@@ -136,6 +136,7 @@ class Daemon:
         self.notify_path = path + ".notify"
         self.notify_socket: Optional[socket.socket] = None
         self.ready_ns: Optional[int] = None
+        self.ready_seen = False
         self.spawned_ns = 0
         self.proc: Optional[subprocess.Popen] = None
         self.started = 0.0
@@ -193,6 +194,8 @@ class Daemon:
         when the daemon exits first or the time is up, as connect()'s."""
         if self.proc is None or self.notify_socket is None:
             raise DaemonError("%s was not started with notify=True" % self.binary)
+        if self.ready_seen:
+            return self.ready_ns
         if timeout is None:
             timeout = max(0.0, self.start_timeout - (time.monotonic() - self.started))
         deadline = time.monotonic() + timeout
@@ -205,13 +208,22 @@ class Daemon:
                     message = b""
                 if message.startswith(b"READY=1") or b"\nREADY=1" in message:
                     self.ready_ns = time.monotonic_ns() - self.spawned_ns
+                    self.ready_seen = True
                     return self.ready_ns
                 if self.proc.poll() is not None:
                     raise self.failure("exited with %s before it said READY=1 (it listens then)" %
                                        describe_status(self.proc.returncode))
                 if time.monotonic() >= deadline:
                     raise self.failure("did not say READY=1 within %.1f s" % timeout)
-        finally:
+        except BaseException:
+            self.close_notify_socket()
+            raise
+
+    def close_notify_socket(self) -> None:
+        """The notify socket stays bound until the daemon is stopped: shutterd goes on
+        telling it its STATUS (and STOPPING=1), and a socket gone would be an error it logs.
+        What it is told after READY=1 is not read (a few datagrams: one a client)."""
+        if self.notify_socket is not None:
             self.notify_socket.close()
             self.notify_socket = None
             try:
@@ -282,10 +294,8 @@ class Daemon:
     def stop(self, timeout: Optional[float] = None) -> Optional[int]:
         """SIGTERM, then SIGKILL after `timeout` seconds (default stop_timeout); the
         returncode (None when never started)."""
-        if self.notify_socket is not None:  # started with wait=False and never waited
-            self.notify_socket.close()
-            self.notify_socket = None
         if self.proc is None:
+            self.close_notify_socket()
             return None
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -294,6 +304,7 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.close_notify_socket()
         return self.proc.returncode
 
     def __enter__(self) -> "Daemon":

@@ -69,7 +69,7 @@ def test_notify_waits_for_ready_and_no_client_is_seen(sockdir):
                env={"SHUTTERD_CONFIG": empty_config(sockdir)})
     with d:
         assert d.ready_ns is not None and d.ready_ns > 0
-        assert not os.path.exists(d.notify_path), "the notify socket is removed once READY=1 came"
+        assert os.path.exists(d.notify_path), "the notify socket stays while shutterd runs: it tells it its STATUS"
         assert "connected" not in d.log(), d.log()
         assert "added" not in d.log(), "playback started before any client: %s" % d.log()
         s = d.connect(timeout=5)
@@ -77,6 +77,8 @@ def test_notify_waits_for_ready_and_no_client_is_seen(sockdir):
         assert b'"type":"deviceAdded"' in read_line(s), "the test's own connection started playback"
         s.close()
     assert d.returncode == 0
+    assert not os.path.exists(d.notify_path), "stop() removes the notify socket"
+    assert "cannot tell systemd" not in d.log(), "a STATUS after READY=1 found no socket: %s" % d.log()
 
 
 def test_notify_a_program_that_never_says_ready_times_out(sockdir):

@@ -160,7 +160,7 @@ package final class ClientHub {
     /// Returns whether it was logged.
     @discardableResult
     func peerLine(_ what: String, _ line: @autoclosure () -> String) -> Bool {
-        let now = monotonicMicros()
+        let now = Sys.monotonicMicros()
         let (log, summary) = peerLog.admit(what, now: now)
         if let summary { Log.info(summary) }
         if log { Log.info(line()) }
@@ -395,7 +395,7 @@ package final class ClientHub {
     }
 
     func refuse(_ client: Client, _ error: RequestError) {
-        let now = monotonicMicros()
+        let now = Sys.monotonicMicros()
         if client.refusals.note(error.code.rawValue, now: now) {
             peerLine("refused requests", "\(client.label): \(error.code.rawValue): \(error.message)")
         } else if client.refusals.due(now: now) {
@@ -425,7 +425,7 @@ package final class ClientHub {
             }
             // The presses it cancels for this client are numbered in the daemon's sequence.
             let seqs = (0..<fanout.cancels(installing: interaction, for: client.id)).map { _ in engine.nextSeq() }
-            fanout.setInteraction(interaction, of: client.id, now: monotonicMicros(), seqs: seqs)
+            fanout.setInteraction(interaction, of: client.id, now: Sys.monotonicMicros(), seqs: seqs)
             fanout.send(Message.reply(line.request, id: line.id, [("interaction", interaction.json)]), to: client.id)
         case .replay(let action):
             guard let startReplay = intents.startReplay else {
@@ -522,7 +522,7 @@ package final class ClientHub {
 
     /// Gives a closing client its deadline.
     func startClosing(_ client: Client) {
-        let now = monotonicMicros()
+        let now = Sys.monotonicMicros()
         client.closeDeadline = now + closeGrace
         // Each closing client keeps its own deadline: the timer is only ever brought forward.
         if closeTimerDue.map({ client.closeDeadline < $0 }) ?? true {
@@ -593,7 +593,7 @@ package final class ClientHub {
 
     func closeTimerFired() {
         closeTimer.acknowledge()
-        let now = monotonicMicros()
+        let now = Sys.monotonicMicros()
         var next: Int64?
         for client in clients.values where client.closeDeadline != 0 {
             if client.closeDeadline <= now {
@@ -630,7 +630,7 @@ package final class ClientHub {
     /// what the devices with a held key sent meanwhile (so that a release that came before a
     /// long press's time ends the press instead): the long presses due now are sent.
     package func longPressesDue() {
-        fanout.longPresses(dueBy: monotonicMicros())
+        fanout.longPresses(dueBy: Sys.monotonicMicros())
         carryOut()
     }
 

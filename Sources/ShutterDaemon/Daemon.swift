@@ -189,7 +189,7 @@ package final class Daemon {
             throw DaemonError(error.description)
         }
         Systemd.notify("STOPPING=1")
-        let cancels = engine.shutdown(now: monotonicMicros())
+        let cancels = engine.shutdown(now: Sys.monotonicMicros())
         hub.publish(cancels)
         hub.closeAll()
         grabs.log = { Log.info($0) }
@@ -308,7 +308,7 @@ package final class Daemon {
             gone = error
         }
         // Received when the last read returned: one clock read for the whole batch.
-        let now = monotonicMicros()
+        let now = Sys.monotonicMicros()
         for i in occurrences.indices { occurrences[i].receiveTime = now }
         hub.publish(occurrences)
         if let gone {
@@ -346,7 +346,7 @@ package final class Daemon {
         bySyspath[device.info.syspath] = nil
         loop.remove(device.evdev.raw)
         device.evdev.logUnreportedDrops()
-        retire(device.record, "\(device.evdev.nodeName) - \(device.info.name)", why: why, now: monotonicMicros())
+        retire(device.record, "\(device.evdev.nodeName) - \(device.info.name)", why: why, now: Sys.monotonicMicros())
     }
 
     /// A device is gone (unplugged, or its recording played to the end): its held keys are
@@ -386,7 +386,7 @@ extension Daemon {
         if let replayer {
             // The timer is armed here and fires on a later turn of the loop: the reply goes
             // out before the first event played.
-            intents.startReplay = { replayer.start(now: monotonicMicros()) }
+            intents.startReplay = { replayer.start(now: Sys.monotonicMicros()) }
         }
         return intents
     }
@@ -398,7 +398,7 @@ extension Daemon {
             return
         }
         addRecordings()
-        _ = replayer.start(now: monotonicMicros())
+        _ = replayer.start(now: Sys.monotonicMicros())
     }
 
     /// The recordings' devices join the engine and the hub (every client is told), as a
@@ -419,7 +419,7 @@ extension Daemon {
     func replayDue() {
         guard let replayer else { return }
         replayer.timer.acknowledge()
-        let now = monotonicMicros()
+        let now = Sys.monotonicMicros()
         for track in replayer.tracks where !track.removed {
             events.removeAll(keepingCapacity: true)
             let ended = replayer.play(track, now: now, into: &events)
@@ -432,7 +432,7 @@ extension Daemon {
                 retire(track.record, "\(track.path) - \(track.recording.name)", why: "end of the recording", now: now)
             }
         }
-        replayer.schedule(now: monotonicMicros())
+        replayer.schedule(now: Sys.monotonicMicros())
     }
 }
 

@@ -88,7 +88,7 @@ extension Daemon {
         let old = device.info
         device.record = new
         device.loggedEventsWhileDisconnected = false
-        hub.publish(engine.replaceRecord(new, now: monotonicMicros()))
+        hub.publish(engine.replaceRecord(new, now: Sys.monotonicMicros()))
         var what: [String] = []
         if old.connected != new.info.connected {
             what.append("connected=\(new.info.connected.map(String.init) ?? "-")")

@@ -63,7 +63,8 @@ package func openFile(_ path: String) throws(FileReadError) -> (FileDescriptor, 
     } catch {
         // A dangling link says where it points (readlink fails for anything but a link).
         if error.errno == Errno.ENOENT, let to = try? Sys.readlink(path), !to.isEmpty {
-            throw FileReadError(path: path, errno: Errno.ENOENT, reason: "is a symbolic link to \(to), which does not exist")
+            throw FileReadError(
+                path: path, errno: Errno.ENOENT, reason: "is a symbolic link to \(to), which does not exist")
         }
         throw FileReadError(path, error)
     }
@@ -73,7 +74,9 @@ package func openFile(_ path: String) throws(FileReadError) -> (FileDescriptor, 
     } catch {
         throw FileReadError(path, error)
     }
-    if st.kind == .directory { throw FileReadError(path: path, errno: Errno.EISDIR, reason: "is a directory, not a file") }
+    if st.kind == .directory {
+        throw FileReadError(path: path, errno: Errno.EISDIR, reason: "is a directory, not a file")
+    }
     return (fd, st)
 }
 

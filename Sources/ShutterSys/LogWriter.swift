@@ -108,11 +108,11 @@ final class LogWriter: Sendable {
     /// Writes what is held, waiting up to `milliseconds` for the output: before exit, when
     /// nothing else is left to do.
     func finish(milliseconds: Int32) {
-        let deadline = monotonicMicros() + Int64(milliseconds) * 1000
+        let deadline = Sys.monotonicMicros() + Int64(milliseconds) * 1000
         while true {
             flush()
             guard hasBacklog, let fd else { return }
-            let left = (deadline - monotonicMicros()) / 1000
+            let left = (deadline - Sys.monotonicMicros()) / 1000
             guard left > 0 else { return }
             _ = try? Sys.poll(fd, .writable, timeout: Int32(min(left, 1000)))
         }

@@ -269,7 +269,9 @@ extension Sys {
     /// Flushes the C library's output buffers (what `print` wrote); throws when the output
     /// did not take it (EPIPE, ENOSPC).
     package static func flushOutput() throws(SystemError) {
-        if fflush(nil) != 0 { throw failure("fflush", "standard output", Glibc.errno) }
+        // Not `failure`, which traps on EBADF: a standard output the caller closed is the
+        // caller's (as the log's writes take it), said, not a crash.
+        if fflush(nil) != 0 { throw SystemError("fflush", errno: Glibc.errno, subject: "standard output") }
     }
 
     /// Writes a message to stderr as it is, blocking (for a command-line tool).

@@ -89,9 +89,6 @@ package enum Errno {
     package static let ECONNRESET = Glibc.ECONNRESET
     package static let EPROTO = Glibc.EPROTO
 }
-/// CLOCK_MONOTONIC now, in microseconds.
-@inline(__always)
-package func monotonicMicros() -> Int64 { Sys.monotonicMicros() }
 
 /// Runs a call whose failure is worth a log line but nothing more (a descriptor's epoll
 /// registration changing, a timer being set): never silent, never fatal.
@@ -102,6 +99,3 @@ package func logged(_ body: () throws(SystemError) -> Void) {
         Log.error("\(error)")
     }
 }
-
-/// Writes all of `bytes` to a blocking descriptor, a short write continued.
-package func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(SystemError) { try Sys.writeAll(fd, bytes) }

@@ -17,7 +17,7 @@ package final class Timer {
     /// Arms the timer to fire once at `due` (CLOCK_MONOTONIC µs; at once when that has
     /// passed), or disarms it when `due` is nil.
     package func arm(at due: Int64?) {
-        if let due { arm(after: UInt64(max(1, due - monotonicMicros()))) } else { disarm() }
+        if let due { arm(after: UInt64(max(1, due - Sys.monotonicMicros()))) } else { disarm() }
     }
 
     package func disarm() {

@@ -96,7 +96,7 @@ package final class BluezWatcher {
         loop.modify(fd, events: UInt32(events))
         var deadline: UInt64 = 0
         if sd_bus_get_timeout(bus, &deadline) >= 0, deadline != UInt64.max {
-            let now = UInt64(max(monotonicMicros(), 0))
+            let now = UInt64(max(Sys.monotonicMicros(), 0))
             timer?.arm(after: deadline > now ? deadline - now : 1)
         } else {
             timer?.disarm()

@@ -176,15 +176,15 @@ let latencyUsage = """
     say(
         "recording \(chosen.info.node) - \(chosen.info.name) (\(chosen.info.id)) into \(file)"
             + (duration.map { " for \($0) s" } ?? "") + "; Ctrl-C stops")
-    let deadline = duration.map { monotonicMicros() + Int64($0 * 1_000_000) }
+    let deadline = duration.map { Sys.monotonicMicros() + Int64($0 * 1_000_000) }
     var events: [RawEvent] = []
     var origin: Int64?
     var last: Int64 = 0
     var written = 0
     var failed = false
     recording: while true {
-        let timeout = deadline.map { Int32(clamping: max(0, ($0 - monotonicMicros() + 999) / 1000)) } ?? -1
-        if let deadline, monotonicMicros() >= deadline { break }
+        let timeout = deadline.map { Int32(clamping: max(0, ($0 - Sys.monotonicMicros() + 999) / 1000)) } ?? -1
+        if let deadline, Sys.monotonicMicros() >= deadline { break }
         let found: [Sys.PollEvents]
         do {
             guard let f = try Sys.poll([(chosen.evdev.raw, .readable), (signals.raw, .readable)], timeout: timeout)
@@ -285,12 +285,12 @@ let latencyUsage = """
     } else {
         Sys.sleep(micros: Int64(min(wait, 1) * 1_000_000))
     }
-    let origin = monotonicMicros()
+    let origin = Sys.monotonicMicros()
     do {
         for e in recording.events {
             if speed > 0 {
                 let due = origin + Recording.offset(e.time, speed: speed)
-                let now = monotonicMicros()
+                let now = Sys.monotonicMicros()
                 if due > now { Sys.sleep(micros: due - now) }
             }
             try uinput.write(type: e.type, code: e.code, value: e.value)
@@ -396,7 +396,7 @@ let replayedMeaning =
             present[d.id] = present[d.id].flatMap { $0 > 1 ? $0 - 1 : nil }
             if present.isEmpty { gone = "'\(d.name)' went away (deviceRemoved)" }
         case .capture(let c)? where c.phase == .began && measured(c.device):
-            let receipt = monotonicMicros()
+            let receipt = Sys.monotonicMicros()
             seen(c.device)
             if c.device.replayed { replayed += 1 }
             toDaemon.append(c.receiveTime - c.kernelTime)

@@ -71,7 +71,7 @@ func usageError(_ message: String) -> Never {
     Log.error("shutterd: \(message)")
     Log.finish()
     // A failure to write stderr cannot be told anywhere: the exit status still says it.
-    try? writeAll(2, Array(("\n" + usage + "\n").utf8))
+    try? Sys.writeAll(2, Array(("\n" + usage + "\n").utf8))
     Sys.exit(64)
 }
 

@@ -22,9 +22,9 @@ struct BluezProgramTests {
     /// Polls `text` until it holds `needle` (a log line being written) `count` times, for a
     /// while.
     func waitFor(_ needle: String, count: Int = 1, in text: () -> String) -> Bool {
-        let deadline = monotonicMicros() + 10_000_000
+        let deadline = Sys.monotonicMicros() + 10_000_000
         while text().split(separator: "\n").filter({ $0.contains(needle) }).count < count {
-            if monotonicMicros() > deadline { return false }
+            if Sys.monotonicMicros() > deadline { return false }
             usleep(20_000)
         }
         return true

@@ -384,7 +384,7 @@ struct ClientHubTests {
 struct GestureTimerTests {
     /// A key of the remote going down or up now (the kernel's clock is CLOCK_MONOTONIC).
     func key(_ h: HubHarness, _ code: UInt16, _ value: Int32) {
-        let now = monotonicMicros()
+        let now = Sys.monotonicMicros()
         var out: [Occurrence] = []
         h.engine.handle(
             1,

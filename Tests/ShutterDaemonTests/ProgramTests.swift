@@ -402,8 +402,8 @@ struct ProgramTests {
         let notify = try NotifySocket(path: dir + "/notify")
         func messages(for seconds: Int32) -> [String] {
             var out: [String] = []
-            let deadline = monotonicMicros() + Int64(seconds) * 1_000_000
-            while monotonicMicros() < deadline {
+            let deadline = Sys.monotonicMicros() + Int64(seconds) * 1_000_000
+            while Sys.monotonicMicros() < deadline {
                 if let m = notify.next(timeout: 100) { out.append(m) }
             }
             return out
@@ -445,13 +445,13 @@ struct ProgramTests {
                 (try? JSON.parse(String($0)))?["type"]?.stringValue == "hello"
             }.count
         }
-        let deadline = monotonicMicros() + 10_000_000
-        while hellos() < 1 && monotonicMicros() < deadline { usleep(50_000) }
+        let deadline = Sys.monotonicMicros() + 10_000_000
+        while hellos() < 1 && Sys.monotonicMicros() < deadline { usleep(50_000) }
         #expect(hellos() == 1)
         kill(first.pid, SIGTERM)
         #expect(first.wait() == 0)
         let second = Child([shutterd, "--socket", path], directory: dir)
-        while hellos() < 2 && monotonicMicros() < deadline + 10_000_000 { usleep(50_000) }
+        while hellos() < 2 && Sys.monotonicMicros() < deadline + 10_000_000 { usleep(50_000) }
         #expect(hellos() == 2, "watch greeted by the restarted daemon")
         #expect(watch.stderr.contains("reconnecting"))
         kill(second.pid, SIGTERM)

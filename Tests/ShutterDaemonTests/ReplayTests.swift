@@ -303,8 +303,8 @@ struct ReplayTests {
         // Four captures a pass: in one second about 11 passes can start (one at once, then
         // one every 100 ms or later). A loaded machine only plays fewer.
         var captures = 0
-        let start = monotonicMicros()
-        while monotonicMicros() - start < 1_000_000, case .message(let m) = try client.next(timeout: 1000) {
+        let start = Sys.monotonicMicros()
+        while Sys.monotonicMicros() - start < 1_000_000, case .message(let m) = try client.next(timeout: 1000) {
             if m["type"]?.stringValue == "capture" { captures += 1 }
         }
         #expect(captures >= 4, "the first pass plays")
@@ -442,8 +442,8 @@ struct ReplayTests {
         let none = Child(
             [builtProgram("shutterctl"), "--socket", path, "latency", "--device", "Griffin*", "--count", "1"],
             directory: dir)
-        let deadline = monotonicMicros() + 10_000_000
-        while !again.stderr.contains("removed (end of the recording)") && monotonicMicros() < deadline {
+        let deadline = Sys.monotonicMicros() + 10_000_000
+        while !again.stderr.contains("removed (end of the recording)") && Sys.monotonicMicros() < deadline {
             usleep(10_000)
         }
         #expect(none.exited() == nil, "still waiting after the unmatched device went: \(none.stderr)")

@@ -171,9 +171,9 @@ final class Child {
 
     /// Waits for the exit status (or 128 + signal).
     func wait(timeoutSeconds: Double = 20) -> Int32 {
-        let deadline = monotonicMicros() + Int64(timeoutSeconds * 1_000_000)
+        let deadline = Sys.monotonicMicros() + Int64(timeoutSeconds * 1_000_000)
         while exited() == nil {
-            if monotonicMicros() > deadline {
+            if Sys.monotonicMicros() > deadline {
                 kill(pid, SIGKILL)
                 var raw: Int32 = 0
                 waitpid(pid, &raw, 0)
@@ -217,14 +217,14 @@ struct DaemonStartError: Error, CustomStringConvertible {
 /// unread. Gives up after `seconds`, or at once when `child` exits, with a DaemonStartError
 /// that says the exit status and the tail of the child's log.
 func waitUntilListening(_ child: Child, _ path: String, seconds: Double = 10) throws -> LineClient {
-    let deadline = monotonicMicros() + Int64(seconds * 1_000_000)
+    let deadline = Sys.monotonicMicros() + Int64(seconds * 1_000_000)
     while true {
         if let status = child.exited() {
             throw DaemonStartError(
                 description: "pid \(child.pid) exited with \(status) before it listened on \(path)\n\(child.logTail())")
         }
         if let client = try? LineClient(path: path) { return client }
-        if monotonicMicros() > deadline {
+        if Sys.monotonicMicros() > deadline {
             throw DaemonStartError(
                 description: "pid \(child.pid) did not listen on \(path) within \(seconds) s\n\(child.logTail())")
         }
@@ -236,7 +236,7 @@ func waitUntilListening(_ child: Child, _ path: String, seconds: Double = 10) th
 /// listen(2)), without connecting: the daemon has seen no client. Gives up after `seconds`,
 /// or at once when `child` exits, with a DaemonStartError as `waitUntilListening`'s.
 func waitUntilReady(_ child: Child, _ notify: NotifySocket, _ path: String, seconds: Double = 10) throws {
-    let deadline = monotonicMicros() + Int64(seconds * 1_000_000)
+    let deadline = Sys.monotonicMicros() + Int64(seconds * 1_000_000)
     while true {
         if let message = notify.next(timeout: 20),
             message.hasPrefix("READY=1") || message.contains("\nREADY=1")
@@ -248,7 +248,7 @@ func waitUntilReady(_ child: Child, _ notify: NotifySocket, _ path: String, seco
                 description:
                     "pid \(child.pid) exited with \(status) before it said READY=1 on \(path)\n\(child.logTail())")
         }
-        if monotonicMicros() > deadline {
+        if Sys.monotonicMicros() > deadline {
             throw DaemonStartError(
                 description: "pid \(child.pid) did not say READY=1 on \(path) within \(seconds) s\n\(child.logTail())")
         }
@@ -304,10 +304,10 @@ func readFile(_ path: String) -> String { (try? readTextFile(path)) ?? "" }
 /// bus's socket). Not for shutterd's socket, whose file exists from bind(2), before
 /// listen(2): `startShutterd` waits until it listens.
 func waitForFile(_ path: String, seconds: Double = 10) -> Bool {
-    let deadline = monotonicMicros() + Int64(seconds * 1_000_000)
+    let deadline = Sys.monotonicMicros() + Int64(seconds * 1_000_000)
     var st = stat()
     while stat(path, &st) != 0 {
-        if monotonicMicros() > deadline { return false }
+        if Sys.monotonicMicros() > deadline { return false }
         usleep(10_000)
     }
     return true

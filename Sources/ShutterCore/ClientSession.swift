@@ -53,12 +53,19 @@ package struct ClientSession {
     /// publishes them in that order, so `open` stays in press order by appending; only a
     /// resume, which replays the history into a session that holds later presses of the
     /// connection's, puts one before them.
+    @inline(__always)
     mutating func opened(_ entry: OpenPress) {
         if let last = open.last, last.press > entry.press {
-            open.insert(entry, at: open.firstIndex { $0.press > entry.press } ?? open.endIndex)
+            openedBefore(entry)
         } else {
             open.append(entry)
         }
+    }
+
+    /// Puts a press before the later ones open (a resume's, rare: not inlined).
+    @inline(never)
+    mutating func openedBefore(_ entry: OpenPress) {
+        open.insert(entry, at: open.firstIndex { $0.press > entry.press } ?? open.endIndex)
     }
 
     /// How many presses are open for this client (began sent, no end yet).

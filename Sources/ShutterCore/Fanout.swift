@@ -6,6 +6,8 @@
 /// socket owner and the daemon must do: `publish` returns it, and the other calls add to
 /// the plan that `takePlan` hands over. Clients are named by id, in the plan and in every
 /// call; nothing of a client's is handed out, and the fan-out calls nothing outside itself.
+/// It keeps the history of what it published (`History`), from which a client that resumes
+/// is given what it missed (`resume`).
 /// Not copyable: it owns the room of its plans' send lists, and there is one fan-out per
 /// socket.
 package struct Fanout: ~Copyable {

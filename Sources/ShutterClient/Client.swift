@@ -80,6 +80,11 @@ public final class Client {
     public static let maxPending = 4096
     /// Events dropped because more than `maxPending` came while requests waited.
     public private(set) var dropped = 0
+    /// Where this client is in shutterd's stream (protocol 1.5): the run (`hello.instance`)
+    /// and the seq of the last event it received (the hello's `seq` before any; an
+    /// `overflow`'s `resume` after one). With reconnection on, a new connection resumes from
+    /// it by itself.
+    public private(set) var position: (instance: String, seq: Int64)
     /// The last interaction set, set again after reconnecting.
     var interaction: Interaction?
     var lastID: Int64 = 0
@@ -92,7 +97,8 @@ public final class Client {
     ///   - timeout: bounds connecting, the hello, and every request's reply.
     ///   - reconnect: whether `next` survives a daemon restart (off by default): it then
     ///     returns `.disconnected`, reconnects every `retryInterval`, sets the last
-    ///     interaction again and returns `.reconnected`. The first connection is not retried.
+    ///     interaction again, resumes from `position` (protocol 1.5: what it missed, or a
+    ///     `.gap`, follows) and returns `.reconnected`. The first connection is not retried.
     public init(
         socketPath: String? = nil, timeout: Duration = .seconds(5), reconnect: Bool = false,
         retryInterval: Duration = .milliseconds(500)
@@ -105,6 +111,7 @@ public final class Client {
         self.connection = connection
         self.hello = hello
         self.helloLine = line
+        position = (hello.instance ?? "", hello.seq ?? 0)
     }
 
     /// The connected socket, for a program with an event loop of its own (nil while
@@ -231,6 +238,36 @@ public final class Client {
         _ = try request("replay", [("action", .string("start"))])
     }
 
+    /// What a `resume` gives (protocol 1.5): the history's events `from` through `through`.
+    public struct ResumeReply: Sendable, Equatable {
+        public var from: Int64
+        public var through: Int64
+    }
+
+    /// Asks for what this client's interaction (set it first) would have been sent after
+    /// `seq` of run `instance` (protocol 1.5), then the live stream: `next` returns them, in
+    /// order, nothing twice; a `.gap` says what the daemon no longer has. A second resume on
+    /// one connection is `ClientError.daemon(code: "invalidState", ...)`.
+    @discardableResult
+    public func resume(instance: String, seq: Int64) throws(ClientError) -> ResumeReply {
+        let reply = try request("resume", [("instance", .string(instance)), ("seq", .int(seq))])
+        guard let from = reply["from"]?.intValue, let through = reply["through"]?.intValue else {
+            throw .malformed("a resume reply without from and through")
+        }
+        return ResumeReply(from: from, through: through)
+    }
+
+    /// Notes where an event leaves this client in the stream.
+    func advance(_ event: Event) {
+        switch event {
+        case .capture(let c): position = (hello.instance ?? "", c.seq)
+        case .control(let c): position = (hello.instance ?? "", c.seq)
+        case .overflow(let o):
+            if let instance = o.resumeInstance, let seq = o.resumeSeq { position = (instance, seq) }
+        default: break
+        }
+    }
+
     // MARK: events
 
     /// The next event, waiting at most `timeout` (nil: for ever); nil when none came in
@@ -246,7 +283,11 @@ public final class Client {
     package func nextMessage(timeout: Duration? = nil) throws(ClientError) -> (event: Event, line: String?)? {
         let deadline = timeout.map { ContinuousClock.now + $0 }
         while true {
-            if !pending.isEmpty { return pending.removeFirst() }
+            if !pending.isEmpty {
+                let first = pending.removeFirst()
+                advance(first.0)
+                return first
+            }
             guard let c = connection else {
                 guard reconnects else { throw .closed }
                 guard try reconnect(until: deadline) else { return nil }
@@ -266,7 +307,10 @@ public final class Client {
                 if !reconnects { throw .closed }
             case .unreadable(let text, let e): throw .malformed("\(quote(text)) (not JSON: \(e))")
             case .message(let json, let text):
-                if let event = try Event(json: json) { return (event, text) }
+                if let event = try Event(json: json) {
+                    advance(event)
+                    return (event, text)
+                }
             }
         }
     }
@@ -297,6 +341,11 @@ public final class Client {
                 helloLine = text
                 pending.removeAll()
                 if let interaction { try setInteraction(interaction) }
+                // What was missed while away comes first (a gap says what cannot); a daemon
+                // before 1.5 has no resume, nor an instance in its hello.
+                if hello.instance != nil && !position.instance.isEmpty {
+                    try resume(instance: position.instance, seq: position.seq)
+                }
                 pending.insert((.reconnected(hello), text), at: 0)
                 return true
             } catch .cannotConnect, .closed, .timedOut, .notShutterd, .daemon(code: "tooManyClients", _),

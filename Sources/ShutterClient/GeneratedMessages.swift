@@ -122,6 +122,13 @@ public struct Hello: Sendable, Equatable {
     public var daemonName: String
     /// `daemon.version`: Such as 0.1.0.
     public var daemonVersion: String
+    /// This run of shutterd (1.5, always since; absent from an older daemon): 16 lowercase hex digits, random per
+    /// start; a resume names it.
+    public var instance: String?
+    /// When this run started (1.5): CLOCK_REALTIME microseconds.
+    public var started: Int64?
+    /// The last seq assigned so far (1.5), 0 when none.
+    public var seq: Int64?
     /// The devices open when the connection was made.
     public var devices: [Device]
 }
@@ -134,6 +141,9 @@ extension Hello {
             protocolVersion: try ProtocolVersion(json: try f.object("protocol").json),
             daemonName: try daemonObject.string("name"),
             daemonVersion: try daemonObject.string("version"),
+            instance: f.optionalString("instance"),
+            started: f.optionalInt("started"),
+            seq: f.optionalInt("seq"),
             devices: try Device.list(f.json["devices"], f.context))
     }
 }
@@ -290,6 +300,16 @@ public struct Overflow: Sendable, Equatable {
     public var queued: Int64
     /// How many bytes the client was behind.
     public var bytes: Int64
+    /// `missed.from`: The first seq missed.
+    public var missedFrom: Int64?
+    /// `missed.through`: The last seq missed.
+    public var missedThrough: Int64?
+    /// `missed.count`: How many events (captures and controls) it missed.
+    public var missedCount: Int64?
+    /// `resume.instance`: This run of shutterd.
+    public var resumeInstance: String?
+    /// `resume.seq`: Every event for it up to this seq was handed to its socket.
+    public var resumeSeq: Int64?
     /// The same in words, with the limits.
     public var message: String
 }
@@ -297,9 +317,55 @@ public struct Overflow: Sendable, Equatable {
 extension Overflow {
     package init(json: JSON) throws(ClientError) {
         let f = try Fields(object: json, context: "an overflow")
+        let missedObject = f.optionalObject("missed")
+        let resumeObject = f.optionalObject("resume")
         self.init(
             queued: try f.int("queued"),
             bytes: try f.int("bytes"),
+            missedFrom: missedObject.optionalInt("from"),
+            missedThrough: missedObject.optionalInt("through"),
+            missedCount: missedObject.optionalInt("count"),
+            resumeInstance: resumeObject.optionalString("instance"),
+            resumeSeq: resumeObject.optionalInt("seq"),
+            message: try f.string("message"))
+    }
+}
+
+/// Part of what a resume asked for cannot be given (1.5): reason history (the history no longer holds
+/// from..through) or restart (the instance asked for is another run's).
+public struct Gap: Sendable, Equatable {
+    /// Why: history (dropped from the history) or restart (another run of shutterd). One of: `history`, `restart`.
+    public var reason: String
+    /// history: the first seq lost.
+    public var from: Int64?
+    /// history: the last seq lost.
+    public var through: Int64?
+    /// history: through - from + 1 (some of them may not have been for this client).
+    public var count: Int64?
+    /// This run of shutterd.
+    public var instance: String
+    /// restart: when this run started (CLOCK_REALTIME µs).
+    public var started: Int64?
+    /// restart: the instance the resume named.
+    public var askedInstance: String?
+    /// restart: the seq the resume named.
+    public var askedSeq: Int64?
+    /// The same in words.
+    public var message: String
+}
+
+extension Gap {
+    package init(json: JSON) throws(ClientError) {
+        let f = try Fields(object: json, context: "a gap")
+        self.init(
+            reason: try f.string("reason"),
+            from: f.optionalInt("from"),
+            through: f.optionalInt("through"),
+            count: f.optionalInt("count"),
+            instance: try f.string("instance"),
+            started: f.optionalInt("started"),
+            askedInstance: f.optionalString("askedInstance"),
+            askedSeq: f.optionalInt("askedSeq"),
             message: try f.string("message"))
     }
 }
@@ -325,6 +391,9 @@ public enum Event: Sendable, Equatable {
     case deviceChanged(Device)
     /// The last message to a client that fell behind; the daemon then disconnects it.
     case overflow(Overflow)
+    /// Part of what a resume asked for cannot be given (1.5): reason history (the history no longer holds
+    /// from..through) or restart (the instance asked for is another run's).
+    case gap(Gap)
     /// With reconnection on: the connection ended (why, in words); the client reconnects.
     case disconnected(String)
     /// With reconnection on: connected again, with the new connection's hello. The last
@@ -350,6 +419,7 @@ extension Event {
             self = .deviceChanged(
                 try Device(json: try Fields(object: json, context: "a deviceChanged").object("device").json))
         case "overflow": self = .overflow(try Overflow(json: json))
+        case "gap": self = .gap(try Gap(json: json))
         case "error": throw ClientError(error: json)
         default: return nil
         }

@@ -166,6 +166,12 @@ struct Fields {
         return Fields(json: o, context: "\(context)'s \(key)")
     }
 
+    /// An object that only some messages have: its fields, none when it is absent.
+    func optionalObject(_ key: String) -> Fields {
+        guard let o = json[key], o.objectValue != nil else { return Fields(json: .object([]), context: context) }
+        return Fields(json: o, context: "\(context)'s \(key)")
+    }
+
     func optionalString(_ key: String) -> String? { json[key]?.stringValue }
     func optionalInt(_ key: String) -> Int64? { json[key]?.intValue }
 

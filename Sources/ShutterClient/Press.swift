@@ -177,6 +177,7 @@ package enum EventText {
         case .deviceRemoved(let d): return "removed '\(d.name)' id=\(d.id) node=\(d.node)"
         case .deviceChanged(let d): return "changed '\(d.name)' id=\(d.id)\(d.linkWords)"
         case .overflow(let o): return "overflow: \(o.message)"
+        case .gap(let g): return "gap (\(g.reason)): \(g.message)"
         case .disconnected, .reconnected: return nil
         }
     }

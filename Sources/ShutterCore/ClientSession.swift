@@ -50,10 +50,22 @@ package struct ClientSession {
     }
 
     /// Records a press as open. The engine numbers presses in the order they begin and
-    /// publishes them in that order, so `open` stays in press order by appending.
+    /// publishes them in that order, so `open` stays in press order by appending; only a
+    /// resume, which replays the history into a session that holds later presses of the
+    /// connection's, puts one before them.
+    @inline(__always)
     mutating func opened(_ entry: OpenPress) {
-        assert(open.last.map { $0.press < entry.press } ?? true, "presses open in press order")
-        open.append(entry)
+        if let last = open.last, last.press > entry.press {
+            openedBefore(entry)
+        } else {
+            open.append(entry)
+        }
+    }
+
+    /// Puts a press before the later ones open (a resume's, rare: not inlined).
+    @inline(never)
+    mutating func openedBefore(_ entry: OpenPress) {
+        open.insert(entry, at: open.firstIndex { $0.press > entry.press } ?? open.endIndex)
     }
 
     /// How many presses are open for this client (began sent, no end yet).
@@ -221,9 +233,9 @@ package struct ClientSession {
 
     /// Writes, for this client, the `longPress` of every open press that is long by `now`
     /// (CLOCK_MONOTONIC µs, the clock of the kernel's timestamps); returns how many lines.
-    mutating func longPresses(dueBy now: Int64, into out: inout [UInt8]) -> Int {
+    mutating func longPresses(dueBy now: Int64, except press: UInt64 = 0, into out: inout [UInt8]) -> Int {
         var count = 0
-        for i in open.indices {
+        for i in open.indices where open[i].press != press {
             guard let due = open[i].longDue, due <= now else { continue }
             writeGesture(.longPress, at: i, time: due, now: now, into: &out)
             count += 1
@@ -279,4 +291,51 @@ package struct ClientSession {
     package func wantsGrab(_ device: DeviceInfo) -> Bool {
         interaction.enabled && interaction.grab && interaction.filter.matches(device)
     }
+}
+
+// MARK: Resuming
+
+extension ClientSession {
+    /// A session for a resume: `interaction` in force, numbering its lines after
+    /// `clientSeq` (the connection's own count goes on).
+    init(resuming interaction: Interaction, clientSeq: UInt64) {
+        self.interaction = interaction
+        self.clientSeq = clientSeq
+    }
+
+    /// Takes in `o` as this session would have, writing nothing and counting nothing: the
+    /// history before the seq a client resumes from, which it had, rebuilds its open
+    /// presses, slider and gesture marks.
+    mutating func absorb(_ o: Occurrence, text: Wire.SharedPart, scratch: inout [UInt8]) {
+        let kept = clientSeq
+        _ = longPresses(dueBy: o.receiveTime, except: o.press, into: &scratch)
+        _ = gesture(before: o, into: &scratch)
+        if deliver(o, text: text, into: &scratch) { _ = gesture(after: o, into: &scratch) }
+        scratch.removeAll(keepingCapacity: true)
+        clientSeq = kept
+    }
+
+    /// Whether `o` ends a press this session has open that began at or before `seq`.
+    func endsPress(begunBy seq: UInt64, _ o: Occurrence) -> Bool {
+        switch o.kind {
+        case .capture(_, .began), .focus(.began), .slider, .gesture: return false
+        case .capture, .focus:
+            guard let i = openIndex(o.press) else { return false }
+            return open[i].began.seq <= seq
+        }
+    }
+
+    /// Takes over what `live` (the connection's session until its resume) holds: its open
+    /// presses (which began after those of this session), its count, its slider, its
+    /// last releases where this one has none.
+    mutating func merge(_ live: ClientSession) {
+        let mine = open
+        open = (mine + live.open.filter { p in !mine.contains { $0.press == p.press } }).sorted { $0.press < $1.press }
+        clientSeq = live.clientSeq
+        interaction.slider.value = live.interaction.slider.value
+        lastRelease.merge(live.lastRelease) { mine, _ in mine }
+    }
+
+    /// The messages counted so far on this connection.
+    var linesSent: UInt64 { clientSeq }
 }

@@ -18,11 +18,14 @@ package struct ClientLimits: Equatable, Sendable {
     package var maxClients = 1024
     /// Log lines clients may cause in a minute, all together (`PeerLog`).
     package var clientLogLines = 200
+    /// Bytes of recent occurrences kept for clients that resume (`History`).
+    package var historyBytes = History.defaultBytes
 
     static let queueMessagesRange = 16...1_000_000
     static let queueBytesRange = 65_536...268_435_456
     static let maxClientsRange = 1...65_536
     static let clientLogLinesRange = 10...1_000_000
+    static let historyBytesRange = 0...1_073_741_824
 
     package init() {}
 }
@@ -147,6 +150,7 @@ package struct Config: Equatable, Sendable {
         case "max-clients": limits.maxClients = try Self.number(value, key, line, ClientLimits.maxClientsRange)
         case "client-log-lines":
             limits.clientLogLines = try Self.number(value, key, line, ClientLimits.clientLogLinesRange)
+        case "history-bytes": limits.historyBytes = try Self.number(value, key, line, ClientLimits.historyBytesRange)
         case "allow-users": allowUsers = words
         case "allow-groups": allowGroups = words
         case "grab-users": grabUsers = words
@@ -155,7 +159,7 @@ package struct Config: Equatable, Sendable {
             throw ConfigError(
                 line: line,
                 message:
-                    "unknown [daemon] setting '\(key)' (known: queue-limit, queue-bytes, max-clients, client-log-lines, allow-users, allow-groups, grab-users, grab-groups)"
+                    "unknown [daemon] setting '\(key)' (known: queue-limit, queue-bytes, max-clients, client-log-lines, history-bytes, allow-users, allow-groups, grab-users, grab-groups)"
             )
         }
     }

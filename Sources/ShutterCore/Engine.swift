@@ -82,7 +82,7 @@ package final class Engine {
     }
 
     @exclusivity(unchecked) var devices: [Int: DeviceState] = [:]
-    @exclusivity(unchecked) private(set) var lastSeq: UInt64 = 0
+    @exclusivity(unchecked) package private(set) var lastSeq: UInt64 = 0
     @exclusivity(unchecked) var lastPress: UInt64 = 0
     /// Turns an event type and code into libevdev's name for it.
     let name: (UInt16, UInt16) -> String

@@ -6,7 +6,8 @@
 /// socket owner and the daemon must do: `publish` returns it, and the other calls add to
 /// the plan that `takePlan` hands over. Clients are named by id, in the plan and in every
 /// call; nothing of a client's is handed out, and the fan-out calls nothing outside itself
-/// but the send `drain` is given.
+/// but the send `drain` is given. It keeps the history of what it published (`History`),
+/// from which a client that resumes is given what it missed (`resume`).
 /// Not copyable: it owns the room of its plans' send lists, and there is one fan-out per
 /// socket.
 package struct Fanout: ~Copyable {
@@ -28,13 +29,22 @@ package struct Fanout: ~Copyable {
         @exclusivity(unchecked) var closing = false
         /// The number of the plan whose writes list it (`Fanout.planNumber`).
         @exclusivity(unchecked) var listedIn: UInt64 = 0
+        /// The newest seq in the history when it came: what is published after goes to it live.
+        let joined: UInt64
+        /// Being given the history after a resume: publishing passes it by, its lines come
+        /// from the history (`refill`) until it has caught up.
+        @exclusivity(unchecked) var resuming = false
+        @exclusivity(unchecked) var resume: Resume?
+        /// It has resumed once (a connection resumes at most once).
+        var resumed = false
         /// Room for the head of its line for an occurrence published alone, taken once: the
         /// head is written here and sent from here, nothing allocated or copied.
         let head: UnsafeMutableBufferPointer<UInt8>
 
-        init(id: UInt64, mayGrab: Bool, limits: ClientLimits) {
+        init(id: UInt64, mayGrab: Bool, limits: ClientLimits, joined: UInt64) {
             self.id = id
             self.mayGrab = mayGrab
+            self.joined = joined
             out = OutBuffer(limit: limits.queueMessages, byteLimit: limits.queueBytes)
             head = .allocate(capacity: Wire.headCapacity)
         }
@@ -42,6 +52,25 @@ package struct Fanout: ~Copyable {
         deinit { head.deallocate() }
 
         var asksLongPresses: Bool { session.interaction.gestures.longPressAfter != nil }
+    }
+
+    /// Where a resuming client is in the history.
+    struct Resume {
+        /// The next seq to give it.
+        var next: UInt64
+        /// In (`joined`, `caughtUp`] it was offered the events live before it resumed: of
+        /// those it is given only the ends of presses that began by `joined` (which it had
+        /// no began of live). `caughtUp` is 0 when it had been sent nothing live.
+        let joined: UInt64
+        let caughtUp: UInt64
+    }
+
+    /// What a resume gives, as its reply says: the history's occurrences from `from` through
+    /// `through`, after `lost` when the history no longer reaches back to what was asked.
+    package struct ResumeSpan: Equatable, Sendable {
+        package let from: UInt64
+        package let through: UInt64
+        package let lost: ClosedRange<UInt64>?
     }
 
     /// A line to send around the buffer: `head` (in the client's own room), then the shared
@@ -152,6 +181,10 @@ package struct Fanout: ~Copyable {
     }
 
     let limits: ClientLimits
+    /// This run of the daemon, named in the overflow notice's resume.
+    package let instance: RunInstance
+    /// The occurrences published lately, for resumes.
+    package private(set) var history: History
     /// The clients in the order they came: publishing walks this.
     private(set) var peers: [Peer] = []
     /// The same clients by id: a request's lookup is one, however many clients there are
@@ -175,8 +208,10 @@ package struct Fanout: ~Copyable {
     /// its `listedIn` is this.
     var planNumber: UInt64 = 1
 
-    package init(limits: ClientLimits) {
+    package init(limits: ClientLimits, instance: RunInstance = RunInstance(name: "0000000000000000", started: 0)) {
         self.limits = limits
+        self.instance = instance
+        history = History(bytes: limits.historyBytes)
         plan = Plan(rooms.0)
     }
 
@@ -224,7 +259,7 @@ package struct Fanout: ~Copyable {
     func peer(_ id: UInt64) -> Peer? { byID[id] }
 
     package mutating func add(id: UInt64, mayGrab: Bool) {
-        let peer = Peer(id: id, mayGrab: mayGrab, limits: limits)
+        let peer = Peer(id: id, mayGrab: mayGrab, limits: limits, joined: history.last)
         peers.append(peer)
         byID[id] = peer
         if plan.capacity < peers.count { grow() }
@@ -250,6 +285,7 @@ package struct Fanout: ~Copyable {
             longPressPeers -= 1
             planLongPress()
         }
+        peer.resume = nil
     }
 
     /// Whether a client that may grab has an enabled interaction asking to grab `device`.
@@ -325,14 +361,36 @@ package struct Fanout: ~Copyable {
 
     /// The client fell behind: what it has not started reading is dropped and replaced by
     /// the overflow notice, and it is closed once that is read.
-    mutating func overflow(_ peer: Peer) {
+    /// `missing`: the seq of an event that was for it and did not fit.
+    mutating func overflow(_ peer: Peer, missing: UInt64? = nil) {
         let q = peer.out
         precondition(Int(plan.fellBehindCount) < plan.capacity, "Fanout: a plan's fell-behind list is full")
         plan.fellBehindRoom[Int(plan.fellBehindCount)] = FellBehind(
             id: peer.id, messages: q.count, bytes: q.pending)
         plan.fellBehindCount += 1
-        peer.out.discardUnstarted()
-        peer.out.pushFinal(Message.overflow(queued: q.count, bytes: q.pending, limits: limits))
+        var missed = peer.out.discardUnstarted()
+        if let missing, missed.count == 0 || missing > missed.last { missed.add(missing) }
+        // Handed to the socket: every event for it up to the first missed, or, when none
+        // is, everything it was given (a resuming client's history up to its cursor).
+        var resumeSeq = history.last
+        if let r = peer.resume {
+            // What the history still held for it: never written, missed too.
+            var session = peer.session
+            for i in history.index(
+                after: Swift.max(r.next, missed.count > 0 ? missed.last + 1 : 0) &- 1)..<history.count
+            {
+                let o = history[i]
+                if case .line = session.take(o) { missed.add(o.seq) }
+            }
+            resumeSeq = r.next &- 1
+            peer.resume = nil
+            peer.resuming = false
+        }
+        if missed.count > 0 { resumeSeq = missed.first - 1 }
+        peer.out.pushFinal(
+            Message.overflow(
+                queued: q.count, bytes: q.pending, limits: limits, missed: missed,
+                resume: (instance.name, resumeSeq)))
         close(peer)
     }
 
@@ -362,7 +420,12 @@ package struct Fanout: ~Copyable {
     ) {
         guard let peer = peer(id) else { return (true, 0) }
         let held = peer.out.bytes.capacity
-        let all = peer.out.drain(write)
+        var all = peer.out.drain(write)
+        // A resuming client is given more of the history as it reads what it was given.
+        while all && peer.resume != nil && !peer.closing {
+            refill(peer, planWrite: false)
+            all = peer.out.drain(write)
+        }
         // A buffer emptied of a large message (a hello with many devices, a backlog) gave
         // its room back. Not on the press path: a press's messages fit in what it keeps.
         return (all, all && held > OutBuffer.keptCapacity ? held : 0)
@@ -379,11 +442,12 @@ package struct Fanout: ~Copyable {
         guard !batch.isEmpty else { return takePlan() }
         let alone = batch.count == 1
         for o in batch {
+            history.append(o)
             text.render(o)
             // Read once for every client: passing the stored property to each client's step
             // would retain and release its bytes every time.
             let text = self.text
-            for peer in peers where !peer.closing {
+            for peer in peers where !peer.closing && !peer.resuming {
                 if alone && peer.out.isEmpty && !peer.session.wantsGestures {
                     guard let h = peer.session.head(for: o) else {
                         if peer.session.roomReleased != 0 { collectReleased(peer) }
@@ -401,7 +465,7 @@ package struct Fanout: ~Copyable {
                 switch peer.out.deliver(o, text: text, to: &peer.session) {
                 case .skipped: break
                 case .queued: write(peer)
-                case .overflow: overflow(peer)
+                case .overflow: overflow(peer, missing: o.seq)
                 }
                 if peer.session.roomReleased != 0 { collectReleased(peer) }
             }
@@ -443,7 +507,7 @@ package struct Fanout: ~Copyable {
     mutating func planLongPress() {
         var due: Int64?
         if longPressPeers > 0 {
-            for peer in peers where !peer.closing && peer.asksLongPresses {
+            for peer in peers where !peer.closing && !peer.resuming && peer.asksLongPresses {
                 if let d = peer.session.nextLongPress { due = min(due ?? d, d) }
             }
         }
@@ -458,7 +522,8 @@ package struct Fanout: ~Copyable {
     /// Queues the long presses due by `now` (the devices' reads before it already
     /// published), and plans the next.
     package mutating func longPresses(dueBy now: Int64) {
-        for peer in peers where !peer.closing && peer.session.nextLongPress.map({ $0 <= now }) == true {
+        for peer in peers where !peer.closing && !peer.resuming && peer.session.nextLongPress.map({ $0 <= now }) == true
+        {
             if peer.out.deliverLongPresses(dueBy: now, to: &peer.session) {
                 write(peer)
             } else {
@@ -468,5 +533,103 @@ package struct Fanout: ~Copyable {
         // The timer that brought this has fired: plan the next whether or not it moved.
         longPressDue = nil
         planLongPress()
+    }
+}
+
+// MARK: Resuming
+
+extension Fanout {
+    /// What resuming after `seq` gives now: the history from the occurrence after `seq`
+    /// (or from the oldest it holds, `lost` naming the seqs it no longer has) through its
+    /// newest.
+    package func resumeSpan(after seq: UInt64) -> ResumeSpan {
+        let from = Swift.max(seq &+ 1, history.reachesBack)
+        let lost = seq &+ 1 < history.reachesBack ? (seq &+ 1)...(history.reachesBack - 1) : nil
+        return ResumeSpan(from: from, through: Swift.max(history.last, from &- 1), lost: lost)
+    }
+
+    /// Whether client `id` may resume: it has not already.
+    package func mayResume(_ id: UInt64) -> Bool { peer(id).map { !$0.resumed } ?? false }
+
+    /// Gives client `id` what its interaction (the one in force now) would have been sent
+    /// of the history after `seq`, then the live stream: in seq order, nothing twice. The
+    /// history up to `seq` (which it had) rebuilds its presses open at `seq`, so that their
+    /// ends reach it. Its lines are written as it reads (`drain`), at most half its queue
+    /// at a time; publishing passes it by until it has caught up with the history, so that
+    /// live events come after it. What the connection was sent live before (events after
+    /// its `joined`) is not given again; the ends of presses that began before it came are.
+    package mutating func resume(_ id: UInt64, after seq: UInt64) {
+        guard let peer = peer(id), !peer.closing, !peer.resumed else { return }
+        peer.resumed = true
+        let live = peer.session
+        var session = ClientSession(resuming: live.interaction, clientSeq: live.linesSent)
+        let text = Wire.SharedPart()
+        var scratch: [UInt8] = []
+        let start = history.index(after: seq)
+        for i in 0..<start {
+            let o = history[i]
+            text.render(o)
+            session.absorb(o, text: text, scratch: &scratch)
+        }
+        // A connection sent nothing yet is given everything after `seq`; one sent events
+        // live keeps them and is given what it could not have had.
+        let fresh = live.linesSent == 0
+        if !fresh { session.merge(live) }
+        peer.session = session
+        peer.resuming = true
+        peer.resume = Resume(
+            next: Swift.max(seq &+ 1, history.reachesBack), joined: fresh ? 0 : peer.joined,
+            caughtUp: fresh ? 0 : history.last)
+        if peer.asksLongPresses { planLongPress() }
+        refill(peer, planWrite: true)
+    }
+
+    /// Queues more of a resuming client's history, until half its queue is used or it has
+    /// caught up (then it is live again). A part of the history dropped before it was given
+    /// is said with a `gap`.
+    mutating func refill(_ peer: Peer, planWrite: Bool) {
+        guard var r = peer.resume else { return }
+        var queued = false
+        if r.next < history.reachesBack {
+            let lost = r.next...(history.reachesBack - 1)
+            queued = peer.out.push(Message.gap(history: lost, instance: instance.name))
+            r.next = history.reachesBack
+        }
+        let text = Wire.SharedPart()
+        var i = history.index(after: r.next &- 1)
+        while i < history.count {
+            // Room for an occurrence's lines (a long press, the event, a double press) and
+            // more: what is written here never overflows the queue.
+            guard peer.out.count < limits.queueMessages / 2, peer.out.pending < limits.queueBytes / 2 else { break }
+            let o = history[i]
+            i += 1
+            r.next = o.seq &+ 1
+            if o.seq > r.joined && o.seq <= r.caughtUp && !peer.session.endsPress(begunBy: r.joined, o) { continue }
+            if peer.asksLongPresses {
+                guard peer.out.deliverLongPresses(dueBy: o.receiveTime, except: o.press, to: &peer.session) else {
+                    r.next = o.seq
+                    peer.resume = r
+                    return overflow(peer)
+                }
+            }
+            text.render(o)
+            switch peer.out.deliver(o, text: text, to: &peer.session) {
+            case .skipped: break
+            case .queued: queued = true
+            case .overflow:
+                r.next = o.seq
+                peer.resume = r
+                return overflow(peer, missing: o.seq)
+            }
+        }
+        if i == history.count {
+            // Caught up: live from the next occurrence published.
+            peer.resume = nil
+            peer.resuming = false
+            if peer.asksLongPresses { planLongPress() }
+        } else {
+            peer.resume = r
+        }
+        if queued && planWrite { write(peer) }
     }
 }

@@ -79,9 +79,11 @@ package struct OutBuffer {
     }
 
     /// Queues `session`'s long presses due by `now`; false when they did not fit.
-    package mutating func deliverLongPresses(dueBy now: Int64, to session: inout ClientSession) -> Bool {
+    package mutating func deliverLongPresses(
+        dueBy now: Int64, except press: UInt64 = 0, to session: inout ClientSession
+    ) -> Bool {
         var lines: [UInt8] = []
-        guard session.longPresses(dueBy: now, into: &lines) > 0 else { return true }
+        guard session.longPresses(dueBy: now, except: press, into: &lines) > 0 else { return true }
         var start = lines.startIndex
         while let newline = lines[start...].firstIndex(of: 0x0A) {
             guard push(Array(lines[start...newline])) else { return false }
@@ -103,12 +105,51 @@ package struct OutBuffer {
         ends.append(bytes.count)
     }
 
-    /// Drops every message not yet started; a partly sent one is kept whole.
-    package mutating func discardUnstarted() {
-        guard !isEmpty else { return }
+    /// Drops every message not yet started; a partly sent one is kept whole. Returns the
+    /// seqs of the events dropped (read from their lines: nothing is kept per message for it).
+    @discardableResult
+    package mutating func discardUnstarted() -> Missed {
+        var missed = Missed()
+        guard !isEmpty else { return missed }
         let partial = start > headStart
+        let from = partial ? endsHead + 1 : endsHead
+        var lineStart = partial ? ends[endsHead] : start
+        for i in from..<ends.count {
+            if let seq = Self.eventSeq(bytes[lineStart..<ends[i]]) { missed.add(seq) }
+            lineStart = ends[i]
+        }
         bytes.removeSubrange((partial ? ends[endsHead] : start)...)
-        ends.removeSubrange((partial ? endsHead + 1 : endsHead)...)
+        ends.removeSubrange(from...)
+        return missed
+    }
+
+    /// The seq of an event line (`capture` and `control` begin with it), nil for another.
+    static func eventSeq(_ line: ArraySlice<UInt8>) -> UInt64? {
+        let capture = Array("{\"type\":\"capture\",\"seq\":".utf8)
+        let control = Array("{\"type\":\"control\",\"seq\":".utf8)
+        guard line.starts(with: capture) || line.starts(with: control) else { return nil }
+        var seq: UInt64 = 0
+        for b in line.dropFirst(capture.count) {
+            guard b >= 0x30 && b <= 0x39 else { break }
+            seq = seq &* 10 &+ UInt64(b - 0x30)
+        }
+        return seq
+    }
+
+    /// The events a client was to receive and never will: how many, the first and last seq.
+    package struct Missed: Equatable, Sendable {
+        package private(set) var count = 0
+        package private(set) var first: UInt64 = 0
+        package private(set) var last: UInt64 = 0
+
+        package init() {}
+
+        /// Counts one more, with a seq above those counted.
+        package mutating func add(_ seq: UInt64) {
+            if count == 0 { first = seq }
+            last = seq
+            count += 1
+        }
     }
 
     /// Hands `write` the waiting bytes (at most `max`), which returns how many it sent (0

@@ -6,7 +6,7 @@ package let shutterdVersion = "0.1.0"
 /// The protocol version spoken; see docs/PROTOCOL.md.
 package enum ProtocolVersion {
     package static let major = 1
-    package static let minor = 4
+    package static let minor = 5
 }
 
 /// The longest request line accepted, without its newline.
@@ -19,6 +19,8 @@ package enum Request: Equatable, Sendable {
     case ping
     /// Since 1.3: playback of `shutterd --replay --replay-wait`'s recordings.
     case replay(ReplayAction)
+    /// Since 1.5: the history after `seq` of run `instance`, then the live stream.
+    case resume(instance: String, seq: UInt64)
 
     var name: String {
         switch self {
@@ -26,6 +28,7 @@ package enum Request: Equatable, Sendable {
         case .listDevices: "listDevices"
         case .ping: "ping"
         case .replay: "replay"
+        case .resume: "resume"
         }
     }
 }
@@ -152,7 +155,26 @@ extension Request {
         ("listDevices", { _ in .listDevices }),
         ("ping", { _ in .ping }),
         ("replay", { (r: JSON) throws(FieldError) in .replay(try ReplayAction(request: r)) }),
+        ("resume", { (r: JSON) throws(FieldError) in try resume(r) }),
     ]
+
+    /// Reads a resume request: `instance` (16 lowercase hex digits, as a hello says it) and
+    /// `seq` (the last seq the client has, 0 for none), both required.
+    static func resume(_ r: JSON) throws(FieldError) -> Request {
+        guard let value = r["instance"] else { throw FieldError(message: "\"instance\" is missing") }
+        guard let instance = value.stringValue else {
+            throw FieldError(message: "\"instance\" must be a string, not \(value.typeName)")
+        }
+        guard RunInstance.isName(instance) else {
+            throw FieldError(
+                message: "\"instance\" \(quoted(instance)) is not an instance (16 lowercase hex digits, as in hello)")
+        }
+        guard let seqValue = r["seq"] else { throw FieldError(message: "\"seq\" is missing") }
+        guard let seq = seqValue.intValue, seq >= 0 else {
+            throw FieldError(message: "\"seq\" must be an integer of 0 or more, not \(seqValue.typeName)")
+        }
+        return .resume(instance: instance, seq: UInt64(seq))
+    }
 }
 
 extension ReplayAction {

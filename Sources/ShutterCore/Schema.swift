@@ -215,6 +215,13 @@ package enum Schema {
                     .object([
                         FieldSpec("name", .string, "shutterd."), FieldSpec("version", .string, "Such as 0.1.0."),
                     ]), "The daemon."),
+                FieldSpec(
+                    "instance", .string,
+                    "This run of shutterd (1.5, always since; absent from an older daemon): 16 lowercase hex digits, random per start; a resume names it.",
+                    presence: .sometimes),
+                FieldSpec(
+                    "started", .int, "When this run started (1.5): CLOCK_REALTIME microseconds.", presence: .sometimes),
+                FieldSpec("seq", .int, "The last seq assigned so far (1.5), 0 when none.", presence: .sometimes),
                 FieldSpec("devices", .devices, "The devices open when the connection was made."),
             ]),
         MessageSpec(
@@ -276,6 +283,13 @@ package enum Schema {
                 FieldSpec(
                     "action", .string, "For replay (1.3): the action carried out.", presence: .sometimes,
                     values: ReplayAction.allCases.map(\.rawValue)),
+                FieldSpec(
+                    "from", .int, "For resume (1.5): the first seq the history gives (after a gap, if any).",
+                    presence: .sometimes),
+                FieldSpec(
+                    "through", .int,
+                    "For resume (1.5): the newest seq the history held; later events follow live (from - 1 when none).",
+                    presence: .sometimes),
             ]),
         MessageSpec(
             type: "error", doc: "A request that could not be carried out, or a line that is not a request.",
@@ -288,7 +302,42 @@ package enum Schema {
             fields: [
                 FieldSpec("queued", .int, "How many messages the client was behind."),
                 FieldSpec("bytes", .int, "How many bytes the client was behind."),
+                FieldSpec(
+                    "missed",
+                    .object([
+                        FieldSpec("from", .int, "The first seq missed.", presence: .sometimes),
+                        FieldSpec("through", .int, "The last seq missed.", presence: .sometimes),
+                        FieldSpec("count", .int, "How many events (captures and controls) it missed."),
+                    ]),
+                    "The events that were for it and will never be sent (1.5: always since; absent from an older daemon); from and through absent when none.",
+                    presence: .sometimes),
+                FieldSpec(
+                    "resume",
+                    .object([
+                        FieldSpec("instance", .string, "This run of shutterd."),
+                        FieldSpec("seq", .int, "Every event for it up to this seq was handed to its socket."),
+                    ]), "What to resume from after reconnecting (1.5: always since): nothing is lost.",
+                    presence: .sometimes),
                 FieldSpec("message", .string, "The same in words, with the limits."),
+            ]),
+        MessageSpec(
+            type: "gap",
+            doc:
+                "Part of what a resume asked for cannot be given (1.5): reason history (the history no longer holds from..through) or restart (the instance asked for is another run's).",
+            fields: [
+                FieldSpec(
+                    "reason", .string, "Why: history (dropped from the history) or restart (another run of shutterd).",
+                    values: ["history", "restart"]),
+                FieldSpec("from", .int, "history: the first seq lost.", presence: .sometimes),
+                FieldSpec("through", .int, "history: the last seq lost.", presence: .sometimes),
+                FieldSpec(
+                    "count", .int, "history: through - from + 1 (some of them may not have been for this client).",
+                    presence: .sometimes),
+                FieldSpec("instance", .string, "This run of shutterd."),
+                FieldSpec("started", .int, "restart: when this run started (CLOCK_REALTIME µs).", presence: .sometimes),
+                FieldSpec("askedInstance", .string, "restart: the instance the resume named.", presence: .sometimes),
+                FieldSpec("askedSeq", .int, "restart: the seq the resume named.", presence: .sometimes),
+                FieldSpec("message", .string, "The same in words."),
             ]),
     ]
 

@@ -237,7 +237,10 @@ package enum Message {
         return out
     }
 
-    package static func hello(version: String, devices: [DeviceRecord]) -> [UInt8] {
+    package static func hello(
+        version: String, devices: [DeviceRecord], run: RunInstance = RunInstance(name: "0000000000000000", started: 0),
+        seq: UInt64 = 0
+    ) -> [UInt8] {
         var out: [UInt8] = []
         out.append(ascii: "{\"type\":\"hello\",\"protocol\":{\"major\":")
         out.append(decimal: ProtocolVersion.major)
@@ -245,7 +248,13 @@ package enum Message {
         out.append(decimal: ProtocolVersion.minor)
         out.append(ascii: "},\"daemon\":{\"name\":\"shutterd\",\"version\":")
         JSON.writeString(version, into: &out)
-        out.append(ascii: "},\"devices\":")
+        out.append(ascii: "},\"instance\":")
+        JSON.writeString(run.name, into: &out)
+        out.append(ascii: ",\"started\":")
+        out.append(decimal: run.started)
+        out.append(ascii: ",\"seq\":")
+        out.append(decimal: seq)
+        out.append(ascii: ",\"devices\":")
         devicesArray(devices, into: &out)
         out.append(ascii: "}\n")
         return out
@@ -323,15 +332,63 @@ package enum Message {
         return out
     }
 
-    /// The last message to a client that fell behind: how far, and the limits it passed.
-    package static func overflow(queued: Int, bytes: Int, limits: ClientLimits) -> [UInt8] {
-        line(
+    /// The last message to a client that fell behind: how far, the limits it passed, the
+    /// events it missed, and where it may resume from.
+    package static func overflow(
+        queued: Int, bytes: Int, limits: ClientLimits, missed: OutBuffer.Missed = OutBuffer.Missed(),
+        resume: (instance: String, seq: UInt64) = ("", 0)
+    ) -> [UInt8] {
+        var range: [(String, JSON)] = []
+        var said = "no event"
+        if missed.count > 0 {
+            range = [("from", .int(Int64(missed.first))), ("through", .int(Int64(missed.last)))]
+            said = "\(missed.count) events (seq \(missed.first) to \(missed.last))"
+        }
+        return line(
             .object([
                 ("type", .string("overflow")), ("queued", .int(Int64(queued))), ("bytes", .int(Int64(bytes))),
+                ("missed", .object(range + [("count", .int(Int64(missed.count)))])),
+                (
+                    "resume",
+                    .object([("instance", .string(resume.instance)), ("seq", .int(Int64(resume.seq)))])
+                ),
                 (
                     "message",
                     .string(
-                        "client fell behind by \(queued) messages, \(bytes) bytes (limits: \(limits.queueMessages) messages, \(limits.queueBytes) bytes); disconnecting"
+                        "client fell behind by \(queued) messages, \(bytes) bytes (limits: \(limits.queueMessages) messages, \(limits.queueBytes) bytes) and missed \(said); disconnecting: reconnect and resume (instance \(resume.instance), seq \(resume.seq)) to be given them"
+                    )
+                ),
+            ]))
+    }
+
+    /// A part of what a resume asked for that the history no longer holds.
+    package static func gap(history lost: ClosedRange<UInt64>, instance: String) -> [UInt8] {
+        let count = lost.upperBound - lost.lowerBound + 1
+        return line(
+            .object([
+                ("type", .string("gap")), ("reason", .string("history")), ("from", .int(Int64(lost.lowerBound))),
+                ("through", .int(Int64(lost.upperBound))), ("count", .int(Int64(count))),
+                ("instance", .string(instance)),
+                (
+                    "message",
+                    .string(
+                        "the history no longer holds seq \(lost.lowerBound) to \(lost.upperBound) (\(count) events, not all of them for this client); they cannot be given"
+                    )
+                ),
+            ]))
+    }
+
+    /// A resume that named another run of shutterd: what that run numbered after `seq` is
+    /// gone, and no shutterd ran from the client's last event to `run.started`.
+    package static func gap(restartOf asked: String, seq: UInt64, run: RunInstance) -> [UInt8] {
+        line(
+            .object([
+                ("type", .string("gap")), ("reason", .string("restart")), ("instance", .string(run.name)),
+                ("started", .int(run.started)), ("askedInstance", .string(asked)), ("askedSeq", .int(Int64(seq))),
+                (
+                    "message",
+                    .string(
+                        "shutterd was restarted: instance \(asked) is gone with what it numbered after seq \(seq), and no shutterd ran from the client's last event until \(run.name) started; its presses have ended"
                     )
                 ),
             ]))

@@ -122,13 +122,14 @@ package final class ClientHub {
 
     package init(
         loop: EventLoop, listener: UnixListener, access: AccessPolicy, limits: ClientLimits, engine: Engine,
+        instance: RunInstance = RunInstance(name: "0000000000000000", started: 0)
     ) throws(SystemError) {
         self.loop = loop
         self.listener = listener
         self.access = access
         self.limits = limits
         self.engine = engine
-        fanout = Fanout(limits: limits)
+        fanout = Fanout(limits: limits, instance: instance)
         peerLog = PeerLog(perWindow: limits.clientLogLines)
         closeTimer = try Timer()
         logTimer = try Timer()
@@ -316,7 +317,9 @@ package final class ClientHub {
         clients.insert(client)
         fanout.add(id: client.id, mayGrab: client.mayGrab)
         peerLine("connections", "\(client.label): connected")
-        fanout.send(Message.hello(version: shutterdVersion, devices: devices), to: client.id)
+        fanout.send(
+            Message.hello(version: shutterdVersion, devices: devices, run: fanout.instance, seq: engine.lastSeq),
+            to: client.id)
         carryOut()
         Systemd.notify("STATUS=\(status)")
         return true
@@ -446,7 +449,43 @@ package final class ClientHub {
             peerLine("replay requests", "\(client.label): replay \(action.rawValue)")
             fanout.send(
                 Message.reply(line.request, id: line.id, [("action", .string(action.rawValue))]), to: client.id)
+        case .resume(let instance, let seq):
+            resume(client, line, instance: instance, seq: seq)
+            return
         }
+        carryOut()
+    }
+
+    /// A client asks for the history after `seq` of run `instance`: the reply says what it
+    /// is given, a `gap` what it cannot be, then the fan-out gives it the history as it
+    /// reads, and then the live stream.
+    func resume(_ client: Client, _ line: RequestLine, instance: String, seq: UInt64) {
+        let run = fanout.instance
+        guard fanout.mayResume(client.id) else {
+            refuse(client, RequestError(.invalidState, "resume: this connection has resumed already", id: line.id))
+            return
+        }
+        let sameRun = instance == run.name
+        if sameRun && seq > engine.lastSeq {
+            refuse(
+                client,
+                RequestError(
+                    .invalidRequest,
+                    "resume: seq \(seq) is after the last seq of this run (\(engine.lastSeq)); nothing was lost",
+                    id: line.id))
+            return
+        }
+        let after = sameRun ? seq : 0
+        let span = fanout.resumeSpan(after: after)
+        fanout.send(
+            Message.reply(
+                line.request, id: line.id,
+                [("from", .int(Int64(span.from))), ("through", .int(Int64(span.through)))]),
+            to: client.id)
+        if !sameRun { fanout.send(Message.gap(restartOf: instance, seq: seq, run: run), to: client.id) }
+        if let lost = span.lost { fanout.send(Message.gap(history: lost, instance: run.name), to: client.id) }
+        peerLine("resumes", "\(client.label): resume \(instance) after \(seq): \(span.from) through \(span.through)")
+        fanout.resume(client.id, after: after)
         carryOut()
     }
 
@@ -534,6 +573,8 @@ package final class ClientHub {
     /// Writes what the socket takes now of a client's buffer; waits for writability for the
     /// rest. Only for a client in `clients`: its descriptor is its own.
     func flush(_ client: Client) {
+        // A resuming client given more of the history may have fallen behind on the way.
+        defer { if fanout.planned && !carrying { carryOut() } }
         var failure: SystemError?
         let fd = client.fd
         let (sentAll, room) = fanout.drain(client.id) { bytes -> Int in

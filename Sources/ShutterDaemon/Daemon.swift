@@ -114,9 +114,11 @@ package final class Daemon {
                 try loop.add(replayer.timer.raw, events: EventLoop.readable) { [unowned self] _ in replayDue() }
                 self.replayer = replayer
             }
+            // This run's name, for the clients that resume (random: unique per start).
+            let instance = RunInstance(random: try Sys.randomBytes(8), started: Sys.wallClockMicros())
             hub = try ClientHub(
                 loop: loop, listener: listener, access: AccessPolicy(options.config),
-                limits: options.config.limits, engine: engine)
+                limits: options.config.limits, engine: engine, instance: instance)
             hub.intents = intents()
             grabs.log = { [unowned self] in hub.peerLine("grabs and releases", $0) }
             try loop.add(listener.raw, events: EventLoop.readable) { [unowned self] _ in clientsArrived() }

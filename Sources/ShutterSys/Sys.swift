@@ -118,6 +118,23 @@ extension Sys {
         return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
     }
 
+    /// `count` random bytes from the kernel (getrandom(2), from the urandom source, waiting
+    /// only until it is seeded; continued after a signal or a short read).
+    package static func randomBytes(_ count: Int) throws(SystemError) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var got = 0
+        while got < count {
+            let n = bytes.withUnsafeMutableBytes { getrandom($0.baseAddress! + got, count - got, 0) }
+            if n < 0 {
+                let e = Glibc.errno
+                if e == EINTR { continue }
+                throw SystemError("getrandom", errno: e)
+            }
+            got += n
+        }
+        return bytes
+    }
+
     /// CLOCK_REALTIME now, in microseconds since 1970.
     package static func wallClockMicros() -> Int64 {
         var ts = timespec()

@@ -157,6 +157,8 @@ final class Bridge {
             break  // reconnection is the bridge's, not the client's
         case .gesture:
             break  // the bridge's interaction asks for no gestures
+        case .gap:
+            break  // protocol 1.5; sent only after a resume, which the bridge does not send yet
         }
     }
 

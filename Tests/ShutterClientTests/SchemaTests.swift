@@ -71,7 +71,18 @@ struct ClientSchemaTests {
                     device: try ShutterClient.Device(json: device), key: Key(code: 1, name: "K"), kernelTime: 0,
                     receiveTime: 0)
             ),
-            ("overflow", Overflow(queued: 1, bytes: 1, message: "m")),
+            (
+                "overflow",
+                Overflow(
+                    queued: 1, bytes: 1, missedFrom: 1, missedThrough: 1, missedCount: 1,
+                    resumeInstance: "0123456789abcdef", resumeSeq: 0, message: "m")
+            ),
+            (
+                "gap",
+                Gap(
+                    reason: "history", from: 1, through: 2, count: 2, instance: "0123456789abcdef", started: nil,
+                    askedInstance: nil, askedSeq: nil, message: "m")
+            ),
         ]
         for (type, value) in samples {
             let declared = try #require(Schema.fields(of: type))
@@ -80,7 +91,9 @@ struct ClientSchemaTests {
         let hello = try #require(Schema.fields(of: "hello"))
         // The protocol's major and minor are the client's protocolVersion.
         let helloNames = names(hello).subtracting(["protocolMajor", "protocolMinor"]).union(["protocolVersion"])
-        let h = Hello(protocolVersion: .supported, daemonName: "shutterd", daemonVersion: "1", devices: [])
+        let h = Hello(
+            protocolVersion: .supported, daemonName: "shutterd", daemonVersion: "1", instance: "0123456789abcdef",
+            started: 1, seq: 0, devices: [])
         #expect(helloNames.subtracting(labels(h)) == [])
     }
 }

@@ -194,7 +194,7 @@ struct ConfigTests {
             ),
             (
                 "[daemon]\n\n\nverbose = 1\n", 4,
-                "unknown [daemon] setting 'verbose' (known: queue-limit, queue-bytes, max-clients, client-log-lines, allow-users, allow-groups, grab-users, grab-groups)"
+                "unknown [daemon] setting 'verbose' (known: queue-limit, queue-bytes, max-clients, client-log-lines, history-bytes, allow-users, allow-groups, grab-users, grab-groups)"
             ),
             (
                 "[device]\nmatch-name = x\ncolour = red\n", 3,
@@ -261,7 +261,9 @@ struct ConfigTests {
 struct ConfigLimitTests {
     @Test("queue-bytes and max-clients are read within their ranges")
     func good() throws {
-        let c = try parse("[daemon]\nqueue-bytes = 65536\nmax-clients = 3\n")
+        let c = try parse("[daemon]\nqueue-bytes = 65536\nmax-clients = 3\nhistory-bytes = 4096\n")
+        #expect(c.limits.historyBytes == 4096)
+        #expect(ClientLimits().historyBytes == History.defaultBytes)
         #expect(c.limits.queueBytes == 65536)
         #expect(c.limits.maxClients == 3)
         #expect(Config().limits == ClientLimits())
@@ -275,6 +277,7 @@ struct ConfigLimitTests {
             ("queue-bytes", "65535", "65536 to 268435456"), ("queue-bytes", "1e9", "65536 to 268435456"),
             ("queue-bytes", "268435457", "65536 to 268435456"), ("max-clients", "0", "1 to 65536"),
             ("max-clients", "٣", "1 to 65536"), ("max-clients", "99999999999999999999", "1 to 65536"),
+            ("history-bytes", "-1", "0 to 1073741824"), ("history-bytes", "1073741825", "0 to 1073741824"),
         ])
     func bad(_ key: String, _ value: String, _ range: String) {
         let e = configError("[daemon]\n\(key) = \(value)\n")

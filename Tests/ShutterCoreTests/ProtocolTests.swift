@@ -102,7 +102,7 @@ struct RequestParseTests {
             e
                 == RequestError(
                     .unknownRequest,
-                    "unknown request type \"reboot\" (known: setInteraction, listDevices, ping, replay)",
+                    "unknown request type \"reboot\" (known: setInteraction, listDevices, ping, replay, resume)",
                     id: #""r""#))
         #expect(e?.code.closes == false)
         // Types are case-sensitive.
@@ -267,7 +267,7 @@ struct MessageTests {
         let m = try oneLine(Message.hello(version: "1.2.3", devices: [DeviceRecord(handle: 1, info: info)]))
         #expect(m["type"] == .string("hello"))
         #expect(m["protocol"]?["major"] == .int(1))
-        #expect(m["protocol"]?["minor"] == .int(4))
+        #expect(m["protocol"]?["minor"] == .int(5))
         #expect(m["daemon"]?["name"] == .string("shutterd"))
         #expect(m["daemon"]?["version"] == .string("1.2.3"))
         #expect(m["devices"]?.arrayValue == [info.json])
@@ -326,15 +326,22 @@ struct MessageTests {
         #expect(
             try oneLine(Message.device(added: false, r))
                 == .object([("type", .string("deviceRemoved")), ("device", d)]))
-        let o = try oneLine(Message.overflow(queued: 600, bytes: 262_100, limits: ClientLimits()))
+        var missed = OutBuffer.Missed()
+        for seq: UInt64 in [41, 44, 50] { missed.add(seq) }
+        let o = try oneLine(
+            Message.overflow(
+                queued: 600, bytes: 262_100, limits: ClientLimits(), missed: missed,
+                resume: ("0123456789abcdef", 40)))
         #expect(
             o
                 == .object([
                     ("type", .string("overflow")), ("queued", .int(600)), ("bytes", .int(262_100)),
+                    ("missed", .object([("from", .int(41)), ("through", .int(50)), ("count", .int(3))])),
+                    ("resume", .object([("instance", .string("0123456789abcdef")), ("seq", .int(40))])),
                     (
                         "message",
                         .string(
-                            "client fell behind by 600 messages, 262100 bytes (limits: 1024 messages, 262144 bytes); disconnecting"
+                            "client fell behind by 600 messages, 262100 bytes (limits: 1024 messages, 262144 bytes) and missed 3 events (seq 41 to 50); disconnecting: reconnect and resume (instance 0123456789abcdef, seq 40) to be given them"
                         )
                     ),
                 ]))

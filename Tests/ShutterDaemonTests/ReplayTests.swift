@@ -174,7 +174,7 @@ struct ReplayTests {
                 socket: path, ["--replay", dir + "/shutter.evemu", "--replay-wait", "--replay-speed", "0"],
                 directory: dir)
             let probeHello = try #require(try probe.next(type: "hello", timeout: 5000))
-            #expect(probeHello["protocol"]?["minor"]?.intValue == 4)
+            #expect(probeHello["protocol"]?["minor"]?.intValue == Int64(ProtocolVersion.minor))
             let names = probeHello["devices"]?.arrayValue?.compactMap { $0["name"]?.stringValue }
             #expect(names == ["AB Shutter3"], "the recording's device is there before playback")
             if round == 1 { expectAsleep(d.pid, "before a client asks for playback") }

@@ -106,6 +106,12 @@ func checkRequest(_ line: [UInt8]) {
         guard json["type"]?.stringValue == parsed.request.name else {
             broken("an accepted request is of the type it names", parsed.request.name)
         }
+        if case .resume(let instance, let seq) = parsed.request {
+            // Only a run's name, and the seq as the client wrote it.
+            guard RunInstance.isName(instance), json["instance"]?.stringValue == instance,
+                json["seq"]?.intValue == Int64(seq)
+            else { broken("a resume holds the instance and seq written", "\(instance) \(seq)") }
+        }
         if case .setInteraction(let interaction) = parsed.request {
             // What the reply says is in force reads back as the same interaction.
             do {

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Linux interfaces Swift's Glibc module does not carry (epoll, signalfd, timerfd,
-   accept4, SO_PEERCRED, EVIOCGKEY), and socket flags as plain ints. The functions that need
+   accept4, SO_PEERCRED, EVIOCGKEY, getrandom), and socket flags as plain ints. The functions that need
    _GNU_SOURCE live in clinux.c so that this header declares no glibc type differently
    from other modules. */
 #ifndef SHUTTERD_CLINUX_H
 #define SHUTTERD_CLINUX_H
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>

@@ -17,7 +17,7 @@ recording (shutterd.testing has the recordings shipped with the package).
 from ._client import Client, expect_press, wait_for_press
 from ._protocol import (DEFAULT_SOCKET, MAX_PENDING, PROTOCOL_MAJOR, PROTOCOL_MINOR, Capture, ConnectError, Control,
                         Device, DeviceAdded, DeviceChanged, DeviceRemoved, Disconnected, ErrorReply, ExpectedPress,
-                        Filter, Gesture, Held, Hello, Interaction, Key, Message, Overflow, Press, PressFailed, PressTimeout,
+                        Filter, Gap, Gesture, Held, Hello, Interaction, Key, Message, Overflow, Press, PressFailed, PressTimeout,
                         ProtocolError, ProtocolVersionError, Reconnected, Reply, ShutterdError, Slider, Timeout,
                         Unknown, socket_path)
 
@@ -26,7 +26,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Client", "ExpectedPress", "expect_press", "wait_for_press", "DEFAULT_SOCKET", "MAX_PENDING", "PROTOCOL_MAJOR",
     "PROTOCOL_MINOR", "Capture", "ConnectError", "Control", "Device", "DeviceAdded", "DeviceChanged", "DeviceRemoved",
-    "Disconnected", "ErrorReply", "Filter", "Gesture", "Held", "Hello", "Interaction", "Key", "Message", "Overflow", "Press",
+    "Disconnected", "ErrorReply", "Filter", "Gap", "Gesture", "Held", "Hello", "Interaction", "Key", "Message", "Overflow", "Press",
     "PressFailed", "PressTimeout", "ProtocolError", "ProtocolVersionError", "Reconnected", "Reply",
     "ShutterdError", "Slider", "Timeout", "Unknown", "socket_path",
 ]

@@ -20,7 +20,8 @@ class Client:
     major (ProtocolVersionError); a newer minor is accepted. ``timeout`` (seconds) bounds
     connecting, the hello and every request. With ``reconnect=True``, iteration over events
     survives a daemon restart: it reconnects every ``reconnect_delay`` seconds, restores
-    the last interaction set, and yields a Reconnected event. Use it as a context manager,
+    the last interaction set, resumes from ``position`` (protocol 1.5: what it missed comes
+    next, or a Gap saying what cannot), and yields a Reconnected event. Use it as a context manager,
     or call close().
     """
 
@@ -68,7 +69,7 @@ class Client:
         self._sock, self._buf = s, b""
         self._core.pending.clear()
         try:
-            self._core.hello = check_hello(self._read(deadline, "hello", self._core.timeout))
+            self._core.greeted(check_hello(self._read(deadline, "hello", self._core.timeout)))
         except BaseException:
             self.close()
             raise
@@ -185,11 +186,25 @@ class Client:
         ``invalidState`` (docs/PROTOCOL.md, replay)."""
         return self.request("replay", timeout, action="start")
 
+    def resume(self, instance: Optional[str] = None, seq: Optional[int] = None,
+               timeout: Optional[float] = None) -> Reply:
+        """Asks for what this client's interaction (set it first) would have been sent after
+        ``seq`` of run ``instance`` (protocol 1.5; by default this client's ``position``),
+        then the live stream: iteration yields them in order, nothing twice, a Gap for what
+        the daemon no longer has. The reply's ``from_`` and ``through`` say what the
+        history gives."""
+        return self.request("resume", timeout, **self._core.resume_fields(instance, seq))
+
+    @property
+    def position(self) -> Optional[Tuple[str, int]]:
+        """The run and the seq of the last event received (the hello's before any)."""
+        return self._core.position
+
     # --- events --------------------------------------------------------------------------
 
     def next_event(self, timeout: Optional[float] = None) -> Message:
         """The next event: Capture, Control, Gesture, DeviceAdded, DeviceRemoved, DeviceChanged,
-        Overflow, or (with reconnection on) Reconnected. Replies and unknown message types are skipped; an
+        Overflow, Gap (after a resume), or (with reconnection on) Reconnected. Replies and unknown message types are skipped; an
         error from the daemon is raised as ErrorReply. ``timeout`` None waits for ever,
         else Timeout is raised when nothing arrived in that many seconds. When the daemon
         closes the connection: Disconnected, or with reconnection on, a new connection."""
@@ -219,6 +234,9 @@ class Client:
                                                   else max(0.001, min(self._core.timeout, left))))
                 if self._core.interaction is not None:
                     self._set_interaction(self._core.interaction, None)
+                # What was missed while away follows (a Gap says what cannot).
+                if self._core.may_resume():
+                    self.resume()
                 return Reconnected("reconnected", {}, hello=self.hello)
             except (ConnectError, Disconnected, Timeout):
                 continue

@@ -16,7 +16,7 @@ from ._base import CaptureMethods, DeviceMethods, Message, objects_field, get_fi
 #: The protocol this package speaks: a daemon with another major is refused, a newer
 #: minor accepted (what it adds is kept in ``raw``).
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 4
+PROTOCOL_MINOR = 5
 
 
 @dataclass
@@ -140,6 +140,13 @@ class Hello(Message):
     daemon_name: str = ""
     #: Such as 0.1.0.
     daemon_version: str = ""
+    #: This run of shutterd (1.5, always since; absent from an older daemon): 16 lowercase hex
+    #: digits, random per start; a resume names it.
+    instance: Optional[str] = None
+    #: When this run started (1.5): CLOCK_REALTIME microseconds.
+    started: Optional[int] = None
+    #: The last seq assigned so far (1.5), 0 when none.
+    seq: Optional[int] = None
     #: The devices open when the connection was made.
     devices: List[Device] = field(default_factory=list)
 
@@ -154,6 +161,9 @@ class Hello(Message):
             protocol_minor=get_field(_protocol, "minor", int, 0),
             daemon_name=get_field(_daemon, "name", str, ""),
             daemon_version=get_field(_daemon, "version", str, ""),
+            instance=get_field(obj, "instance", str, None),
+            started=get_field(obj, "started", int, None),
+            seq=get_field(obj, "seq", int, None),
             devices=objects_field(obj, "devices", Device) or [],
         )
 
@@ -365,6 +375,11 @@ class Reply(Message):
     held: Optional[List[Held]] = None
     #: For replay (1.3): the action carried out. One of: start.
     action: Optional[str] = None
+    #: For resume (1.5): the first seq the history gives (after a gap, if any).
+    from_: Optional[int] = None
+    #: For resume (1.5): the newest seq the history held; later events follow live (from - 1
+    #: when none).
+    through: Optional[int] = None
 
     @classmethod
     def from_json(cls, obj: Any) -> "Reply":
@@ -377,6 +392,8 @@ class Reply(Message):
             devices=objects_field(obj, "devices", Device),
             held=objects_field(obj, "held", Held),
             action=get_field(obj, "action", str, None),
+            from_=get_field(obj, "from", int, None),
+            through=get_field(obj, "through", int, None),
         )
 
 
@@ -411,16 +428,75 @@ class Overflow(Message):
     queued: int = 0
     #: How many bytes the client was behind.
     bytes: int = 0
+    #: The first seq missed.
+    missed_from: Optional[int] = None
+    #: The last seq missed.
+    missed_through: Optional[int] = None
+    #: How many events (captures and controls) it missed.
+    missed_count: int = 0
+    #: This run of shutterd.
+    resume_instance: str = ""
+    #: Every event for it up to this seq was handed to its socket.
+    resume_seq: int = 0
     #: The same in words, with the limits.
     message: str = ""
 
     @classmethod
     def from_json(cls, obj: Any) -> "Overflow":
         obj = obj if isinstance(obj, dict) else {}
+        _missed = get_field(obj, "missed", dict, {})
+        _resume = get_field(obj, "resume", dict, {})
         return cls(
             "overflow", obj,
             queued=get_field(obj, "queued", int, 0),
             bytes=get_field(obj, "bytes", int, 0),
+            missed_from=get_field(_missed, "from", int, None),
+            missed_through=get_field(_missed, "through", int, None),
+            missed_count=get_field(_missed, "count", int, 0),
+            resume_instance=get_field(_resume, "instance", str, ""),
+            resume_seq=get_field(_resume, "seq", int, 0),
+            message=get_field(obj, "message", str, ""),
+        )
+
+
+@dataclass
+class Gap(Message):
+    """Part of what a resume asked for cannot be given (1.5): reason history (the history no
+    longer holds from..through) or restart (the instance asked for is another run's)."""
+
+    #: Why: history (dropped from the history) or restart (another run of shutterd). One of:
+    #: history, restart.
+    reason: str = ""
+    #: history: the first seq lost.
+    from_: Optional[int] = None
+    #: history: the last seq lost.
+    through: Optional[int] = None
+    #: history: through - from + 1 (some of them may not have been for this client).
+    count: Optional[int] = None
+    #: This run of shutterd.
+    instance: str = ""
+    #: restart: when this run started (CLOCK_REALTIME µs).
+    started: Optional[int] = None
+    #: restart: the instance the resume named.
+    asked_instance: Optional[str] = None
+    #: restart: the seq the resume named.
+    asked_seq: Optional[int] = None
+    #: The same in words.
+    message: str = ""
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "Gap":
+        obj = obj if isinstance(obj, dict) else {}
+        return cls(
+            "gap", obj,
+            reason=get_field(obj, "reason", str, ""),
+            from_=get_field(obj, "from", int, None),
+            through=get_field(obj, "through", int, None),
+            count=get_field(obj, "count", int, None),
+            instance=get_field(obj, "instance", str, ""),
+            started=get_field(obj, "started", int, None),
+            asked_instance=get_field(obj, "askedInstance", str, None),
+            asked_seq=get_field(obj, "askedSeq", int, None),
             message=get_field(obj, "message", str, ""),
         )
 
@@ -437,4 +513,5 @@ MESSAGE_TYPES = {
     "reply": Reply,
     "error": Error,
     "overflow": Overflow,
+    "gap": Gap,
 }

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._base import Message, get_field
 from ._messages import (MESSAGE_TYPES, PROTOCOL_MAJOR, PROTOCOL_MINOR, Capture, Control, Device, DeviceAdded,
-                        DeviceChanged, DeviceRemoved, Gesture, Held, Hello, Key, Overflow, Reply)
+                        DeviceChanged, DeviceRemoved, Gap, Gesture, Held, Hello, Key, Overflow, Reply)
 
 #: The protocol this package speaks (PROTOCOL_MAJOR, PROTOCOL_MINOR) and the message
 #: classes come from the daemon's schema (_messages.py, generated). 1.2: gestures,
@@ -385,7 +385,7 @@ def _seconds(s: float) -> str:
 # --- what both clients share ---------------------------------------------------------------
 
 #: What iteration over events yields; everything else (replies, unknown types) is skipped.
-EVENT_TYPES = (Capture, Control, Gesture, DeviceAdded, DeviceRemoved, DeviceChanged, Overflow, Reconnected)
+EVENT_TYPES = (Capture, Control, Gesture, DeviceAdded, DeviceRemoved, DeviceChanged, Overflow, Gap, Reconnected)
 
 
 class ClientCore:
@@ -406,6 +406,9 @@ class ClientCore:
         self.dropped = 0
         self.next_id = 1
         self.interaction: Optional[dict] = None
+        # Where this client is in shutterd's stream (protocol 1.5): the run and the seq of
+        # the last event it was given; a reconnecting client resumes from it.
+        self.position: Optional[Tuple[str, int]] = None
 
     @property
     def devices(self) -> List[Device]:
@@ -431,11 +434,35 @@ class ClientCore:
             self.pending.append(msg)
         return None
 
+    def greeted(self, hello: Hello) -> Hello:
+        """A connection's hello: the first one's run and seq are where this client starts."""
+        self.hello = hello
+        if self.position is None and hello.instance is not None:
+            self.position = (hello.instance, hello.seq or 0)
+        return hello
+
     def event_of(self, msg: Message) -> Optional[Message]:
-        """The message if iteration yields it; None to skip it; errors raised."""
+        """The message if iteration yields it; None to skip it; errors raised. An event
+        moves ``position`` on."""
         if msg.type == "error":
             raise error_of(msg)
+        if isinstance(msg, (Capture, Control)) and self.hello is not None and self.hello.instance is not None:
+            self.position = (self.hello.instance, msg.seq)
+        elif isinstance(msg, Overflow) and msg.resume_instance is not None and msg.resume_seq is not None:
+            self.position = (msg.resume_instance, msg.resume_seq)
         return msg if isinstance(msg, EVENT_TYPES) else None
+
+    def resume_fields(self, instance: Optional[str], seq: Optional[int]) -> dict:
+        """A resume request's fields: those given, else this client's position."""
+        if instance is None or seq is None:
+            if self.position is None:
+                raise ValueError("resume: no instance and seq given, and none seen (the daemon is older than 1.5)")
+            instance, seq = self.position
+        return {"instance": instance, "seq": seq}
+
+    def may_resume(self) -> bool:
+        """Whether a new connection resumes by itself: a position, and a daemon of 1.5."""
+        return self.position is not None and self.hello is not None and self.hello.instance is not None
 
     def take_pending(self) -> Optional[Message]:
         while self.pending:

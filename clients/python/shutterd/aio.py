@@ -74,7 +74,7 @@ class AsyncClient:
             raise ConnectError("cannot connect to shutterd at %s: %s" % (self.path, e.strerror or e)) from None
         self._core.pending.clear()
         try:
-            self._core.hello = check_hello(await self._read(time.monotonic() + t, "hello", t))
+            self._core.greeted(check_hello(await self._read(time.monotonic() + t, "hello", t)))
         except BaseException:
             await self.close()
             raise
@@ -178,6 +178,16 @@ class AsyncClient:
         """As shutterd.Client.start_replay."""
         return await self.request("replay", timeout, action="start")
 
+    async def resume(self, instance: Optional[str] = None, seq: Optional[int] = None,
+                     timeout: Optional[float] = None) -> Reply:
+        """As shutterd.Client.resume."""
+        return await self.request("resume", timeout, **self._core.resume_fields(instance, seq))
+
+    @property
+    def position(self) -> Optional[Tuple[str, int]]:
+        """As shutterd.Client.position."""
+        return self._core.position
+
     # --- events --------------------------------------------------------------------------
 
     async def next_event(self, timeout: Optional[float] = None) -> Message:
@@ -206,6 +216,8 @@ class AsyncClient:
                 await self.connect()
                 if self._core.interaction is not None:
                     await self._set_interaction(self._core.interaction, None)
+                if self._core.may_resume():
+                    await self.resume()
                 return Reconnected("reconnected", {}, hello=self.hello)
             except (ConnectError, Disconnected, Timeout):
                 continue

@@ -301,3 +301,82 @@ def test_a_replayed_held_press_gives_a_real_long_press_and_a_second_press_a_doub
     assert len(ended) == 1 and got.index(long) < got.index(ended[0]), "longPress while the key is held"
     assert ended[0].kernel_time - first.kernel_time == 400_000
     assert not [e for e in longs if e.press == second.press], "the 50 ms press is not long"
+
+
+# --- resuming (protocol 1.5) ---------------------------------------------------------------
+
+
+def _events(client, count, timeout=20):
+    """The next ``count`` captures, as (seq, phase, press)."""
+    out = []
+    while len(out) < count:
+        ev = client.next_event(timeout=timeout)
+        if isinstance(ev, shutterd.Capture):
+            out.append((ev.seq, ev.phase, ev.press))
+    return out
+
+
+def test_a_client_that_leaves_and_resumes_gets_what_a_client_that_stayed_got(replaying, sockdir):
+    # Ten presses of volume up, 20 ms apart at the speed played; the client leaves after the
+    # began of the third, while the recording plays on, and comes back as a new connection.
+    presses = 10
+    rec = os.path.join(sockdir, "ten.evemu")
+    with open(rec, "w") as f:
+        f.write(RECORDING_HEAD + "".join(key_event(0.1 + i, 1) + key_event(0.6 + i, 0) for i in range(presses)))
+    daemon = replaying("--replay", rec, "--replay-wait", "--replay-speed", "50")
+    with shutterd.Client(daemon.path) as stayed:
+        left = shutterd.Client(daemon.path)
+        assert stayed.hello.instance == left.hello.instance and len(stayed.hello.instance) == 16
+        stayed.set_interaction(secondary=False)
+        left.set_interaction(secondary=False)
+        stayed.start_replay()
+        first = _events(left, 5)
+        position = left.position
+        assert position == (left.hello.instance, first[-1][0])
+        left.close()  # after a began: its ended comes while it is away
+        everything = _events(stayed, 2 * presses)
+    with shutterd.Client(daemon.path) as back:
+        back.set_interaction(secondary=False)
+        reply = back.resume(*position)
+        assert (reply.from_, reply.through) == (position[1] + 1, everything[-1][0])
+        rest = _events(back, 2 * presses - 5)
+        assert first + rest == everything
+        with pytest.raises(shutterd.Timeout):
+            back.next_event(timeout=0.2)  # nothing twice
+    assert "resume" in daemon.log()
+
+
+def test_a_reconnecting_client_resumes_by_itself_and_is_told_of_a_restart(daemon):
+    with shutterd.Client(daemon.path, reconnect=True, reconnect_delay=0.05) as c:
+        c.set_interaction(secondary=False)
+        old = c.hello.instance
+        assert c.position == (old, c.hello.seq)
+        daemon.stop()
+        daemon.start()
+        assert isinstance(c.next_event(timeout=30), shutterd.Reconnected)
+        gap = c.next_event(timeout=10)
+        assert isinstance(gap, shutterd.Gap), gap
+        assert (gap.reason, gap.asked_instance, gap.asked_seq) == ("restart", old, 0)
+        assert gap.instance == c.hello.instance != old and gap.started == c.hello.started
+
+
+def test_resume_refuses_a_seq_from_the_future_and_a_second_resume(daemon):
+    with shutterd.Client(daemon.path) as c:
+        with pytest.raises(shutterd.ErrorReply) as e:
+            c.resume(c.hello.instance, 5)
+        assert e.value.code == "invalidRequest" and "after the last seq" in e.value.message
+        reply = c.resume()
+        assert (reply.from_, reply.through) == (1, 0)
+        with pytest.raises(shutterd.ErrorReply) as e:
+            c.resume()
+        assert e.value.code == "invalidState"
+
+
+def test_the_asyncio_client_resumes(daemon):
+    async def run():
+        async with await shutterd.aio.connect(daemon.path) as c:
+            assert c.position == (c.hello.instance, 0)
+            reply = await c.resume()
+            return (reply.from_, reply.through)
+
+    assert asyncio.run(run()) == (1, 0)

@@ -128,21 +128,36 @@ package enum SpoolFile {
 }
 
 /// Where the bridge is in shutterd's stream: shutterd's `instance` (from its hello, protocol
-/// 1.5; nil from an older shutterd) and the newest `seq` of it the broker acknowledged. Kept
-/// in the state directory as one JSON line, replaced whole (rename) each time.
+/// 1.5; nil from an older shutterd) and the newest `seq` of it the broker acknowledged; and
+/// what the spool dropped that no notice has said yet (so that a crash does not lose the
+/// count: the dropped records leave the spool's file only after this is written). Kept in
+/// the state directory as one JSON line, replaced whole (rename) each time.
 package struct Place: Equatable, Sendable {
     package var instance: String?
     package var seq: Int64?
+    package var dropped: Spool.Dropped?
 
-    package init(instance: String?, seq: Int64?) {
+    package init(instance: String?, seq: Int64?, dropped: Spool.Dropped? = nil) {
         self.instance = instance
         self.seq = seq
+        self.dropped = dropped
     }
 
     package var serialized: String {
-        JSON.object([
+        var members: [(String, JSON)] = [
             ("instance", instance.map(JSON.string) ?? .null), ("seq", seq.map(JSON.int) ?? .null),
-        ]).serialized + "\n"
+        ]
+        if let d = dropped {
+            members.append(
+                (
+                    "dropped",
+                    .object([
+                        ("count", .int(Int64(d.count))), ("firstSeq", d.firstSeq.map(JSON.int) ?? .null),
+                        ("lastSeq", d.lastSeq.map(JSON.int) ?? .null),
+                    ])
+                ))
+        }
+        return JSON.object(members).serialized + "\n"
     }
 
     /// nil when `text` is not a place.
@@ -150,6 +165,10 @@ package struct Place: Equatable, Sendable {
         guard let json = try? JSON.parse(text), case .object = json else { return nil }
         instance = json["instance"]?.stringValue
         seq = json["seq"]?.intValue
+        if let d = json["dropped"], let count = d["count"]?.intValue, count > 0 {
+            dropped = Spool.Dropped(
+                count: Int(count), firstSeq: d["firstSeq"]?.intValue, lastSeq: d["lastSeq"]?.intValue)
+        }
     }
 }
 
@@ -247,8 +266,10 @@ package struct Spool {
         dropped.count += 1
         droppedTotal += 1
         if let seq = old.entry.seq {
-            dropped.firstSeq = dropped.firstSeq ?? seq
-            dropped.lastSeq = seq
+            // Oldest first, but what a restart brought back from the file may be older than
+            // what an earlier run dropped (in flight then, waiting now).
+            dropped.firstSeq = min(dropped.firstSeq ?? seq, seq)
+            dropped.lastSeq = max(dropped.lastSeq ?? seq, seq)
         }
         return old.size
     }
@@ -288,6 +309,15 @@ package struct Spool {
             head = 0
         }
         return (done, freed)
+    }
+
+    /// What was dropped and not yet taken for a notice (for the place).
+    package var pendingDropped: Dropped? { dropped.count > 0 ? dropped : nil }
+
+    /// What an earlier run dropped and no notice said (from the place): counted first.
+    package mutating func restoreDropped(_ d: Dropped) {
+        dropped = d
+        droppedTotal += d.count
     }
 
     /// What was dropped since the last call, and starts counting again.

@@ -19,12 +19,12 @@ extension Sys {
 
     /// fsync(2): what was written to `fd` (or, for a directory, its entries) is on the
     /// storage device when it returns.
-    package static func fsync(_ fd: Int32, _ subject: String? = nil) throws(SystemError) {
+    package static func syncFile(_ fd: Int32, _ subject: String? = nil) throws(SystemError) {
         try check("fsync", subject) { Glibc.fsync(fd) }
     }
 
     /// rename(2): `to` is replaced by `from` in one step (both in one file system).
-    package static func rename(_ from: String, _ to: String) throws(SystemError) {
+    package static func renameFile(_ from: String, _ to: String) throws(SystemError) {
         try check("rename", "\(from) to \(to)") { Glibc.rename(from, to) }
     }
 
@@ -54,13 +54,13 @@ extension Sys {
         let fd = try open(temporary, writeOnly | create | truncate | noFollow, mode: 0o600)
         do {
             try writeAll(fd, bytes)
-            try fsync(fd, temporary)
+            try syncFile(fd, temporary)
         } catch {
             close(fd)
             throw error
         }
         close(fd)
-        try rename(temporary, path)
+        try renameFile(temporary, path)
         try syncDirectory(directory)
     }
 
@@ -68,7 +68,7 @@ extension Sys {
     package static func syncDirectory(_ path: String) throws(SystemError) {
         let fd = try open(path, readOnly | directoryOnly)
         defer { close(fd) }
-        try fsync(fd, path)
+        try syncFile(fd, path)
     }
 
     /// open(2), always close-on-exec; `flags` from the constants above.

@@ -27,6 +27,8 @@ final class Bridge {
     var continuity: Continuity
     /// The place changed since it was last written.
     var placeChanged = false
+    /// Dropping since the last dropped notice (logged once when it starts).
+    var overBound = false
     /// Rewrites the spool's file without what the broker acknowledged, a second after the
     /// first acknowledgement since it was last written.
     let compactTimer: Timer
@@ -67,6 +69,7 @@ final class Bridge {
             let s = try SpoolStore(directory: stateDirectory)
             let (p, entries) = s.load()
             place = p
+            if let d = p.dropped { spool.restoreDropped(d) }
             for e in entries { s.dead += spool.append(e) }
             store = s
         } else {
@@ -218,7 +221,17 @@ final class Bridge {
 
     /// Into the spool (its file once `flush` runs).
     func hold(_ e: Spool.Entry) {
+        let before = spool.droppedTotal
         let freed = spool.append(e)
+        if spool.droppedTotal > before {
+            if !overBound {
+                Log.error(
+                    "spool: over its bound (\(spool.capacity) events waiting, \(spool.byteCapacity) bytes held): dropping "
+                        + "the oldest; a notice says how many once the broker is back")
+            }
+            overBound = true
+            placeChanged = true
+        }
         if let store {
             store.dead += freed
             unwritten.append(e)
@@ -226,8 +239,22 @@ final class Bridge {
     }
 
     func flush() {
-        store?.append(unwritten)
+        guard let store else { return }
+        store.append(unwritten)
         unwritten = []
+        compactIfMostlyDead()
+    }
+
+    /// Rewrites the spool's file at once when most of it is dead; else a second after the
+    /// first dead record.
+    func compactIfMostlyDead() {
+        guard let store, store.dead > 0 else { return }
+        if store.dead >= 1 << 16 && store.dead >= spool.bytes {
+            compact()
+        } else if !compactArmed {
+            compactArmed = true
+            compactTimer.arm(after: 1_000_000)
+        }
     }
 
     /// What was lost, as a notice (held in the spool, in order) and in the log.
@@ -250,26 +277,23 @@ final class Bridge {
     func acknowledged(_ mid: Int32) {
         if let (entries, bytes) = spool.acknowledge(mid: mid) {
             for e in entries where continuity.acknowledged(seq: e.seq, instance: e.instance) { placeChanged = true }
-            if let store {
-                store.dead += bytes
-                // At once when the file is mostly dead; else a second after the first.
-                if store.dead >= 1 << 16 && store.dead >= spool.bytes {
-                    compact()
-                } else if !compactArmed {
-                    compactArmed = true
-                    compactTimer.arm(after: 1_000_000)
-                }
-            }
+            store?.dead += bytes
+            compactIfMostlyDead()
         }
         pump()
     }
 
-    /// Writes the place, then the spool's file again with only what is still held.
+    /// Writes the place (with what was dropped and not yet said), then the spool's file again
+    /// with only what is still held: a crash between the two leaves the dropped records in
+    /// the file, dropped again (and counted) when it is read back.
     func compact() {
         guard let store else { return }
-        flush()
+        store.append(unwritten)
+        unwritten = []
         if placeChanged {
-            store.savePlace(continuity.place)
+            var place = continuity.place
+            place.dropped = spool.pendingDropped
+            store.savePlace(place)
             placeChanged = false
         }
         if store.dead > 0 { store.rewrite(spool.entries) }
@@ -328,6 +352,8 @@ final class Bridge {
                     d, capacity: spool.capacity, byteCapacity: spool.byteCapacity, host: host, wallMicros: wallMicros())
                 Log.error("notice: \(notice.message)")
                 broker.publish(topics.notice, notice.payload, retain: false)
+                overBound = false
+                placeChanged = true
                 continue
             }
             guard let mid = broker.publish(next.topic, next.payload, retain: false) else { return }
@@ -341,12 +367,13 @@ final class Bridge {
     }
 
     func stop() {
-        if let d = spool.takeDropped() {
+        if let d = spool.pendingDropped {
             let notice = MQTTPayload.dropped(
                 d, capacity: spool.capacity, byteCapacity: spool.byteCapacity, host: host, wallMicros: wallMicros())
-            Log.error("notice (not published: the bridge is stopping): \(notice.message)")
+            Log.error(
+                "spool: stopping before this was published (" + (store != nil ? "kept for the next run" : "lost")
+                    + "): \(notice.message)")
         }
-        flush()
         placeChanged = true
         compact()
         if !spool.isEmpty {

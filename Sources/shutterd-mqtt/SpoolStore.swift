@@ -85,7 +85,7 @@ final class SpoolStore {
         for e in entries { bytes += SpoolFile.encode(e) }
         do {
             try Sys.writeAll(fd, bytes)
-            try Sys.fsync(fd, spoolPath)
+            try Sys.syncFile(fd, spoolPath)
         } catch {
             give(up: error)
         }

@@ -94,6 +94,8 @@ struct SpoolTests {
     func place() {
         for p in [
             Place(instance: "0123456789abcdef", seq: 42), Place(instance: nil, seq: nil), Place(instance: nil, seq: 7),
+            Place(instance: nil, seq: 7, dropped: Spool.Dropped(count: 3, firstSeq: 8, lastSeq: 12)),
+            Place(instance: "0123456789abcdef", seq: 7, dropped: Spool.Dropped(count: 1)),
         ] {
             #expect(Place(text: p.serialized) == p)
         }
@@ -132,6 +134,11 @@ struct SpoolTests {
         #expect(freed == es.prefix(3).map(SpoolFile.size(of:)).reduce(0, +))
         let d = s.takeDropped()
         #expect(d?.count == 3 && d?.firstSeq == 1 && d?.lastSeq == 3)
+        // Restored from the place, then older ones dropped: the range covers both.
+        var r = Spool(capacity: 1)
+        r.restoreDropped(Spool.Dropped(count: 2, firstSeq: 10, lastSeq: 11))
+        for e in es.prefix(3) { r.append(e) }
+        #expect(r.takeDropped() == Spool.Dropped(count: 4, firstSeq: 1, lastSeq: 11) && r.droppedTotal == 4)
         var tiny = Spool(capacity: 10, byteCapacity: 1)
         tiny.append(es[0])
         #expect(tiny.count == 1, "one over the bound alone is held")

@@ -12,8 +12,8 @@ package struct Continuity: Equatable, Sendable {
     /// The newest seq held (in the spool, or acknowledged) and the instance it is of.
     package private(set) var lastSeq: Int64?
     package private(set) var lastInstance: String?
-    /// A connection to a shutterd that cannot resend (no instance in its hello): its first
-    /// event says whether anything was missed since `lastSeq`.
+    /// A connection the bridge did not resume (a shutterd of 1.4, or one the bridge sent no
+    /// `resume`): its first event says whether anything was missed since `lastSeq`.
     var checkFirst = false
 
     /// From what the state directory held: the place and the newest entry of the spool.
@@ -45,9 +45,10 @@ package struct Continuity: Equatable, Sendable {
         return .object([("type", .string("resume")), ("instance", .string(instance)), ("seq", .int(lastSeq))])
     }
 
-    /// A new connection to shutterd, whose hello said `instance` (nil before protocol 1.5):
-    /// a restart when the instance is not the one the bridge was at.
-    package mutating func connected(instance: String?) -> Loss? {
+    /// A new connection to shutterd, whose hello said `instance` (nil before protocol 1.5),
+    /// `resumed` when the bridge sent it `resumeRequest`: a restart when the instance is not
+    /// the one the bridge was at.
+    package mutating func connected(instance: String?, resumed: Bool) -> Loss? {
         var loss: Loss?
         if let instance {
             if let previous = lastInstance, previous != instance {
@@ -59,10 +60,9 @@ package struct Continuity: Equatable, Sendable {
                 lastInstance = instance
                 lastSeq = nil
             }
-            checkFirst = false
-        } else {
-            checkFirst = true
         }
+        // Resumed, shutterd sends what was missed, or a gap message for what it cannot.
+        checkFirst = !resumed
         return loss
     }
 

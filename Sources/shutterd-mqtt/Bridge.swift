@@ -132,8 +132,8 @@ final class Bridge {
             Log.info(
                 "shutterd: connected to \(socketPath) (shutterd \(c.hello.daemonVersion), protocol 1.\(minor)"
                     + (instance.map { ", instance \($0)" } ?? "") + ", \(c.hello.devices.count) devices)")
-            if let loss = continuity.connected(instance: instance) { say(loss) }
-            resume(protocolMinor: minor)
+            let resumed = resume(protocolMinor: minor)
+            if let loss = continuity.connected(instance: instance, resumed: resumed) { say(loss) }
             publishDevices(devices.replace(with: c.hello.devices.map { ($0.id, $0.json) }, connected: broker.connected))
             sweepStaleDevices()
             // Lines that came with the hello are in the client's buffer already: epoll will
@@ -155,11 +155,15 @@ final class Bridge {
     /// What the bridge asks a new connection for before anything else (`Continuity.resumeRequest`):
     /// with shutterd 1.5, `{"type":"resume","instance":…,"seq":N}`, N the newest seq the bridge
     /// holds, so that shutterd sends what was missed while the bridge was not connected (or
-    /// a `gap` message for what it no longer has, which becomes a notice). With 1.4 it asks
-    /// for nothing, and the connection's first event says what may be missing (`say`).
-    func resume(protocolMinor: Int) {
-        guard let request = continuity.resumeRequest(protocolMinor: protocolMinor, instance: instance) else { return }
-        Log.info("shutterd: to resume: \(request.serialized)")
+    /// a `gap` message for what it no longer has, which becomes a notice). Returns whether
+    /// it was sent. ShutterClient has no call for it yet, so it is logged and not sent, and
+    /// the connection is treated as with 1.4: its first event says what may be missing.
+    func resume(protocolMinor: Int) -> Bool {
+        guard let request = continuity.resumeRequest(protocolMinor: protocolMinor, instance: instance) else {
+            return false
+        }
+        Log.info("shutterd: would resume with \(request.serialized) (not sent: the client library has no such call)")
+        return false
     }
 
     /// Takes every event that arrived, without waiting; writes them to the spool's file

@@ -149,16 +149,18 @@ struct SpoolTests {
         var c = Continuity(place: Place(instance: nil, seq: 10), newest: Spool.Entry(topic: "t", payload: "", seq: 12))
         #expect(c.lastSeq == 12)
         #expect(c.resumeRequest(protocolMinor: 4, instance: nil) == nil)
-        #expect(c.connected(instance: nil) == nil)
+        #expect(c.connected(instance: nil, resumed: false) == nil)
         #expect(c.event(seq: 20) == .missing(from: 13, through: 19, lastAcknowledged: 10))
         #expect(c.event(seq: 25) == nil, "only a connection's first event")
-        #expect(c.connected(instance: nil) == nil)
+        #expect(c.connected(instance: nil, resumed: false) == nil)
         #expect(c.event(seq: 26) == nil, "nothing missed")
-        #expect(c.connected(instance: nil) == nil)
+        #expect(c.connected(instance: nil, resumed: false) == nil)
         #expect(
             c.event(seq: 3) == .restart(previous: nil, instance: nil, lastSeq: 26, lastAcknowledged: 10, firstSeq: 3))
         var fresh = Continuity(place: Place(instance: nil, seq: nil), newest: nil)
-        #expect(fresh.connected(instance: nil) == nil && fresh.event(seq: 100) == nil, "nothing to compare with")
+        #expect(
+            fresh.connected(instance: nil, resumed: false) == nil && fresh.event(seq: 100) == nil,
+            "nothing to compare with")
     }
 
     @Test("continuity with instances (1.5): resume from the newest seq held; a new instance is a restart")
@@ -170,11 +172,14 @@ struct SpoolTests {
         #expect(resume?.serialized == #"{"type":"resume","instance":"aaaaaaaaaaaaaaaa","seq":12}"#)
         #expect(c.resumeRequest(protocolMinor: 4, instance: "aaaaaaaaaaaaaaaa") == nil)
         #expect(c.resumeRequest(protocolMinor: 5, instance: "bbbbbbbbbbbbbbbb") == nil, "another instance")
-        #expect(c.connected(instance: "aaaaaaaaaaaaaaaa") == nil)
+        #expect(c.connected(instance: "aaaaaaaaaaaaaaaa", resumed: true) == nil)
         #expect(c.event(seq: 40) == nil, "resumed: shutterd says what it cannot send")
+        var notResumed = c
+        #expect(notResumed.connected(instance: "aaaaaaaaaaaaaaaa", resumed: false) == nil)
+        #expect(notResumed.event(seq: 45) == .missing(from: 41, through: 44, lastAcknowledged: 10), "as with 1.4")
         #expect(c.acknowledged(seq: 13, instance: "aaaaaaaaaaaaaaaa") && c.place.seq == 13)
         #expect(
-            c.connected(instance: "bbbbbbbbbbbbbbbb")
+            c.connected(instance: "bbbbbbbbbbbbbbbb", resumed: false)
                 == .restart(
                     previous: "aaaaaaaaaaaaaaaa", instance: "bbbbbbbbbbbbbbbb", lastSeq: 40, lastAcknowledged: 13,
                     firstSeq: nil))

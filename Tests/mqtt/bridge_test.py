@@ -73,10 +73,13 @@ DEVICE = {"id": "usb-2717-0040-1-1-ab-shutter3", "group": "usb-2717-0040-1-1", "
 class StandIn:
     """A stand-in shutterd: a hello with `devices`, then the capture lines `send` is given."""
 
-    def __init__(self, path, devices):
+    def __init__(self, path, devices, instance=None, minor=0):
         self.path = path
-        self.hello = json.dumps({"type": "hello", "protocol": {"major": 1, "minor": 0},
-                                 "daemon": {"name": "shutterd", "version": "0.1.0"}, "devices": devices})
+        hello = {"type": "hello", "protocol": {"major": 1, "minor": minor},
+                 "daemon": {"name": "shutterd", "version": "0.1.0"}, "devices": devices}
+        if instance:
+            hello["instance"] = instance  # protocol 1.5
+        self.hello = json.dumps(hello)
         self.listener = socket.socket(socket.AF_UNIX)
         self.listener.bind(path)
         self.listener.listen(4)
@@ -235,6 +238,58 @@ def test_seq_across_shutterd_restart(work):
         wait_until("six events", lambda: len(received(out)) == 6)
         assert len(keys()) == 6, sorted(keys(), key=str)
         assert all(isinstance(c, int) for _, c, _ in keys()), keys()
+    finally:
+        stop_all(sub, bridge, standin, broker)
+
+
+def test_instance_restart_and_resume(work):
+    """A shutterd that says its instance (protocol 1.5): each event carries it; a new
+    instance is a `restart` notice naming both and the last seq acknowledged; the same
+    instance again is where the bridge would resume (logged: the client library cannot send
+    it yet), and until it can, what that shutterd sent meanwhile is a `missing` notice."""
+    broker = Broker(work)
+    path = os.path.join(work, "standin.sock")
+    a, b = "00000000000000aa", "00000000000000bb"
+    standin = StandIn(path, [DEVICE], instance=a, minor=5)
+    state = os.path.join(work, "state")
+    os.mkdir(state)
+    bridge = start_bridge(work, broker, path, "--state-dir", state)
+    out = os.path.join(work, "sub.out")
+    sub = broker.subscribe(out, "instance-sub", PREFIX + "/events/#", PREFIX + "/notice")
+
+    def got():
+        return [(t.rsplit("/", 1)[-1] if t == PREFIX + "/notice" else "event", json.loads(p)) for t, p in received(out)]
+
+    try:
+        wait_until("the stand-in has the bridge", standin.accepted.is_set)
+        wait_until("online", lambda: broker.retained(PREFIX + "/status") == b"online")
+        time.sleep(0.5)  # the subscriber is in
+        standin.send([1, 2, 3])
+        wait_until("three events", lambda: len(got()) == 3)
+        assert [(e["instance"], e["seq"]) for _, e in got()] == [(a, 1), (a, 2), (a, 3)], got()
+        wait_until("the place written", lambda: os.path.exists(os.path.join(state, "place"))
+                   and json.load(open(os.path.join(state, "place"))).get("seq") == 3)
+        standin.close()
+        standin = StandIn(path, [DEVICE], instance=b, minor=5)  # shutterd restarted
+        wait_until("the bridge connected again", standin.accepted.is_set)
+        standin.send([1])
+        wait_until("the notice and the event", lambda: len(got()) == 5)
+        kind, notice = got()[3]
+        assert kind == "notice" and notice["type"] == "restart", got()
+        assert (notice["previousInstance"], notice["instance"], notice["lastAcknowledgedSeq"]) == (a, b, 3), notice
+        assert "instance 00000000000000aa became 00000000000000bb" in bridge.log(), bridge.log()
+        assert got()[4][1]["instance"] == b and got()[4][1]["seq"] == 1
+        standin.close()
+        standin = StandIn(path, [DEVICE], instance=b, minor=5)  # the same shutterd, connected again
+        wait_until("the bridge connected again", standin.accepted.is_set)
+        wait_until("the resume logged", lambda: 'would resume with {"type":"resume","instance":"%s","seq":1}' % b
+                   in bridge.log())
+        standin.send([7])
+        wait_until("the notice and the event", lambda: len(got()) == 7)
+        kind, notice = got()[5]
+        assert kind == "notice" and (notice["type"], notice["fromSeq"], notice["throughSeq"]) == ("missing", 2, 6), got()
+        keys = {(e["host"], e["instance"], e["seq"]) for k, e in got() if k == "event"}
+        assert len(keys) == 5, keys
     finally:
         stop_all(sub, bridge, standin, broker)
 
@@ -708,7 +763,7 @@ def test_bridge_killed_with_a_full_spool(work):
 
 def main():
     tests = [test_usage_errors, test_status_will_and_restarts, test_clean_stop, test_devices_and_events_across_broker_restart,
-             test_seq_across_shutterd_restart, test_stale_devices_after_bridge_restart, test_home_assistant, test_password_file, test_tls,
+             test_seq_across_shutterd_restart, test_instance_restart_and_resume, test_stale_devices_after_bridge_restart, test_home_assistant, test_password_file, test_tls,
              test_bridge_killed_while_events_flow, test_bridge_stopped_while_broker_down, test_broker_frozen_then_killed,
              test_bridge_killed_with_a_full_spool]
     only = os.environ.get("SHUTTERD_MQTT_ONLY")

@@ -73,6 +73,8 @@ final class SpoolStore {
                 "spool: \(entries.count) events from \(spoolPath) to publish"
                     + (seqs.isEmpty ? "" : " (seq \(seqs.first!) to \(seqs.last!))")
                     + (held > entries.count ? "; \(held - entries.count) the broker had acknowledged" : ""))
+        } else {
+            Log.info("spool: in \(spoolPath), empty")
         }
         rewrite(entries)
         return (place, entries)

@@ -22,7 +22,8 @@
 #      ShutterClient library by path, built with swift build and run against the built
 #      shutterd (Tests/ClientFixture/run.sh)
 #   7b. the MQTT bridge: shutterd-mqtt between the built shutterd (and a stand-in that sends
-#      captures) and a real mosquitto on a free port, mosquitto_sub as the consumer
+#      captures) and a real mosquitto on a free port, mosquitto_sub as the consumer, with the
+#      bridge, the broker or both killed while a replaying shutterd's events flow
 #      (Tests/mqtt/run.sh)
 #   8. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
 #      gadget devices, and its Bluetooth tier: Debian's bluetoothd paired with a virtual

@@ -15,6 +15,8 @@
 #      shutterd.service may be the socket's directory or one above it (systemd
 #      chowns such a directory, socket node included, to the service's user),
 #      and the socket unit must say SocketUser=root.
+#   5. shutterd-mqtt.service gives the bridge its state directory (StateDirectory=
+#      shutterd-mqtt, mode 0700), where it keeps its spool.
 #
 # verify insists that ExecStart= names an executable file. The unit is made
 # with @SBINDIR@ pointing at the built binary (.build/release/shutterd, or
@@ -167,6 +169,21 @@ if [ "$owner_ok" = 1 ]; then
     echo "ok: $sockdir and $listen belong to shutterd.socket (SocketUser=root), not to the service"
 else
     failed=1
+fi
+
+# 5. the bridge's state directory
+echo "== shutterd-mqtt.service's StateDirectory="
+# shutterd-mqtt keeps its spool where $STATE_DIRECTORY says (shutterd-mqtt(8), SPOOL); without
+# it the spool is in memory only and a restart loses what it holds.
+state=$(sed -n 's/^StateDirectory=//p' "$tmp/units/shutterd-mqtt.service")
+if [ "$state" != shutterd-mqtt ]; then
+    echo "check-units: FAIL: shutterd-mqtt.service says StateDirectory=$state, not shutterd-mqtt"
+    failed=1
+elif ! grep -qx 'StateDirectoryMode=0700' "$tmp/units/shutterd-mqtt.service"; then
+    echo "check-units: FAIL: shutterd-mqtt.service's state directory is not StateDirectoryMode=0700"
+    failed=1
+else
+    echo "ok: shutterd-mqtt.service has its spool in StateDirectory=shutterd-mqtt (0700)"
 fi
 
 if [ "$failed" -ne 0 ]; then

@@ -49,14 +49,17 @@ package struct MQTTTopics: Equatable, Sendable {
 /// Payloads: shutterd's JSON with what a consumer on another machine needs added.
 package enum MQTTPayload {
     /// The payload of an event: shutterd's line (a JSON object, as the client read it) with
-    /// `host`, `connection` and the wall-clock `time` added as its last members, without
+    /// `host`, `instance` (shutterd's, from its hello: protocol 1.5; left out when the hello
+    /// has none), `connection` and the wall-clock `time` added as its last members, without
     /// parsing it again: the bytes shutterd wrote stay as they were. nil when the line is
     /// not an object. The time is UTC, ISO 8601, to the microsecond.
     ///
-    /// `connection` is when the bridge connected to this shutterd (microseconds since the
-    /// epoch): shutterd's `seq` starts at 1 again when it restarts, so (host, connection,
-    /// seq) is what names one event for good.
-    package static func event(line: String, host: String, connection: Int64, wallMicros: Int64) -> String? {
+    /// (`host`, `instance`, `seq`) names one event for good: shutterd's `seq` starts at 1
+    /// again in a new instance. `connection` is when the bridge connected to this shutterd
+    /// (microseconds since the epoch), which does the same for a shutterd without instances.
+    package static func event(
+        line: String, host: String, instance: String? = nil, connection: Int64, wallMicros: Int64
+    ) -> String? {
         var text = Substring(line)
         // Character.isWhitespace: "\r\n" is one Character.
         while let last = text.last, last.isWhitespace { text.removeLast() }
@@ -64,29 +67,86 @@ package enum MQTTPayload {
         guard text.first == "{", text.last == "}" else { return nil }
         text.removeLast()
         let empty = text.dropFirst().allSatisfy(\.isWhitespace)
-        let added = JSON.object([
-            ("host", .string(host)), ("connection", .int(connection)), ("time", .string(utcTime(micros: wallMicros))),
-        ]).serialized
+        var members: [(String, JSON)] = [("host", .string(host))]
+        if let instance { members.append(("instance", .string(instance))) }
+        members += [("connection", .int(connection)), ("time", .string(utcTime(micros: wallMicros)))]
+        let added = JSON.object(members).serialized
         return String(text + (empty ? "" : ",") + added.dropFirst())
     }
 
-    /// A notice that the spool was full and dropped events.
-    package static func dropped(_ d: Spool.Dropped, capacity: Int, host: String, wallMicros: Int64) -> String {
-        var members: [(String, JSON)] = [
-            ("type", .string("dropped")), ("count", .int(Int64(d.count))),
-        ]
+    /// A notice for the notice topic: its payload, and its `message`, which the bridge logs.
+    package struct Notice: Equatable, Sendable {
+        package var payload: String
+        package var message: String
+    }
+
+    static func notice(_ type: String, _ members: [(String, JSON)], _ message: String, host: String, wallMicros: Int64)
+        -> Notice
+    {
+        let all: [(String, JSON)] =
+            [("type", .string(type))] + members + [
+                ("message", .string(message)), ("host", .string(host)),
+                ("time", .string(utcTime(micros: wallMicros))),
+            ]
+        return Notice(payload: JSON.object(all).serialized, message: message)
+    }
+
+    static func range(_ first: Int64?, _ last: Int64?) -> String {
+        guard let first, let last else { return "" }
+        return first == last ? ", seq \(first)" : ", seq \(first) to \(last)"
+    }
+
+    /// Events the spool dropped, past its bound in events (`spool`) or bytes (`spool-bytes`).
+    package static func dropped(_ d: Spool.Dropped, capacity: Int, byteCapacity: Int, host: String, wallMicros: Int64)
+        -> Notice
+    {
+        var members: [(String, JSON)] = [("count", .int(Int64(d.count)))]
         if let first = d.firstSeq, let last = d.lastSeq {
             members += [("firstSeq", .int(first)), ("lastSeq", .int(last))]
         }
-        members += [
-            (
-                "message",
-                .string(
-                    "the broker was unreachable for longer than \(capacity) events; \(d.count) dropped, oldest first")
-            ),
-            ("host", .string(host)), ("time", .string(utcTime(micros: wallMicros))),
-        ]
-        return JSON.object(members).serialized
+        let message =
+            "the spool was over its bound (\(capacity) events waiting, \(byteCapacity) bytes held) while the broker "
+            + "was unreachable or slow: \(d.count) events dropped, oldest first\(range(d.firstSeq, d.lastSeq))"
+        return notice("dropped", members, message, host: host, wallMicros: wallMicros)
+    }
+
+    /// A shutterd without `resume` (protocol 1.4): the events it sent while the bridge was not
+    /// connected to it are missing, seq `from` through `through` at most (seq counts every
+    /// client's events, so some of those may never have been the bridge's).
+    package static func missing(
+        from: Int64, through: Int64, lastAcknowledged: Int64?, host: String, wallMicros: Int64
+    ) -> Notice {
+        var members: [(String, JSON)] = [("fromSeq", .int(from)), ("throughSeq", .int(through))]
+        members.append(("lastAcknowledgedSeq", lastAcknowledged.map(JSON.int) ?? .null))
+        let message =
+            "events between connections to shutterd may be missing: seq \(from) to \(through), sent while the bridge "
+            + "was not connected (this shutterd cannot resend them; the broker acknowledged up to seq "
+            + "\(lastAcknowledged.map(String.init) ?? "none"))"
+        return notice("missing", members, message, host: host, wallMicros: wallMicros)
+    }
+
+    /// shutterd restarted: a new instance (or, from a shutterd without instances, a seq that
+    /// went back). Whatever the old one sent after `lastSeq` while the bridge was not
+    /// connected is gone with it.
+    package static func restart(
+        previous: String?, instance: String?, lastSeq: Int64?, lastAcknowledged: Int64?, firstSeq: Int64?,
+        host: String, wallMicros: Int64
+    ) -> Notice {
+        var members: [(String, JSON)] = []
+        if let previous { members.append(("previousInstance", .string(previous))) }
+        if let instance { members.append(("instance", .string(instance))) }
+        members.append(("lastSeq", lastSeq.map(JSON.int) ?? .null))
+        members.append(("lastAcknowledgedSeq", lastAcknowledged.map(JSON.int) ?? .null))
+        if let firstSeq { members.append(("firstSeq", .int(firstSeq))) }
+        let which =
+            previous != nil || instance != nil
+            ? "instance \(previous ?? "unknown") became \(instance ?? "unknown")"
+            : "seq went back from \(lastSeq.map(String.init) ?? "none") to \(firstSeq.map(String.init) ?? "none")"
+        let message =
+            "shutterd restarted (\(which)): events of the old one after seq \(lastSeq.map(String.init) ?? "none") "
+            + "that it sent while the bridge was not connected are missing; the broker acknowledged up to seq "
+            + "\(lastAcknowledged.map(String.init) ?? "none") of it"
+        return notice("restart", members, message, host: host, wallMicros: wallMicros)
     }
 
     /// Microseconds since the Unix epoch as `2026-12-01T02:50:29.123456Z`.
@@ -115,94 +175,6 @@ package enum MQTTPayload {
         let q = a / b
         let r = a % b
         return r < 0 ? (q - 1, r + b) : (q, r)
-    }
-}
-
-/// Events waiting for the broker, oldest first, at most `capacity`: past it the oldest is
-/// dropped and counted (with its `seq`) until the count is taken for a notice.
-package struct Spool {
-    package struct Entry: Equatable, Sendable {
-        package var topic: String
-        package var payload: String
-        /// shutterd's daemon-wide sequence number, when the event has one.
-        var seq: Int64?
-
-        package init(topic: String, payload: String, seq: Int64?) {
-            self.topic = topic
-            self.payload = payload
-            self.seq = seq
-        }
-    }
-
-    /// What was dropped since the last notice.
-    package struct Dropped: Equatable, Sendable {
-        package var count = 0
-        var firstSeq: Int64?
-        var lastSeq: Int64?
-
-        init(count: Int = 0, firstSeq: Int64? = nil, lastSeq: Int64? = nil) {
-            self.count = count
-            self.firstSeq = firstSeq
-            self.lastSeq = lastSeq
-        }
-    }
-
-    package let capacity: Int
-    var ring: [Entry?]
-    var head = 0
-    private(set) var count = 0
-    /// Dropped since `takeDropped`.
-    private(set) var dropped = Dropped()
-    /// Dropped since the start.
-    private(set) var droppedTotal = 0
-
-    package init(capacity: Int) {
-        precondition(capacity > 0)
-        self.capacity = capacity
-        ring = []
-    }
-
-    var isEmpty: Bool { count == 0 }
-    package var first: Entry? { count == 0 ? nil : ring[head] }
-
-    /// Adds `e` at the end; when full, the oldest is dropped first (and counted).
-    package mutating func append(_ e: Entry) {
-        if count == capacity, let oldest = popFirst() {
-            dropped.count += 1
-            droppedTotal += 1
-            if let seq = oldest.seq {
-                dropped.firstSeq = dropped.firstSeq ?? seq
-                dropped.lastSeq = seq
-            }
-        }
-        // Grows to capacity as needed, doubling (each entry is moved a bounded number of
-        // times, not once per append), then stays: an idle bridge holds little.
-        if count == ring.count {
-            let size = Swift.min(capacity, Swift.max(16, ring.count * 2))
-            var grown = [Entry?](repeating: nil, count: size)
-            for i in 0..<count { grown[i] = ring[(head + i) % ring.count] }
-            ring = grown
-            head = 0
-        }
-        ring[(head + count) % ring.count] = e
-        count += 1
-    }
-
-    @discardableResult
-    package mutating func popFirst() -> Entry? {
-        guard count > 0 else { return nil }
-        let e = ring[head]
-        ring[head] = nil
-        head = (head + 1) % ring.count
-        count -= 1
-        return e
-    }
-
-    /// What was dropped since the last call, and starts counting again.
-    package mutating func takeDropped() -> Dropped? {
-        guard dropped.count > 0 else { return nil }
-        defer { dropped = Dropped() }
-        return dropped
     }
 }
 

@@ -24,6 +24,9 @@ package struct MQTTSettings: Equatable, Sendable {
     package var clientID: String?
     /// Events held while the broker is unreachable; past it the oldest are dropped, counted.
     package var spool = 10_000
+    /// The bytes of the records the spool holds (waiting and in flight); past it the oldest
+    /// waiting are dropped, counted. Its file is at most about twice this.
+    package var spoolBytes = 16 << 20
     /// Home Assistant's MQTT discovery: a device trigger per key, once the key is pressed.
     package var homeAssistant = false
 
@@ -31,9 +34,10 @@ package struct MQTTSettings: Equatable, Sendable {
     static let qosRange = 0...2
     static let keepaliveRange = 5...65_535
     static let spoolRange = 16...1_000_000
+    static let spoolBytesRange = 65_536...(1 << 30)
     package static let keys = [
         "host", "port", "prefix", "qos", "keepalive", "tls-ca", "tls-cert", "tls-key", "username",
-        "password-file", "client-id", "spool", "homeassistant",
+        "password-file", "client-id", "spool", "spool-bytes", "homeassistant",
     ]
 
     package init() {}
@@ -76,6 +80,7 @@ package struct MQTTSettings: Equatable, Sendable {
         case "password-file": passwordFile = try text()
         case "client-id": clientID = try text()
         case "spool": spool = try number(Self.spoolRange)
+        case "spool-bytes": spoolBytes = try number(Self.spoolBytesRange)
         case "homeassistant": homeAssistant = try MappingOverride.flag(value, key)
         default:
             throw FieldError(message: "unknown [mqtt] setting '\(key)' (known: \(Self.keys.joined(separator: ", ")))")

@@ -23,6 +23,9 @@ package final class Broker {
     var watchingWrite = false
     var started = false
     package private(set) var connected = false
+    /// The broker accepted the connection during this `mosquitto_loop_read`: `onConnect`
+    /// runs once it returned (see `connected(code:)`).
+    var justConnected = false
     /// The last failure logged, so that a broker that stays away is not logged every retry.
     var lastProblem = ""
     /// Whether this attempt's failure was already reported (a refusal comes before the
@@ -31,6 +34,8 @@ package final class Broker {
     /// libmosquitto's last error-level log line (OpenSSL's reason for a TLS failure).
     var libraryError: String?
 
+    /// Connected (again). libmosquitto has queued its in-flight publications to go out again
+    /// by then: what this publishes goes after them.
     package var onConnect: () -> Void = {}
     package var onPublished: (Int32) -> Void = { _ in }
     /// A message on a subscribed topic: its topic, whether it is empty, and whether the
@@ -249,6 +254,10 @@ package final class Broker {
         if events & (EventLoop.readable | EventLoop.hangup) != 0 {
             rc = mosquitto_loop_read(mosq, 1)
             e = Sys.errno
+            if justConnected {
+                justConnected = false
+                if connected { onConnect() }
+            }
         }
         if rc == MOSQ_ERR_SUCCESS.rawValue, watched != nil, events & EventLoop.writable != 0 {
             rc = mosquitto_loop_write(mosq, 1)
@@ -321,7 +330,11 @@ package final class Broker {
         retry = .milliseconds(500)
         lastProblem = ""
         Log.info("mqtt: connected to \(endpoint)")
-        onConnect()
+        // libmosquitto calls this from its CONNACK handling before it sends again what was
+        // in flight (handle__connack's message__retry_check, libmosquitto 2.0): what the
+        // bridge published from here would go out ahead of those, out of order. So the
+        // bridge hears of the connection once mosquitto_loop_read has returned.
+        justConnected = true
     }
 
     func disconnected(code: Int32, errno e: Int32) {

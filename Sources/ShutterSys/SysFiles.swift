@@ -14,6 +14,62 @@ extension Sys {
     package static let noFollow = O_NOFOLLOW
     package static let truncate = O_TRUNC
     package static let noControllingTerminal = O_NOCTTY
+    package static let appendOnly = O_APPEND
+    package static let directoryOnly = O_DIRECTORY
+
+    /// fsync(2): what was written to `fd` (or, for a directory, its entries) is on the
+    /// storage device when it returns.
+    package static func syncFile(_ fd: Int32, _ subject: String? = nil) throws(SystemError) {
+        try check("fsync", subject) { Glibc.fsync(fd) }
+    }
+
+    /// rename(2): `to` is replaced by `from` in one step (both in one file system).
+    package static func renameFile(_ from: String, _ to: String) throws(SystemError) {
+        try check("rename", "\(from) to \(to)") { Glibc.rename(from, to) }
+    }
+
+    /// The whole of a file, bytes as they are, at most `limit` of them (EFBIG past it).
+    package static func readFile(_ path: String, limit: Int) throws(SystemError) -> [UInt8] {
+        let fd = try open(path, readOnly | noControllingTerminal)
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n =
+                try chunk.withUnsafeMutableBytes { raw in
+                    Result { () throws(SystemError) in try read(fd, raw, path) }
+                }
+                .get() ?? 0
+            if n == 0 { return bytes }
+            bytes += chunk[0..<n]
+            if bytes.count > limit { throw failure("read", path, EFBIG) }
+        }
+    }
+
+    /// Writes `bytes` to `path` so that a crash at any moment leaves either the old file or
+    /// the new one whole: a temporary file beside it (`path` + ".new") written and fsync'd,
+    /// renamed over `path`, then the directory fsync'd so that the rename itself is stored.
+    package static func replaceFile(_ path: String, _ bytes: [UInt8], directory: String) throws(SystemError) {
+        let temporary = path + ".new"
+        let fd = try open(temporary, writeOnly | create | truncate | noFollow, mode: 0o600)
+        do {
+            try writeAll(fd, bytes)
+            try syncFile(fd, temporary)
+        } catch {
+            close(fd)
+            throw error
+        }
+        close(fd)
+        try renameFile(temporary, path)
+        try syncDirectory(directory)
+    }
+
+    /// fsync(2) of a directory: the names created, renamed or removed in it are stored.
+    package static func syncDirectory(_ path: String) throws(SystemError) {
+        let fd = try open(path, readOnly | directoryOnly)
+        defer { close(fd) }
+        try syncFile(fd, path)
+    }
 
     /// open(2), always close-on-exec; `flags` from the constants above.
     package static func open(_ path: String, _ flags: Int32, mode: UInt32 = 0) throws(SystemError) -> Int32 {

@@ -7,8 +7,9 @@ import ShutterMQTT
 import ShutterSys
 
 /// shutterd's socket on one side, the broker on the other, one epoll loop between them.
-/// Events go into the spool and out to the broker, oldest first, while it is connected and
-/// fewer than `window` publications await its acknowledgement.
+/// Events go into the spool (and, with a state directory, its file, fsync'd) and out to the
+/// broker, oldest first, while it is connected and fewer than `window` publications await
+/// its acknowledgement; they leave the spool once the broker acknowledged them.
 final class Bridge {
     let loop: EventLoop
     let socketPath: String
@@ -17,9 +18,23 @@ final class Bridge {
     let settings: MQTTSettings
     var broker: Broker!
     var spool: Spool
+    /// The spool's file and the place, in the state directory; nil: in memory only.
+    let store: SpoolStore?
+    /// Entries in the spool not yet written to its file (written and fsync'd together, once
+    /// the events that arrived together are in).
+    var unwritten: [Spool.Entry] = []
+    /// Where the bridge is in shutterd's stream, and what it lost.
+    var continuity: Continuity
+    /// The place changed since it was last written.
+    var placeChanged = false
+    /// Dropping since the last dropped notice (logged once when it starts).
+    var overBound = false
+    /// Rewrites the spool's file without what the broker acknowledged, a second after the
+    /// first acknowledgement since it was last written.
+    let compactTimer: Timer
+    var compactArmed = false
     var devices = RetainedDevices()
-    /// Publications handed to libmosquitto and not yet acknowledged (QoS 1 and 2).
-    var unacknowledged: Set<Int32> = []
+    /// At most this many publications await the broker's acknowledgement.
     static let window = 100
     /// Whether, on this connection to the broker, the bridge subscribed to the retained
     /// device messages to clear those of devices shutterd no longer has.
@@ -32,21 +47,41 @@ final class Bridge {
     /// When the bridge connected to this shutterd (microseconds since the epoch), in every
     /// event: shutterd's seq starts again at 1 when it restarts.
     var connection: Int64 = 0
+    /// shutterd's instance, from this connection's hello (protocol 1.5; nil before).
+    var instance: String?
     var clientFD: Int32?
     let shutterdRetry: Timer
     /// How long the next reconnection to shutterd waits (exponential, capped).
     var shutterdBackoff = Backoff()
     var lastShutterdProblem = ""
 
-    init(settings: MQTTSettings, socketPath: String, host: String, loop: EventLoop) throws(BridgeError) {
+    init(settings: MQTTSettings, socketPath: String, host: String, stateDirectory: String?, loop: EventLoop)
+        throws(BridgeError)
+    {
         self.loop = loop
         self.settings = settings
         self.socketPath = socketPath
         self.host = host
         topics = settings.prefix.map(MQTTTopics.init(prefix:)) ?? MQTTTopics(hostname: host)
-        spool = Spool(capacity: settings.spool)
+        spool = Spool(capacity: settings.spool, byteCapacity: settings.spoolBytes)
+        var place = Place(instance: nil, seq: nil)
+        if let stateDirectory {
+            let s = try SpoolStore(directory: stateDirectory)
+            let (p, entries) = s.load()
+            place = p
+            if let d = p.dropped { spool.restoreDropped(d) }
+            for e in entries { s.dead += spool.append(e) }
+            store = s
+        } else {
+            store = nil
+            Log.info(
+                "spool: no state directory ($STATE_DIRECTORY or --state-dir): the spool is in memory only, and what "
+                    + "it holds is lost if the bridge stops")
+        }
+        continuity = Continuity(place: place, newest: spool.entries.last { $0.seq != nil })
         do {
             shutterdRetry = try Timer()
+            compactTimer = try Timer()
         } catch {
             throw BridgeError("\(error)")
         }
@@ -54,10 +89,7 @@ final class Bridge {
             settings: settings, clientID: settings.clientID ?? "shutterd-mqtt-" + host,
             will: (topics.status, "offline"), loop: loop)
         broker.onConnect = { [unowned self] in brokerConnected() }
-        broker.onPublished = { [unowned self] mid in
-            unacknowledged.remove(mid)
-            pump()
-        }
+        broker.onPublished = { [unowned self] mid in acknowledged(mid) }
         broker.onMessage = { [unowned self] topic, empty, retained in
             clearIfStale(topic, empty: empty, retained: retained)
         }
@@ -65,6 +97,11 @@ final class Bridge {
             try loop.add(shutterdRetry.raw, events: EventLoop.readable) { [unowned self] _ in
                 shutterdRetry.acknowledge()
                 connectShutterd()
+            }
+            try loop.add(compactTimer.raw, events: EventLoop.readable) { [unowned self] _ in
+                compactTimer.acknowledge()
+                compactArmed = false
+                compact()
             }
         } catch {
             throw BridgeError("\(error)")
@@ -89,9 +126,14 @@ final class Bridge {
             connection = wallMicros()
             lastShutterdProblem = ""
             shutterdBackoff.reset()
+            // Read from the hello's line: the generated Hello has no instance before 1.5.
+            instance = (try? JSON.parse(c.helloLine))?["instance"]?.stringValue
+            let minor = Int(c.hello.protocolVersion.minor)
             Log.info(
-                "shutterd: connected to \(socketPath) (shutterd \(c.hello.daemonVersion), \(c.hello.devices.count) devices)"
-            )
+                "shutterd: connected to \(socketPath) (shutterd \(c.hello.daemonVersion), protocol 1.\(minor)"
+                    + (instance.map { ", instance \($0)" } ?? "") + ", \(c.hello.devices.count) devices)")
+            let resumed = resume(protocolMinor: minor)
+            if let loss = continuity.connected(instance: instance, resumed: resumed) { say(loss) }
             publishDevices(devices.replace(with: c.hello.devices.map { ($0.id, $0.json) }, connected: broker.connected))
             sweepStaleDevices()
             // Lines that came with the hello are in the client's buffer already: epoll will
@@ -110,9 +152,28 @@ final class Bridge {
         }
     }
 
-    /// Takes every event that arrived, without waiting.
+    /// What the bridge asks a new connection for before anything else (`Continuity.resumeRequest`):
+    /// with shutterd 1.5, `{"type":"resume","instance":…,"seq":N}`, N the newest seq the bridge
+    /// holds, so that shutterd sends what was missed while the bridge was not connected (or
+    /// a `gap` message for what it no longer has, which becomes a notice). Returns whether
+    /// it was sent. ShutterClient has no call for it yet, so it is logged and not sent, and
+    /// the connection is treated as with 1.4: its first event says what may be missing.
+    func resume(protocolMinor: Int) -> Bool {
+        guard let request = continuity.resumeRequest(protocolMinor: protocolMinor, instance: instance) else {
+            return false
+        }
+        Log.info("shutterd: would resume with \(request.serialized) (not sent: the client library has no such call)")
+        return false
+    }
+
+    /// Takes every event that arrived, without waiting; writes them to the spool's file
+    /// (fsync'd), then hands what it can to the broker.
     func readShutterd() {
         guard let c = client else { return }
+        defer {
+            flush()
+            pump()
+        }
         do {
             while let (event, line) = try c.nextMessage(timeout: .zero) {
                 handle(event, line)
@@ -133,7 +194,7 @@ final class Bridge {
         case .capture, .control, .overflow:
             guard let line,
                 let payload = MQTTPayload.event(
-                    line: line, host: host, connection: connection, wallMicros: wallMicros())
+                    line: line, host: host, instance: instance, connection: connection, wallMicros: wallMicros())
             else { return }
             var topic = topics.notice
             var seq: Int64?
@@ -146,8 +207,8 @@ final class Bridge {
                 seq = c.seq
                 topic = topics.events(c.device.id)
             }
-            spool.append(Spool.Entry(topic: topic, payload: payload, seq: seq))
-            pump()
+            if let seq, let loss = continuity.event(seq: seq) { say(loss) }
+            hold(Spool.Entry(topic: topic, payload: payload, seq: seq, instance: instance))
         case .deviceAdded(let d), .deviceChanged(let d):
             // A changed device's retained object is published again.
             publishDevices(devices.added(id: d.id, json: d.json, connected: broker.connected))
@@ -163,6 +224,86 @@ final class Bridge {
     }
 
     // MARK: broker
+
+    /// Into the spool (its file once `flush` runs).
+    func hold(_ e: Spool.Entry) {
+        let before = spool.droppedTotal
+        let freed = spool.append(e)
+        if spool.droppedTotal > before {
+            if !overBound {
+                Log.error(
+                    "spool: over its bound (\(spool.capacity) events waiting, \(spool.byteCapacity) bytes held): dropping "
+                        + "the oldest; a notice says how many once the broker is back")
+            }
+            overBound = true
+            placeChanged = true
+        }
+        if let store {
+            store.dead += freed
+            unwritten.append(e)
+        }
+    }
+
+    func flush() {
+        guard let store else { return }
+        store.append(unwritten)
+        unwritten = []
+        compactIfMostlyDead()
+    }
+
+    /// Rewrites the spool's file at once when most of it is dead; else a second after the
+    /// first dead record.
+    func compactIfMostlyDead() {
+        guard let store, store.dead > 0 else { return }
+        if store.dead >= 1 << 16 && store.dead >= spool.bytes {
+            compact()
+        } else if !compactArmed {
+            compactArmed = true
+            compactTimer.arm(after: 1_000_000)
+        }
+    }
+
+    /// What was lost, as a notice (held in the spool, in order) and in the log.
+    func say(_ loss: Continuity.Loss) {
+        let notice: MQTTPayload.Notice
+        switch loss {
+        case .restart(let previous, let instance, let lastSeq, let lastAcknowledged, let firstSeq):
+            notice = MQTTPayload.restart(
+                previous: previous, instance: instance, lastSeq: lastSeq, lastAcknowledged: lastAcknowledged,
+                firstSeq: firstSeq, host: host, wallMicros: wallMicros())
+        case .missing(let from, let through, let lastAcknowledged):
+            notice = MQTTPayload.missing(
+                from: from, through: through, lastAcknowledged: lastAcknowledged, host: host, wallMicros: wallMicros())
+        }
+        Log.error("notice: \(notice.message)")
+        hold(Spool.Entry(topic: topics.notice, payload: notice.payload, seq: nil))
+    }
+
+    /// The broker acknowledged `mid`: what it acknowledged leaves the spool, the place moves.
+    func acknowledged(_ mid: Int32) {
+        if let (entries, bytes) = spool.acknowledge(mid: mid) {
+            for e in entries where continuity.acknowledged(seq: e.seq, instance: e.instance) { placeChanged = true }
+            store?.dead += bytes
+            compactIfMostlyDead()
+        }
+        pump()
+    }
+
+    /// Writes the place (with what was dropped and not yet said), then the spool's file again
+    /// with only what is still held: a crash between the two leaves the dropped records in
+    /// the file, dropped again (and counted) when it is read back.
+    func compact() {
+        guard let store else { return }
+        store.append(unwritten)
+        unwritten = []
+        if placeChanged {
+            var place = continuity.place
+            place.dropped = spool.pendingDropped
+            store.savePlace(place)
+            placeChanged = false
+        }
+        if store.dead > 0 { store.rewrite(spool.entries) }
+    }
 
     func brokerConnected() {
         sweeping = false
@@ -207,24 +348,45 @@ final class Bridge {
         for (id, json) in list { broker.publish(topics.device(id), json ?? "", retain: true) }
     }
 
-    /// Hands spooled events to libmosquitto while the broker is there and the window open.
+    /// Hands spooled events to libmosquitto, oldest first, while the broker is there and the
+    /// window open. Those in flight when the broker goes stay in the spool and with
+    /// libmosquitto, which sends them again first after the reconnection (Broker.onConnect).
     func pump() {
-        while broker.connected, unacknowledged.count < Bridge.window, let next = spool.first {
+        while broker.connected, spool.inFlight < Bridge.window, let next = spool.next {
             if let d = spool.takeDropped() {
-                let notice = MQTTPayload.dropped(d, capacity: spool.capacity, host: host, wallMicros: wallMicros())
-                Log.error("mqtt: the spool was full: \(d.count) events dropped")
-                if let mid = broker.publish(topics.notice, notice, retain: false), settings.qos > 0 {
-                    unacknowledged.insert(mid)
-                }
+                let notice = MQTTPayload.dropped(
+                    d, capacity: spool.capacity, byteCapacity: spool.byteCapacity, host: host, wallMicros: wallMicros())
+                Log.error("notice: \(notice.message)")
+                broker.publish(topics.notice, notice.payload, retain: false)
+                overBound = false
+                placeChanged = true
                 continue
             }
             guard let mid = broker.publish(next.topic, next.payload, retain: false) else { return }
-            if settings.qos > 0 { unacknowledged.insert(mid) }
-            spool.popFirst()
+            if settings.qos > 0 {
+                spool.sent(mid: mid)
+            } else {
+                let size = spool.sentUnacknowledged()
+                store?.dead += size
+            }
         }
     }
 
     func stop() {
+        if let d = spool.pendingDropped {
+            let notice = MQTTPayload.dropped(
+                d, capacity: spool.capacity, byteCapacity: spool.byteCapacity, host: host, wallMicros: wallMicros())
+            Log.error(
+                "spool: stopping before this was published (" + (store != nil ? "kept for the next run" : "lost")
+                    + "): \(notice.message)")
+        }
+        placeChanged = true
+        compact()
+        if !spool.isEmpty {
+            Log.info(
+                "spool: stopping with \(spool.count) events not acknowledged by the broker"
+                    + (store.map { ", kept in \($0.spoolPath)" } ?? ", lost (no state directory)"))
+        }
         client?.close()
         broker.publish(topics.status, "offline", retain: true)
         broker.stop()

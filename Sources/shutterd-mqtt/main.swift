@@ -12,13 +12,15 @@ let usage = """
                          [--prefix TOPIC] [--qos N] [--keepalive S] [--tls-ca FILE]
                          [--tls-cert FILE --tls-key FILE] [--username NAME]
                          [--password-file FILE] [--client-id ID] [--spool N]
-                         [--homeassistant] [--verbose]
+                         [--spool-bytes N] [--state-dir DIR] [--homeassistant]
+                         [--verbose]
            shutterd-mqtt --check-config [FILE] [options]
 
     Publishes shutterd's devices and events to an MQTT broker: retained
     <prefix>/status (online, or offline as the last will), retained
     <prefix>/devices/<id>, and <prefix>/events/<id> with shutterd's JSON plus
-    "host", "connection" and "time". The prefix is shutterd/<hostname> unless set.
+    "host", "instance", "connection" and "time". The prefix is shutterd/<hostname>
+    unless set. Events wait for the broker in a spool kept in the state directory.
 
     Options (each overrides the [mqtt] section of the config file):
       --config FILE   read FILE, which must exist (default: $SHUTTERD_CONFIG when set,
@@ -28,9 +30,12 @@ let usage = """
                       /run/shutterd/shutterd.sock)
       --host HOST, --port N, --prefix TOPIC, --qos N, --keepalive S, --tls-ca FILE,
       --tls-cert FILE, --tls-key FILE, --username NAME, --password-file FILE,
-      --client-id ID, --spool N
+      --client-id ID, --spool N, --spool-bytes N
                       as the [mqtt] settings of the same names; the password only
                       ever comes from a file
+      --state-dir DIR where the spool and the bridge's place are kept (default:
+                      $STATE_DIRECTORY, which systemd sets; without either, in
+                      memory only)
       --homeassistant as homeassistant = yes: Home Assistant device triggers
       --verbose       log more
       --check-config [FILE]
@@ -54,6 +59,7 @@ Sys.ignore(Sys.brokenPipe)
 
 var configPath: String?
 var socketPath: String?
+var stateDirectory: String?
 var overrides: [(String, String)] = []
 var checkConfig = false
 var args = CommandLine.arguments.dropFirst()
@@ -62,12 +68,14 @@ while let arg = args.popFirst() {
     case "--password":
         fail("--password: a password on the command line is visible to every user; use --password-file", code: 64)
     case let option
-    where option.hasPrefix("--") && (["config", "socket"] + MQTTSettings.keys).contains(String(option.dropFirst(2)))
+    where option.hasPrefix("--")
+        && (["config", "socket", "state-dir"] + MQTTSettings.keys).contains(String(option.dropFirst(2)))
         && option != "--homeassistant":
         guard let v = args.popFirst() else { fail("\(option) needs a value", code: 64) }
         switch option {
         case "--config": configPath = v
         case "--socket": socketPath = v
+        case "--state-dir": stateDirectory = v
         default: overrides.append((String(option.dropFirst(2)), v))
         }
     case "--check-config":
@@ -145,8 +153,11 @@ do {
     let loop = try EventLoop()
     Log.attach(to: loop)
     let signals = try SignalSource([Sys.terminate, Sys.interrupt])
+    // systemd's StateDirectory= (several would be separated by ':'; the unit sets one).
+    let state = stateDirectory ?? env("STATE_DIRECTORY").map { String($0.split(separator: ":")[0]) }
     let bridge = try Bridge(
-        settings: settings, socketPath: socketPath ?? Client.environmentSocketPath, host: host, loop: loop)
+        settings: settings, socketPath: socketPath ?? Client.environmentSocketPath, host: host,
+        stateDirectory: state, loop: loop)
     try loop.add(signals.raw, events: EventLoop.readable) { _ in
         while let s = signals.next() {
             Log.info("shutterd-mqtt: signal \(s), stopping")

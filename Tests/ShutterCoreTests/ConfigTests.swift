@@ -185,7 +185,7 @@ struct ConfigTests {
             ("[mqtt]\nhost =\n", 2, "host must not be empty"),
             (
                 "[mqtt]\npassword = hunter2\n", 2,
-                "unknown [mqtt] setting 'password' (known: host, port, prefix, qos, keepalive, tls-ca, tls-cert, tls-key, username, password-file, client-id, spool, homeassistant)"
+                "unknown [mqtt] setting 'password' (known: host, port, prefix, qos, keepalive, tls-ca, tls-cert, tls-key, username, password-file, client-id, spool, spool-bytes, homeassistant)"
             ),
             ("\n[mqtt]\npassword-file = /etc/p\n", 2, "[mqtt]: password-file needs a username"),
             (

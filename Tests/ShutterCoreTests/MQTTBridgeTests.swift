@@ -40,10 +40,11 @@ struct MQTTBridgeTests {
             password-file = /etc/shutterd/mqtt.password
             client-id = rig7-bridge
             spool = 500
+            spool-bytes = 1048576
             """
         let m = try Config(text: text, keyCode: { _ in nil }).mqtt
         #expect(m.host == "broker.lab" && m.port == nil && m.effectivePort == 8883, "TLS means 8883 unless set")
-        #expect(m.prefix == "lab/rig7" && m.qos == 2 && m.keepalive == 30 && m.spool == 500)
+        #expect(m.prefix == "lab/rig7" && m.qos == 2 && m.keepalive == 30 && m.spool == 500 && m.spoolBytes == 1 << 20)
         #expect(m.tlsCA == "/etc/ssl/ca.pem" && m.tlsCert == "c.pem" && m.tlsKey == "k.pem")
         #expect(m.username == "rig7" && m.passwordFile == "/etc/shutterd/mqtt.password" && m.clientID == "rig7-bridge")
         let d = try Config(text: "[mqtt]\n", keyCode: { _ in nil }).mqtt
@@ -77,12 +78,17 @@ struct MQTTBridgeTests {
         #expect(MQTTPayload.utcTime(micros: -1) == "1969-12-31T23:59:59.999999Z")
     }
 
-    @Test("an event's payload is shutterd's line, byte for byte, with host, connection and time added")
+    @Test("an event's payload is shutterd's line, byte for byte, with host, instance, connection and time added")
     func eventPayload() throws {
         let line = #"{"type":"capture","seq":7,"phase":"began","device":{"id":"usb-1-x","name":"X"},"value":0.25}"#
         let payload = try #require(MQTTPayload.event(line: line + "\n", host: "rig7", connection: 42, wallMicros: 0))
         let added = #","host":"rig7","connection":42,"time":"1970-01-01T00:00:00.000000Z"}"#
         #expect(payload == String(line.dropLast()) + added)
+        let with = MQTTPayload.event(
+            line: line, host: "rig7", instance: "00ff00ff00ff00ff", connection: 42, wallMicros: 0)
+        let addedInstance =
+            #","host":"rig7","instance":"00ff00ff00ff00ff","connection":42,"time":"1970-01-01T00:00:00.000000Z"}"#
+        #expect(with == String(line.dropLast()) + addedInstance)
         let json = try JSON.parse(payload)
         #expect(json["seq"]?.intValue == 7 && json["host"]?.stringValue == "rig7" && json["connection"]?.intValue == 42)
         func event(_ line: String) -> String? { MQTTPayload.event(line: line, host: "h", connection: 1, wallMicros: 0) }
@@ -92,27 +98,30 @@ struct MQTTBridgeTests {
         #expect(event("not json") == nil)
     }
 
-    @Test("the spool keeps order, drops the oldest past its capacity and counts them with their seqs")
+    @Test("the spool keeps order, drops the oldest waiting past its capacity and counts them with their seqs")
     func spool() throws {
         var s = Spool(capacity: 3)
         func entry(_ n: Int64) -> Spool.Entry { Spool.Entry(topic: "t", payload: "\(n)", seq: n) }
         for n: Int64 in 1...2 { s.append(entry(n)) }
-        #expect(s.popFirst()?.seq == 1)
+        #expect(s.next?.seq == 1)
+        s.sent(mid: 11)
+        #expect(s.acknowledge(mid: 11)?.entries.map(\.seq) == [1])
         for n: Int64 in 3...7 { s.append(entry(n)) }  // 2..7 went in; 2, 3, 4 dropped
         #expect(s.count == 3 && s.droppedTotal == 3)
         let taken = s.takeDropped()
         let d = try #require(taken)
         #expect(d == Spool.Dropped(count: 3, firstSeq: 2, lastSeq: 4))
         #expect(s.takeDropped() == nil, "taken: counting starts again")
-        var out: [Int64] = []
-        while let e = s.popFirst() { out.append(e.seq ?? -1) }
-        #expect(out == [5, 6, 7])
-        #expect(s.isEmpty && s.first == nil)
+        #expect(s.entries.map(\.seq) == [5, 6, 7])
         s.append(Spool.Entry(topic: "n", payload: "notice", seq: nil))
-        #expect(s.first?.topic == "n" && s.count == 1 && s.droppedTotal == 3)
-        let notice = try JSON.parse(MQTTPayload.dropped(d, capacity: 3, host: "h", wallMicros: 0))
-        #expect(notice["type"]?.stringValue == "dropped" && notice["count"]?.intValue == 3)
-        #expect(notice["firstSeq"]?.intValue == 2 && notice["lastSeq"]?.intValue == 4)
+        #expect(s.entries.last?.topic == "n" && s.count == 3 && s.droppedTotal == 4)
+        let notice = MQTTPayload.dropped(d, capacity: 3, byteCapacity: 4096, host: "h", wallMicros: 0)
+        let json = try JSON.parse(notice.payload)
+        #expect(json["type"]?.stringValue == "dropped" && json["count"]?.intValue == 3)
+        #expect(json["firstSeq"]?.intValue == 2 && json["lastSeq"]?.intValue == 4)
+        #expect(
+            json["message"]?.stringValue == notice.message
+                && notice.message.hasSuffix("3 events dropped, oldest first, seq 2 to 4"))
     }
 
     @Test("retained devices: published while the broker is there, remembered and cleared when it comes back")

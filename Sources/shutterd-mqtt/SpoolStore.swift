@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import ShutterBridge
+import ShutterCore
+import ShutterMQTT
+import ShutterSys
+
+/// The spool and the place on disk, in the state directory: `spool` (SpoolFile's format),
+/// appended to and fsync'd before an event counts as held, and replaced whole (written
+/// beside it, fsync'd, renamed over it, the directory fsync'd) to drop what the broker
+/// acknowledged; `place` (one JSON line) replaced the same way. A write that fails is logged
+/// and the bridge goes on with its spool in memory only.
+final class SpoolStore {
+    let directory: String
+    var spoolPath: String { directory + "/spool" }
+    var placePath: String { directory + "/place" }
+    /// The spool file, open for appending; nil once writing failed.
+    var fd: Int32?
+    /// The directory, open and locked (flock) for as long as the bridge runs: one bridge
+    /// per state directory.
+    let lock: FileDescriptor
+    /// Bytes in the file that no longer count: acknowledged, dropped, or sent at QoS 0.
+    var dead = 0
+    /// Writing failed once: memory only from then on.
+    var failed = false
+    static let limit = 1 << 30
+
+    init(directory: String) throws(BridgeError) {
+        self.directory = directory
+        var locked = false
+        do {
+            lock = FileDescriptor(try Sys.open(directory, Sys.readOnly | Sys.directoryOnly))
+            locked = try Sys.lockExclusive(lock.raw, directory)
+        } catch {
+            throw BridgeError("the state directory: \(error)")
+        }
+        guard locked else { throw BridgeError("the state directory \(directory) is in use by another shutterd-mqtt") }
+    }
+
+    /// What the directory held: the place, and the spool's entries not yet acknowledged
+    /// (damage past its whole records logged and dropped). The file is written again with
+    /// exactly those, and opened for appending.
+    func load() -> (place: Place, entries: [Spool.Entry]) {
+        var place = Place(instance: nil, seq: nil)
+        do {
+            let bytes = try Sys.readFile(placePath, limit: 65_536)
+            if let p = Place(text: String(decoding: bytes, as: UTF8.self)) {
+                place = p
+            } else {
+                Log.error("spool: \(placePath) is not a place; starting without one")
+            }
+        } catch  where error.errno == Errno.ENOENT {
+        } catch {
+            Log.error("spool: \(error); starting without a place")
+        }
+        var entries: [Spool.Entry] = []
+        do {
+            let recovered = SpoolFile.recover(try Sys.readFile(spoolPath, limit: SpoolStore.limit))
+            if let damage = recovered.damage { Log.error("spool: \(spoolPath): \(damage)") }
+            entries = recovered.entries
+        } catch  where error.errno == Errno.ENOENT {
+        } catch {
+            Log.error("spool: \(error); starting with an empty spool")
+        }
+        // What the broker acknowledged before the file was written again.
+        let held = entries.count
+        if let instance = place.instance, let seq = place.seq {
+            entries.removeAll { $0.instance == instance && ($0.seq ?? Int64.max) <= seq }
+        }
+        if held > 0 {
+            let seqs = entries.compactMap(\.seq)
+            Log.info(
+                "spool: \(entries.count) events from \(spoolPath) to publish"
+                    + (seqs.isEmpty ? "" : " (seq \(seqs.first!) to \(seqs.last!))")
+                    + (held > entries.count ? "; \(held - entries.count) the broker had acknowledged" : ""))
+        } else {
+            Log.info("spool: in \(spoolPath), empty")
+        }
+        rewrite(entries)
+        return (place, entries)
+    }
+
+    /// Appends `entries` and fsyncs: once this returns they survive a crash.
+    func append(_ entries: [Spool.Entry]) {
+        guard let fd, !entries.isEmpty else { return }
+        var bytes: [UInt8] = []
+        for e in entries { bytes += SpoolFile.encode(e) }
+        do {
+            try Sys.writeAll(fd, bytes)
+            try Sys.syncFile(fd, spoolPath)
+        } catch {
+            give(up: error)
+        }
+    }
+
+    /// Replaces the file with one holding exactly `entries`.
+    func rewrite(_ entries: [Spool.Entry]) {
+        guard !failed else { return }
+        if let fd {
+            Sys.close(fd)
+            self.fd = nil
+        }
+        var bytes = SpoolFile.header
+        for e in entries { bytes += SpoolFile.encode(e) }
+        do {
+            try Sys.replaceFile(spoolPath, bytes, directory: directory)
+            fd = try Sys.open(spoolPath, Sys.writeOnly | Sys.appendOnly | Sys.noFollow)
+            dead = 0
+        } catch {
+            give(up: error)
+        }
+    }
+
+    func savePlace(_ place: Place) {
+        guard fd != nil else { return }
+        do {
+            try Sys.replaceFile(placePath, Array(place.serialized.utf8), directory: directory)
+        } catch {
+            give(up: error)
+        }
+    }
+
+    /// A write failed (a full disk, an I/O error): the spool stays in memory only.
+    func give(up error: SystemError) {
+        Log.error(
+            "spool: \(error); the spool is in memory only from now on: what it holds is lost if the bridge stops")
+        if let fd { Sys.close(fd) }
+        fd = nil
+        failed = true
+    }
+}

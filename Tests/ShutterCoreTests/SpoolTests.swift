@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import Testing
+
+@testable import ShutterBridge
+@testable import ShutterCore
+
+@Suite("shutterd-mqtt's spool on disk: CRC-32, records, recovery of a damaged file, the place, order, continuity")
+struct SpoolTests {
+    static func entries(_ n: Int) -> [Spool.Entry] {
+        (1...n).map { i in
+            Spool.Entry(
+                topic: "test/rig/events/dev\(i % 3)", payload: #"{"type":"capture","seq":\#(i),"é":"\#(i)"}"#,
+                seq: i == 4 ? nil : Int64(i), instance: i % 2 == 0 ? "00000000deadbeef" : nil)
+        }
+    }
+
+    static func file(_ entries: [Spool.Entry]) -> (bytes: [UInt8], ends: [Int]) {
+        var bytes = SpoolFile.header
+        var ends: [Int] = []
+        for e in entries {
+            bytes += SpoolFile.encode(e)
+            ends.append(bytes.count)
+        }
+        return (bytes, ends)
+    }
+
+    @Test("CRC-32 is zlib's: the check value of \"123456789\", the empty string, one zero byte")
+    func crc() {
+        #expect(CRC32.checksum(Array("123456789".utf8)) == 0xCBF4_3926)
+        #expect(CRC32.checksum([UInt8]()) == 0)
+        #expect(CRC32.checksum([0]) == 0xD202_EF8D)
+        #expect(CRC32.checksum(Array("The quick brown fox jumps over the lazy dog".utf8)) == 0x414F_A339)
+    }
+
+    @Test("a record's bytes: its size is said beforehand, and a whole file comes back as written")
+    func roundTrip() {
+        let es = Self.entries(6)
+        for e in es { #expect(SpoolFile.encode(e).count == SpoolFile.size(of: e)) }
+        let (bytes, ends) = Self.file(es)
+        let r = SpoolFile.recover(bytes)
+        #expect(r == SpoolFile.Recovered(entries: es, valid: ends.last!, damage: nil))
+        #expect(SpoolFile.recover([]) == SpoolFile.Recovered(entries: [], valid: 0, damage: nil))
+        #expect(
+            SpoolFile.recover(SpoolFile.header)
+                == SpoolFile.Recovered(entries: [], valid: SpoolFile.header.count, damage: nil))
+    }
+
+    @Test("a file cut at every byte keeps exactly the whole records before the cut, and says so when it cut one")
+    func truncatedAtEveryByte() {
+        let es = Self.entries(7)
+        let (bytes, ends) = Self.file(es)
+        for cut in 0...bytes.count {
+            let r = SpoolFile.recover(Array(bytes[0..<cut]))
+            let whole = ends.filter { $0 <= cut }.count
+            #expect(r.entries == Array(es.prefix(whole)), "cut at \(cut)")
+            let onBoundary = cut == 0 || cut == SpoolFile.header.count || ends.contains(cut)
+            #expect((r.damage == nil) == onBoundary, "cut at \(cut): \(r.damage ?? "no damage")")
+            if cut >= SpoolFile.header.count {
+                #expect(r.valid == (whole == 0 ? SpoolFile.header.count : ends[whole - 1]))
+            }
+        }
+    }
+
+    @Test("a byte changed anywhere (three ways) keeps exactly the whole records before the one it is in")
+    func corruptedAtEveryByte() {
+        let es = Self.entries(7)
+        let (bytes, ends) = Self.file(es)
+        for at in 0..<bytes.count {
+            // The records that end at or before the damaged byte are whole.
+            let before = ends.filter { $0 <= at }.count
+            let keep = at < SpoolFile.header.count ? 0 : before
+            for change: (UInt8) -> UInt8 in [{ $0 ^ 0x01 }, { $0 ^ 0xFF }, { $0 &+ 0x80 }] {
+                var damaged = bytes
+                damaged[at] = change(damaged[at])
+                let r = SpoolFile.recover(damaged)
+                #expect(r.entries == Array(es.prefix(keep)), "byte \(at)")
+                #expect(r.damage != nil, "byte \(at): not noticed")
+            }
+        }
+    }
+
+    @Test("a torn record followed by garbage, and a length past the limit, end the valid prefix")
+    func garbage() {
+        let es = Self.entries(3)
+        var (bytes, ends) = Self.file(es)
+        bytes += [0xFF, 0xFF, 0xFF, 0x7F, 1, 2, 3, 4] + Array(repeating: 0, count: 40)
+        let r = SpoolFile.recover(bytes)
+        #expect(r.entries == es && r.valid == ends.last! && r.damage?.contains("a record length of") == true)
+        #expect(SpoolFile.recover(Array("not a spool".utf8)).entries.isEmpty)
+    }
+
+    @Test("the place: a JSON line, and back; not a place is nil")
+    func place() {
+        for p in [
+            Place(instance: "0123456789abcdef", seq: 42), Place(instance: nil, seq: nil), Place(instance: nil, seq: 7),
+            Place(instance: nil, seq: 7, dropped: Spool.Dropped(count: 3, firstSeq: 8, lastSeq: 12)),
+            Place(instance: "0123456789abcdef", seq: 7, dropped: Spool.Dropped(count: 1)),
+        ] {
+            #expect(Place(text: p.serialized) == p)
+        }
+        #expect(Place(text: "[]") == nil && Place(text: "") == nil)
+    }
+
+    @Test("in flight first: acknowledgements out of order free only the front; the window's entries stay held")
+    func inFlight() {
+        var s = Spool(capacity: 2)
+        let es = Self.entries(5)
+        for e in es.prefix(2) { s.append(e) }
+        s.sent(mid: 1)
+        s.sent(mid: 2)
+        s.append(es[2])
+        #expect(s.inFlight == 2 && s.waiting == 1 && s.next == es[2])
+        // Two more: the waiting ones are bound, not the ones in flight.
+        s.append(es[3])
+        s.append(es[4])
+        #expect(s.entries == [es[0], es[1], es[3], es[4]] && s.takeDropped()?.count == 1)
+        #expect(s.acknowledge(mid: 2)?.entries == [], "the front is not acknowledged yet")
+        #expect(s.acknowledge(mid: 1)?.entries == [es[0], es[1]])
+        #expect(s.acknowledge(mid: 1) == nil, "once")
+        #expect(
+            s.entries == [es[3], es[4]] && s.inFlight == 0
+                && s.bytes == SpoolFile.size(of: es[3]) + SpoolFile.size(of: es[4]))
+    }
+
+    @Test("the byte bound drops the oldest waiting, never the newest")
+    func byteBound() {
+        let es = (1...6).map { Spool.Entry(topic: "t", payload: "\($0)", seq: Int64($0)) }
+        let size = SpoolFile.size(of: es[0])
+        var s = Spool(capacity: 1000, byteCapacity: size * 3)
+        var freed = 0
+        for e in es { freed += s.append(e) }
+        #expect(s.entries == Array(es.suffix(3)) && s.bytes == size * 3)
+        #expect(freed == es.prefix(3).map(SpoolFile.size(of:)).reduce(0, +))
+        let d = s.takeDropped()
+        #expect(d?.count == 3 && d?.firstSeq == 1 && d?.lastSeq == 3)
+        // Restored from the place, then older ones dropped: the range covers both.
+        var r = Spool(capacity: 1)
+        r.restoreDropped(Spool.Dropped(count: 2, firstSeq: 10, lastSeq: 11))
+        for e in es.prefix(3) { r.append(e) }
+        #expect(r.takeDropped() == Spool.Dropped(count: 4, firstSeq: 1, lastSeq: 11) && r.droppedTotal == 4)
+        var tiny = Spool(capacity: 10, byteCapacity: 1)
+        tiny.append(es[0])
+        #expect(tiny.count == 1, "one over the bound alone is held")
+    }
+
+    @Test("continuity without instances (1.4): a gap or a seq that went back after a new connection is a loss")
+    func continuityOld() {
+        var c = Continuity(place: Place(instance: nil, seq: 10), newest: Spool.Entry(topic: "t", payload: "", seq: 12))
+        #expect(c.lastSeq == 12)
+        #expect(c.resumeRequest(protocolMinor: 4, instance: nil) == nil)
+        #expect(c.connected(instance: nil, resumed: false) == nil)
+        #expect(c.event(seq: 20) == .missing(from: 13, through: 19, lastAcknowledged: 10))
+        #expect(c.event(seq: 25) == nil, "only a connection's first event")
+        #expect(c.connected(instance: nil, resumed: false) == nil)
+        #expect(c.event(seq: 26) == nil, "nothing missed")
+        #expect(c.connected(instance: nil, resumed: false) == nil)
+        #expect(
+            c.event(seq: 3) == .restart(previous: nil, instance: nil, lastSeq: 26, lastAcknowledged: 10, firstSeq: 3))
+        var fresh = Continuity(place: Place(instance: nil, seq: nil), newest: nil)
+        #expect(
+            fresh.connected(instance: nil, resumed: false) == nil && fresh.event(seq: 100) == nil,
+            "nothing to compare with")
+    }
+
+    @Test("continuity with instances (1.5): resume from the newest seq held; a new instance is a restart")
+    func continuityNew() {
+        var c = Continuity(
+            place: Place(instance: "aaaaaaaaaaaaaaaa", seq: 10),
+            newest: Spool.Entry(topic: "t", payload: "", seq: 12, instance: "aaaaaaaaaaaaaaaa"))
+        let resume = c.resumeRequest(protocolMinor: 5, instance: "aaaaaaaaaaaaaaaa")
+        #expect(resume?.serialized == #"{"type":"resume","instance":"aaaaaaaaaaaaaaaa","seq":12}"#)
+        #expect(c.resumeRequest(protocolMinor: 4, instance: "aaaaaaaaaaaaaaaa") == nil)
+        #expect(c.resumeRequest(protocolMinor: 5, instance: "bbbbbbbbbbbbbbbb") == nil, "another instance")
+        #expect(c.connected(instance: "aaaaaaaaaaaaaaaa", resumed: true) == nil)
+        #expect(c.event(seq: 40) == nil, "resumed: shutterd says what it cannot send")
+        var notResumed = c
+        #expect(notResumed.connected(instance: "aaaaaaaaaaaaaaaa", resumed: false) == nil)
+        #expect(notResumed.event(seq: 45) == .missing(from: 41, through: 44, lastAcknowledged: 10), "as with 1.4")
+        #expect(c.acknowledged(seq: 13, instance: "aaaaaaaaaaaaaaaa") && c.place.seq == 13)
+        #expect(
+            c.connected(instance: "bbbbbbbbbbbbbbbb", resumed: false)
+                == .restart(
+                    previous: "aaaaaaaaaaaaaaaa", instance: "bbbbbbbbbbbbbbbb", lastSeq: 40, lastAcknowledged: 13,
+                    firstSeq: nil))
+        #expect(c.lastSeq == nil && c.resumeRequest(protocolMinor: 5, instance: "bbbbbbbbbbbbbbbb") == nil)
+        #expect(c.event(seq: 1) == nil && c.resumeRequest(protocolMinor: 5, instance: "bbbbbbbbbbbbbbbb") != nil)
+    }
+
+    @Test("the notices name what was lost, exactly, in the payload and the message the log gets")
+    func notices() throws {
+        let m = MQTTPayload.missing(from: 13, through: 19, lastAcknowledged: 10, host: "h", wallMicros: 0)
+        let mj = try JSON.parse(m.payload)
+        #expect(
+            mj["type"]?.stringValue == "missing" && mj["fromSeq"]?.intValue == 13 && mj["throughSeq"]?.intValue == 19)
+        #expect(mj["lastAcknowledgedSeq"]?.intValue == 10 && mj["message"]?.stringValue == m.message)
+        #expect(m.message.contains("seq 13 to 19"))
+        let r = MQTTPayload.restart(
+            previous: "a", instance: "b", lastSeq: 40, lastAcknowledged: 13, firstSeq: nil, host: "h", wallMicros: 0)
+        let rj = try JSON.parse(r.payload)
+        #expect(rj["type"]?.stringValue == "restart" && rj["previousInstance"]?.stringValue == "a")
+        #expect(rj["instance"]?.stringValue == "b" && rj["lastAcknowledgedSeq"]?.intValue == 13)
+        #expect(r.message.contains("instance a became b"))
+    }
+}

@@ -908,12 +908,10 @@ def test_bridge_killed_with_a_full_spool(work):
 
 def main():
     tests = [test_usage_errors, test_status_will_and_restarts, test_clean_stop, test_devices_and_events_across_broker_restart,
-             test_seq_across_shutterd_restart, test_stale_devices_after_bridge_restart, test_home_assistant, test_password_file, test_tls,
+             test_seq_across_shutterd_restart, test_instance_restart_and_resume, test_stale_devices_after_bridge_restart,
+             test_home_assistant, test_password_file, test_tls,
              test_not_a_broker, test_keepalive_timeout, test_unresolvable_host, test_missing_files,
-             test_client_certificate_required]
-
-
-             test_seq_across_shutterd_restart, test_instance_restart_and_resume, test_stale_devices_after_bridge_restart, test_home_assistant, test_password_file, test_tls,
+             test_client_certificate_required,
              test_bridge_killed_while_events_flow, test_bridge_stopped_while_broker_down, test_broker_frozen_then_killed,
              test_bridge_killed_with_a_full_spool]
     only = os.environ.get("SHUTTERD_MQTT_ONLY")

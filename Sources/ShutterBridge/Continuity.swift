@@ -36,13 +36,17 @@ package struct Continuity: Equatable, Sendable {
     /// `{"type":"resume","instance":…,"seq":N}` (shutterd protocol 1.5, docs/PROTOCOL.md),
     /// after which shutterd sends what the bridge's interaction would have received after
     /// seq N of that instance, then the live stream, or a `gap` message for what it no longer
-    /// has. N is the newest seq the bridge holds, in its spool or acknowledged by the broker,
-    /// so nothing it holds comes twice. Only to a shutterd of protocol 1.5 or later that
-    /// said its instance, and only once the bridge has a place in that instance; a shutterd
-    /// of 1.4 gets nothing, and the bridge says what may be missing instead (`event`).
+    /// has. On the instance the bridge was at, N is the newest seq it holds, in its spool or
+    /// acknowledged by the broker, so nothing it holds comes twice; on another (shutterd
+    /// restarted), N is 0: the new run's history from its first event, so that only what the
+    /// old run sent while no bridge was there is lost (the `restart` notice says so). Only
+    /// to a shutterd of protocol 1.5 or later that said its instance, and only once the bridge
+    /// has a place; a shutterd of 1.4 gets nothing, and the bridge says what may be missing
+    /// instead (`event`), and a bridge with no place yet starts live.
     package func resumeRequest(protocolMinor: Int, instance: String?) -> JSON? {
-        guard protocolMinor >= 5, let instance, instance == lastInstance, let lastSeq else { return nil }
-        return .object([("type", .string("resume")), ("instance", .string(instance)), ("seq", .int(lastSeq))])
+        guard protocolMinor >= 5, let instance, let lastInstance else { return nil }
+        let seq = instance == lastInstance ? lastSeq ?? 0 : 0
+        return .object([("type", .string("resume")), ("instance", .string(instance)), ("seq", .int(seq))])
     }
 
     /// A new connection to shutterd, whose hello said `instance` (nil before protocol 1.5),

@@ -125,6 +125,23 @@ package enum MQTTPayload {
         return notice("missing", members, message, host: host, wallMicros: wallMicros)
     }
 
+    /// shutterd's `gap` after the bridge resumed: seq `from` through `through` of `instance`
+    /// were no longer in its history (`history`), or the run resumed is not there
+    /// (`restart`); `message` is shutterd's own words.
+    package static func gap(
+        reason: String, from: Int64?, through: Int64?, instance: String, message: String, lastAcknowledged: Int64?,
+        host: String, wallMicros: Int64
+    ) -> Notice {
+        var members: [(String, JSON)] = [("reason", .string(reason)), ("instance", .string(instance))]
+        if let from, let through {
+            members += [("fromSeq", .int(from)), ("throughSeq", .int(through)), ("count", .int(through - from + 1))]
+        }
+        members.append(("lastAcknowledgedSeq", lastAcknowledged.map(JSON.int) ?? .null))
+        let text =
+            "shutterd could not resend what the bridge missed\(range(from, through)) (\(reason)): \(message)"
+        return notice("gap", members, text, host: host, wallMicros: wallMicros)
+    }
+
     /// shutterd restarted: a new instance (or, from a shutterd without instances, a seq that
     /// went back). Whatever the old one sent after `lastSeq` while the bridge was not
     /// connected is gone with it.

@@ -117,29 +117,32 @@ final class Bridge {
     // MARK: shutterd
 
     func connectShutterd() {
+        var opened: Client?
         do {
             let c = try Client(socketPath: socketPath, timeout: .seconds(2))
+            opened = c
             guard let fd = c.descriptor else { throw ClientError.closed }
-            try loop.add(fd, events: EventLoop.readable) { [unowned self] _ in readShutterd() }
-            client = c
-            clientFD = fd
             connection = wallMicros()
-            lastShutterdProblem = ""
-            shutterdBackoff.reset()
             // Read from the hello's line: the generated Hello has no instance before 1.5.
             instance = (try? JSON.parse(c.helloLine))?["instance"]?.stringValue
             let minor = Int(c.hello.protocolVersion.minor)
             Log.info(
                 "shutterd: connected to \(socketPath) (shutterd \(c.hello.daemonVersion), protocol 1.\(minor)"
                     + (instance.map { ", instance \($0)" } ?? "") + ", \(c.hello.devices.count) devices)")
-            let resumed = resume(protocolMinor: minor)
+            let resumed = try resume(c, protocolMinor: minor)
+            try loop.add(fd, events: EventLoop.readable) { [unowned self] _ in readShutterd() }
+            client = c
+            clientFD = fd
+            lastShutterdProblem = ""
+            shutterdBackoff.reset()
             if let loss = continuity.connected(instance: instance, resumed: resumed) { say(loss) }
             publishDevices(devices.replace(with: c.hello.devices.map { ($0.id, $0.json) }, connected: broker.connected))
             sweepStaleDevices()
-            // Lines that came with the hello are in the client's buffer already: epoll will
-            // not say so.
+            // Lines that came with the hello (or the resume's reply) are in the client's buffer
+            // already: epoll will not say so.
             readShutterd()
         } catch {
+            opened?.close()
             let problem = "\(error)"
             let wait = shutterdBackoff.delay()
             if problem != lastShutterdProblem {
@@ -156,14 +159,23 @@ final class Bridge {
     /// with shutterd 1.5, `{"type":"resume","instance":…,"seq":N}`, N the newest seq the bridge
     /// holds, so that shutterd sends what was missed while the bridge was not connected (or
     /// a `gap` message for what it no longer has, which becomes a notice). Returns whether
-    /// it was sent. ShutterClient has no call for it yet, so it is logged and not sent, and
-    /// the connection is treated as with 1.4: its first event says what may be missing.
-    func resume(protocolMinor: Int) -> Bool {
-        guard let request = continuity.resumeRequest(protocolMinor: protocolMinor, instance: instance) else {
+    /// it was sent and taken; a refusal is logged and the connection is then checked as one
+    /// to a shutterd of 1.4 (its first event says what may be missing).
+    func resume(_ c: Client, protocolMinor: Int) throws(ClientError) -> Bool {
+        guard let request = continuity.resumeRequest(protocolMinor: protocolMinor, instance: instance),
+            let instance = request["instance"]?.stringValue, let seq = request["seq"]?.intValue
+        else { return false }
+        do throws(ClientError) {
+            let reply = try c.resume(instance: instance, seq: seq)
+            Log.info(
+                reply.from > reply.through
+                    ? "shutterd: resumed after seq \(seq): nothing was missed"
+                    : "shutterd: resumed after seq \(seq): seq \(reply.from) through \(reply.through) are looked at again")
+            return true
+        } catch .daemon(let code, let message) {
+            Log.error("shutterd: the resume after seq \(seq) was refused (\(code): \(message))")
             return false
         }
-        Log.info("shutterd: would resume with \(request.serialized) (not sent: the client library has no such call)")
-        return false
     }
 
     /// Takes every event that arrived, without waiting; writes them to the spool's file
@@ -218,8 +230,13 @@ final class Bridge {
             break  // reconnection is the bridge's, not the client's
         case .gesture:
             break  // the bridge's interaction asks for no gestures
-        case .gap:
-            break  // protocol 1.5; sent only after a resume, which the bridge does not send yet
+        case .gap(let g):
+            // After a resume: what shutterd no longer had (its history is bounded), or a
+            // resume that named another run (not sent: the bridge resumes only its own).
+            say(
+                MQTTPayload.gap(
+                    reason: g.reason, from: g.from, through: g.through, instance: g.instance, message: g.message,
+                    lastAcknowledged: continuity.place.seq, host: host, wallMicros: wallMicros()))
         }
     }
 
@@ -275,6 +292,10 @@ final class Bridge {
             notice = MQTTPayload.missing(
                 from: from, through: through, lastAcknowledged: lastAcknowledged, host: host, wallMicros: wallMicros())
         }
+        say(notice)
+    }
+
+    func say(_ notice: MQTTPayload.Notice) {
         Log.error("notice: \(notice.message)")
         hold(Spool.Entry(topic: topics.notice, payload: notice.payload, seq: nil))
     }

@@ -171,7 +171,9 @@ struct SpoolTests {
         let resume = c.resumeRequest(protocolMinor: 5, instance: "aaaaaaaaaaaaaaaa")
         #expect(resume?.serialized == #"{"type":"resume","instance":"aaaaaaaaaaaaaaaa","seq":12}"#)
         #expect(c.resumeRequest(protocolMinor: 4, instance: "aaaaaaaaaaaaaaaa") == nil)
-        #expect(c.resumeRequest(protocolMinor: 5, instance: "bbbbbbbbbbbbbbbb") == nil, "another instance")
+        #expect(
+            c.resumeRequest(protocolMinor: 5, instance: "bbbbbbbbbbbbbbbb")?.serialized
+                == #"{"type":"resume","instance":"bbbbbbbbbbbbbbbb","seq":0}"#, "another instance: its whole history")
         #expect(c.connected(instance: "aaaaaaaaaaaaaaaa", resumed: true) == nil)
         #expect(c.event(seq: 40) == nil, "resumed: shutterd says what it cannot send")
         var notResumed = c
@@ -183,8 +185,15 @@ struct SpoolTests {
                 == .restart(
                     previous: "aaaaaaaaaaaaaaaa", instance: "bbbbbbbbbbbbbbbb", lastSeq: 40, lastAcknowledged: 13,
                     firstSeq: nil))
-        #expect(c.lastSeq == nil && c.resumeRequest(protocolMinor: 5, instance: "bbbbbbbbbbbbbbbb") == nil)
-        #expect(c.event(seq: 1) == nil && c.resumeRequest(protocolMinor: 5, instance: "bbbbbbbbbbbbbbbb") != nil)
+        #expect(
+            c.lastSeq == nil
+                && c.resumeRequest(protocolMinor: 5, instance: "bbbbbbbbbbbbbbbb")?["seq"]?.intValue == 0,
+            "no event of the new run yet: all of it")
+        #expect(c.event(seq: 1) == nil && c.resumeRequest(protocolMinor: 5, instance: "bbbbbbbbbbbbbbbb")?["seq"]?.intValue == 1)
+        var first = Continuity(place: Place(instance: nil, seq: nil), newest: nil)
+        #expect(first.resumeRequest(protocolMinor: 5, instance: "aaaaaaaaaaaaaaaa") == nil, "no place yet: live")
+        #expect(first.connected(instance: "aaaaaaaaaaaaaaaa", resumed: false) == nil)
+        #expect(first.resumeRequest(protocolMinor: 5, instance: "aaaaaaaaaaaaaaaa")?["seq"]?.intValue == 0)
     }
 
     @Test("the notices name what was lost, exactly, in the payload and the message the log gets")

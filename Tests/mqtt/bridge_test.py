@@ -71,10 +71,15 @@ DEVICE = {"id": "usb-2717-0040-1-1-ab-shutter3", "group": "usb-2717-0040-1-1", "
 
 
 class StandIn:
-    """A stand-in shutterd: a hello with `devices`, then the capture lines `send` is given."""
+    """A stand-in shutterd: a hello with `devices`, then the capture lines `send` is given.
+    A `resume` request is kept in `resumes` and answered with a reply and, when `gap` is a
+    (from, through) pair, a `history` gap for those seqs."""
 
-    def __init__(self, path, devices, instance=None, minor=0):
+    def __init__(self, path, devices, instance=None, minor=0, gap=None):
         self.path = path
+        self.instance = instance
+        self.gap = gap
+        self.resumes = []
         hello = {"type": "hello", "protocol": {"major": 1, "minor": minor},
                  "daemon": {"name": "shutterd", "version": "0.1.0"}, "devices": devices}
         if instance:
@@ -91,6 +96,19 @@ class StandIn:
         self.conn, _ = self.listener.accept()
         self.conn.sendall(self.hello.encode() + b"\n")
         self.accepted.set()
+        for line in self.conn.makefile("rb"):
+            request = json.loads(line)
+            if request.get("type") != "resume":
+                continue
+            self.resumes.append(request)
+            reply = {"type": "reply", "id": request.get("id"), "request": "resume", "from": request["seq"] + 1,
+                     "through": request["seq"]}
+            self.conn.sendall(json.dumps(reply).encode() + b"\n")
+            if self.gap:
+                a, b = self.gap
+                gap = {"type": "gap", "reason": "history", "from": a, "through": b, "count": b - a + 1,
+                       "instance": self.instance, "message": f"the history no longer holds seq {a} to {b}"}
+                self.conn.sendall(json.dumps(gap).encode() + b"\n")
 
     def send(self, seqs, device=DEVICE, phase="began", key=(28, "KEY_ENTER")):
         for seq in seqs:
@@ -101,6 +119,11 @@ class StandIn:
 
     def close(self):
         if self.conn:
+            # The reader's makefile holds the socket open past close(): shut it down first.
+            try:
+                self.conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             self.conn.close()
         self.listener.close()
         os.unlink(self.path)
@@ -244,9 +267,10 @@ def test_seq_across_shutterd_restart(work):
 
 def test_instance_restart_and_resume(work):
     """A shutterd that says its instance (protocol 1.5): each event carries it; a new
-    instance is a `restart` notice naming both and the last seq acknowledged; the same
-    instance again is where the bridge would resume (logged: the client library cannot send
-    it yet), and until it can, what that shutterd sent meanwhile is a `missing` notice."""
+    instance is a `restart` notice naming both and the last seq acknowledged, and the bridge
+    resumes the new run from seq 0 (all of it); on the same instance again it resumes after
+    the newest seq it holds, and a `gap` shutterd
+    sends for what its history no longer has is a `gap` notice with that range."""
     broker = Broker(work)
     path = os.path.join(work, "standin.sock")
     a, b = "00000000000000aa", "00000000000000bb"
@@ -272,6 +296,8 @@ def test_instance_restart_and_resume(work):
         standin.close()
         standin = StandIn(path, [DEVICE], instance=b, minor=5)  # shutterd restarted
         wait_until("the bridge connected again", standin.accepted.is_set)
+        wait_until("the bridge resumed the new run from its start", lambda: standin.resumes)
+        assert [(r["instance"], r["seq"]) for r in standin.resumes] == [(b, 0)], standin.resumes
         standin.send([1])
         wait_until("the notice and the event", lambda: len(got()) == 5)
         kind, notice = got()[3]
@@ -280,14 +306,16 @@ def test_instance_restart_and_resume(work):
         assert "instance 00000000000000aa became 00000000000000bb" in bridge.log(), bridge.log()
         assert got()[4][1]["instance"] == b and got()[4][1]["seq"] == 1
         standin.close()
-        standin = StandIn(path, [DEVICE], instance=b, minor=5)  # the same shutterd, connected again
-        wait_until("the bridge connected again", standin.accepted.is_set)
-        wait_until("the resume logged", lambda: 'would resume with {"type":"resume","instance":"%s","seq":1}' % b
-                   in bridge.log())
+        # The same shutterd, connected again, no longer holding seq 2 to 6.
+        standin = StandIn(path, [DEVICE], instance=b, minor=5, gap=(2, 6))
+        wait_until("the bridge resumed", lambda: standin.resumes)
+        assert [(r["instance"], r["seq"]) for r in standin.resumes] == [(b, 1)], standin.resumes
         standin.send([7])
         wait_until("the notice and the event", lambda: len(got()) == 7)
         kind, notice = got()[5]
-        assert kind == "notice" and (notice["type"], notice["fromSeq"], notice["throughSeq"]) == ("missing", 2, 6), got()
+        assert kind == "notice" and (notice["type"], notice["reason"], notice["fromSeq"], notice["throughSeq"],
+                                     notice["count"], notice["instance"]) == ("gap", "history", 2, 6, 5, b), got()
+        assert "shutterd: resumed after seq 1: nothing was missed" in bridge.log(), bridge.log()
         keys = {(e["host"], e["instance"], e["seq"]) for k, e in got() if k == "event"}
         assert len(keys) == 5, keys
     finally:

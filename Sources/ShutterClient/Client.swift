@@ -152,7 +152,9 @@ public final class Client {
 
     /// Sends a request and waits for its reply; events that arrive meanwhile are kept for
     /// `next`. An `error` in answer is thrown as `ClientError.daemon`.
-    func request(_ type: String, _ fields: [(String, JSON)] = []) throws(ClientError) -> JSON {
+    func request(_ type: String, _ fields: [(String, JSON)] = [], keeping limit: Int = maxPending) throws(ClientError)
+        -> JSON
+    {
         guard let c = connection else { throw .closed }
         lastID += 1
         let id = lastID
@@ -178,7 +180,7 @@ public final class Client {
                     if let event = try Event(json: json) {
                         // Bounded: a program that only sends requests must not hold every
                         // event for ever; the oldest go first, counted.
-                        if pending.count >= Self.maxPending {
+                        if pending.count >= limit {
                             pending.removeFirst()
                             dropped += 1
                         }
@@ -248,13 +250,47 @@ public final class Client {
     /// `seq` of run `instance` (protocol 1.5), then the live stream: `next` returns them, in
     /// order, nothing twice; a `.gap` says what the daemon no longer has. A second resume on
     /// one connection is `ClientError.daemon(code: "invalidState", ...)`.
+    ///
+    /// shutterd replies once it has sent the history: events sent live before the request
+    /// came (between the hello and the request) may be later than some of the history's, so
+    /// what came until the reply is put in `seq` order here (a message without a seq stays
+    /// after the event before it). The history is bounded by the daemon's `history-bytes`:
+    /// all of it is kept, not only `maxPending`.
     @discardableResult
     public func resume(instance: String, seq: Int64) throws(ClientError) -> ResumeReply {
-        let reply = try request("resume", [("instance", .string(instance)), ("seq", .int(seq))])
+        let reply = try request(
+            "resume", [("instance", .string(instance)), ("seq", .int(seq))], keeping: Self.maxResumePending)
         guard let from = reply["from"]?.intValue, let through = reply["through"]?.intValue else {
             throw .malformed("a resume reply without from and through")
         }
+        pending = Self.inSeqOrder(pending)
         return ResumeReply(from: from, through: through)
+    }
+
+    /// Events kept while a resume waits for its reply, at most: more than any history
+    /// shutterd keeps by default (about 10,900 events in 1 MiB).
+    static let maxResumePending = 1 << 20
+
+    /// `messages` sorted by seq, stably; a gap goes before the seq it begins at, and another
+    /// without a seq (a gesture, a device message) keeps its place after the one before it.
+    package static func inSeqOrder(_ messages: [(Event, String?)]) -> [(Event, String?)] {
+        var key: Int64 = .min
+        var keyed: [(key: Int64, index: Int)] = []
+        keyed.reserveCapacity(messages.count)
+        for (i, m) in messages.enumerated() {
+            switch m.0 {
+            case .capture(let c): key = c.seq
+            case .control(let c): key = c.seq
+            case .gap(let g):
+                // Before the history it is about.
+                keyed.append(((g.from ?? .min) &- 1, i))
+                continue
+            default: break
+            }
+            keyed.append((key, i))
+        }
+        keyed.sort { $0.key != $1.key ? $0.key < $1.key : $0.index < $1.index }
+        return keyed.map { messages[$0.index] }
     }
 
     /// Notes where an event leaves this client in the stream.

@@ -63,6 +63,10 @@ package struct Fanout: ~Copyable {
         /// no began of live). `caughtUp` is 0 when it had been sent nothing live.
         let joined: UInt64
         let caughtUp: UInt64
+        /// The reply to the `resume`, queued once the history has been given: everything
+        /// that can come out of `seq` order (events sent live before the request, the
+        /// history) is before it, so that a client sorts what it received until the reply.
+        let reply: [UInt8]
     }
 
     /// What a resume gives, as its reply says: the history's occurrences from `from` through
@@ -558,7 +562,7 @@ extension Fanout {
     /// at a time; publishing passes it by until it has caught up with the history, so that
     /// live events come after it. What the connection was sent live before (events after
     /// its `joined`) is not given again; the ends of presses that began before it came are.
-    package mutating func resume(_ id: UInt64, after seq: UInt64) {
+    package mutating func resume(_ id: UInt64, after seq: UInt64, reply: [UInt8] = []) {
         guard let peer = peer(id), !peer.closing, !peer.resumed else { return }
         peer.resumed = true
         let live = peer.session
@@ -579,7 +583,7 @@ extension Fanout {
         peer.resuming = true
         peer.resume = Resume(
             next: Swift.max(seq &+ 1, history.reachesBack), joined: fresh ? 0 : peer.joined,
-            caughtUp: fresh ? 0 : history.last)
+            caughtUp: fresh ? 0 : history.last, reply: reply)
         if peer.asksLongPresses { planLongPress() }
         refill(peer, planWrite: true)
     }
@@ -623,7 +627,12 @@ extension Fanout {
             }
         }
         if i == history.count {
-            // Caught up: live from the next occurrence published.
+            // Caught up: the reply (at most half the queue is used: it fits), then live from
+            // the next occurrence published.
+            if !r.reply.isEmpty {
+                guard peer.out.push(r.reply) else { return overflow(peer) }
+                queued = true
+            }
             peer.resume = nil
             peer.resuming = false
             if peer.asksLongPresses { planLongPress() }

@@ -456,9 +456,9 @@ package final class ClientHub {
         carryOut()
     }
 
-    /// A client asks for the history after `seq` of run `instance`: the reply says what it
-    /// is given, a `gap` what it cannot be, then the fan-out gives it the history as it
-    /// reads, and then the live stream.
+    /// A client asks for the history after `seq` of run `instance`: a `gap` says what it
+    /// cannot be given, the fan-out gives it the history as it reads, then the reply (what
+    /// it was given), and then the live stream.
     func resume(_ client: Client, _ line: RequestLine, instance: String, seq: UInt64) {
         let run = fanout.instance
         guard fanout.mayResume(client.id) else {
@@ -477,15 +477,13 @@ package final class ClientHub {
         }
         let after = sameRun ? seq : 0
         let span = fanout.resumeSpan(after: after)
-        fanout.send(
-            Message.reply(
-                line.request, id: line.id,
-                [("from", .int(Int64(span.from))), ("through", .int(Int64(span.through)))]),
-            to: client.id)
+        // The reply comes after the history (Fanout.resume): the gaps come first.
+        let reply = Message.reply(
+            line.request, id: line.id, [("from", .int(Int64(span.from))), ("through", .int(Int64(span.through)))])
         if !sameRun { fanout.send(Message.gap(restartOf: instance, seq: seq, run: run), to: client.id) }
         if let lost = span.lost { fanout.send(Message.gap(history: lost, instance: run.name), to: client.id) }
         peerLine("resumes", "\(client.label): resume \(instance) after \(seq): \(span.from) through \(span.through)")
-        fanout.resume(client.id, after: after)
+        fanout.resume(client.id, after: after, reply: reply)
         carryOut()
     }
 

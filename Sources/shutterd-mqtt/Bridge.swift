@@ -203,6 +203,10 @@ final class Bridge {
 
     func handle(_ event: Event, _ line: String?) {
         switch event {
+        case .overflow(let o) where o.resumeInstance != nil && o.resumeInstance == instance:
+            // shutterd of 1.5 dropped the bridge, which resumes on its next connection: what it
+            // missed comes then, or a `gap` notice says what cannot. Not a loss yet: logged.
+            Log.error("shutterd: \(o.message)")
         case .capture, .control, .overflow:
             guard let line,
                 let payload = MQTTPayload.event(

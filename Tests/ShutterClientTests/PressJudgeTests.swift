@@ -317,3 +317,32 @@ private func captureEvent(
 ) -> Event {
     capture(phase, press: 1, reason: reason, scancode: scancode, sound: sound, kernelTime: kernelTime)
 }
+
+@Suite("Client.resume's order")
+struct ResumeOrderTests {
+    @Test("what came until a resume's reply is put in seq order: a gap before its seq, a gesture after its event")
+    func inSeqOrder() throws {
+        let gap = try #require(
+            event(
+                .object([
+                    ("type", .string("gap")), ("reason", .string("history")), ("from", .int(11)),
+                    ("through", .int(12)), ("count", .int(2)), ("instance", .string("00000000000000aa")),
+                    ("message", .string("the history no longer holds seq 11 to 12")),
+                ])))
+        let gesture = try #require(
+            event(
+                .object([
+                    ("type", .string("gesture")), ("gesture", .string("longPress")), ("clientSeq", .int(9)),
+                    ("handler", .string("primary")), ("press", .int(3)), ("device", shutter),
+                    ("key", .object([("code", .int(28)), ("name", .string("KEY_ENTER"))])),
+                    ("kernelTime", .int(4)), ("receiveTime", .int(5)),
+                ])))
+        // Sent live before the request: press 4 (seq 40); then the gap, and the history.
+        let arrived: [(Event, String?)] = [
+            (capture("began", press: 4), "40"), (gap, "gap"), (capture("ended", press: 2), "20"),
+            (capture("ended", press: 3), "30"), (gesture, "gesture"),
+        ]
+        #expect(Client.inSeqOrder(arrived).map { $0.1 } == ["gap", "20", "30", "gesture", "40"])
+        #expect(Client.inSeqOrder([]).isEmpty)
+    }
+}

@@ -192,8 +192,17 @@ class Client:
         ``seq`` of run ``instance`` (protocol 1.5; by default this client's ``position``),
         then the live stream: iteration yields them in order, nothing twice, a Gap for what
         the daemon no longer has. The reply's ``from_`` and ``through`` say what the
-        history gives."""
-        return self.request("resume", timeout, **self._core.resume_fields(instance, seq))
+        history gives. The events that came until the reply are put in seq order: shutterd
+        replies once it has sent the history, and events sent live before the request came
+        may be later than some of the history's."""
+        fields = self._core.resume_fields(instance, seq)
+        self._core.resuming(True)
+        try:
+            reply = self.request("resume", timeout, **fields)
+        finally:
+            self._core.resuming(False)
+        self._core.resumed()
+        return reply
 
     @property
     def position(self) -> Optional[Tuple[str, int]]:

@@ -33,6 +33,9 @@ MAX_LINE = 16 * 1024 * 1024
 # Events kept while a request waits for its reply (ClientCore.pending); past this the
 # oldest are dropped and counted (Client.dropped).
 MAX_PENDING = 4096
+# Events kept while a resume waits for its reply: more than any history shutterd keeps by
+# default (about 10,900 events in 1 MiB).
+MAX_RESUME_PENDING = 1 << 20
 
 HANDLERS = ("primary", "secondary")
 
@@ -403,6 +406,7 @@ class ClientCore:
         # Events that came while a request waited for its reply, for iteration; bounded, so
         # a program that only sends requests does not hold every press for ever.
         self.pending: "collections.deque[Message]" = collections.deque()
+        self.pending_limit = MAX_PENDING
         self.dropped = 0
         self.next_id = 1
         self.interaction: Optional[dict] = None
@@ -428,7 +432,7 @@ class ClientCore:
         if isinstance(msg, Reply) and msg.id == rid:
             return msg
         if isinstance(msg, EVENT_TYPES) or msg.type == "error":
-            if len(self.pending) >= MAX_PENDING:
+            if len(self.pending) >= self.pending_limit:
                 self.pending.popleft()
                 self.dropped += 1
             self.pending.append(msg)
@@ -459,6 +463,27 @@ class ClientCore:
                 raise ValueError("resume: no instance and seq given, and none seen (the daemon is older than 1.5)")
             instance, seq = self.position
         return {"instance": instance, "seq": seq}
+
+    def resuming(self, on: bool) -> None:
+        """While a resume waits for its reply, all of the history is kept (shutterd bounds
+        it by its history-bytes), not only MAX_PENDING events."""
+        self.pending_limit = MAX_RESUME_PENDING if on else MAX_PENDING
+
+    def resumed(self) -> None:
+        """shutterd replies to a resume once it has sent the history; events sent live before
+        the request came may be later than some of the history's: what came until the reply
+        is put in seq order (stably; a Gap before the seq it begins at, another message
+        without a seq after the event before it)."""
+        key, keyed = None, []
+        for i, msg in enumerate(self.pending):
+            if isinstance(msg, (Capture, Control)):
+                key = msg.seq
+            k = key
+            if isinstance(msg, Gap):
+                k = msg.from_ - 1 if msg.from_ is not None else None
+            keyed.append(((-1, 0) if k is None else (0, k), i, msg))
+        keyed.sort(key=lambda t: (t[0], t[1]))
+        self.pending = collections.deque(m for _, _, m in keyed)
 
     def may_resume(self) -> bool:
         """Whether a new connection resumes by itself: a position, and a daemon of 1.5."""

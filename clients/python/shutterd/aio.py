@@ -181,7 +181,14 @@ class AsyncClient:
     async def resume(self, instance: Optional[str] = None, seq: Optional[int] = None,
                      timeout: Optional[float] = None) -> Reply:
         """As shutterd.Client.resume."""
-        return await self.request("resume", timeout, **self._core.resume_fields(instance, seq))
+        fields = self._core.resume_fields(instance, seq)
+        self._core.resuming(True)
+        try:
+            reply = await self.request("resume", timeout, **fields)
+        finally:
+            self._core.resuming(False)
+        self._core.resumed()
+        return reply
 
     @property
     def position(self) -> Optional[Tuple[str, int]]:

@@ -404,3 +404,25 @@ def test_aio_wait_for_press_and_expect_press(fake):
                 await asyncio.sleep(0)
 
     asyncio.run(main())
+
+
+def test_what_came_until_a_resume_reply_is_put_in_seq_order(fake):
+    """shutterd replies to a resume once it has given the history: events sent live before
+    the request came may be later than the history's. The client sorts them by seq; a gap
+    goes before the seq it begins at."""
+    gap = {"type": "gap", "reason": "history", "from": 11, "through": 12, "count": 2, "instance": "00000000000000aa",
+           "message": "the history no longer holds seq 11 to 12"}
+    f = fake(hello=hello_of(1, 5, instance="00000000000000aa", seq=30),
+             before_reply=[capture("began", 10, seq=31), gap, capture("ended", 7, seq=14), capture("ended", 8, seq=16)])
+    with shutterd.Client(f.path) as c:
+        c.resume("00000000000000aa", 10)
+        got = [c.next_event(1) for _ in range(4)]
+    assert [type(e).__name__ for e in got] == ["Gap", "Capture", "Capture", "Capture"], got
+    assert [e.seq for e in got[1:]] == [14, 16, 31]
+
+    async def main():
+        async with await shutterd.aio.connect(f.path) as c:
+            await c.resume("00000000000000aa", 10)
+            return [(await c.next_event(1)) for _ in range(4)]
+    got = asyncio.run(main())
+    assert [getattr(e, "seq", None) for e in got] == [None, 14, 16, 31], got

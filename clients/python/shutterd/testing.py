@@ -35,6 +35,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -209,6 +210,7 @@ class Daemon:
                 if message.startswith(b"READY=1") or b"\nREADY=1" in message:
                     self.ready_ns = time.monotonic_ns() - self.spawned_ns
                     self.ready_seen = True
+                    self._drain_notify()
                     return self.ready_ns
                 if self.proc.poll() is not None:
                     raise self.failure("exited with %s before it said READY=1 (it listens then)" %
@@ -219,11 +221,34 @@ class Daemon:
             self.close_notify_socket()
             raise
 
+    def _drain_notify(self) -> None:
+        """After READY=1 a thread reads (and drops) what shutterd goes on telling the notify
+        socket (a STATUS for every client, STOPPING=1): sd_notify blocks once the socket's
+        queue is full (net.unix.max_dgram_qlen datagrams, 10 by the kernel's default), as
+        systemd, which always reads, never lets it be; unread, the daemon would hang at the
+        eleventh client."""
+        sock = self.notify_socket
+
+        def drain() -> None:
+            while True:
+                try:
+                    sock.settimeout(None)
+                    if not sock.recv(4096):
+                        return
+                except OSError:
+                    return  # closed by close_notify_socket
+
+        threading.Thread(target=drain, name="shutterd-notify-drain", daemon=True).start()
+
     def close_notify_socket(self) -> None:
         """The notify socket stays bound until the daemon is stopped: shutterd goes on
         telling it its STATUS (and STOPPING=1), and a socket gone would be an error it logs.
-        What it is told after READY=1 is not read (a few datagrams: one a client)."""
+        What it is told after READY=1 is read and dropped (`_drain_notify`)."""
         if self.notify_socket is not None:
+            try:
+                self.notify_socket.shutdown(socket.SHUT_RDWR)  # wakes the draining thread
+            except OSError:
+                pass
             self.notify_socket.close()
             self.notify_socket = None
             try:

@@ -56,6 +56,21 @@ def test_a_good_start_listens_and_stop_ends_it_cleanly(sockdir):
     assert d.returncode == 0
 
 
+def test_notify_keeps_the_daemon_told_past_the_socket_queue(sockdir):
+    # Every client is a STATUS on the notify socket; sd_notify blocks once the socket's queue
+    # (net.unix.max_dgram_qlen, 10 by the kernel's default) is full, so what comes after
+    # READY=1 must be read: 40 clients, one after another, each greeted.
+    d = Daemon(_binary(), os.path.join(sockdir, "s.sock"), notify=True, log_path=os.path.join(sockdir, "shutterd.log"),
+               env={"SHUTTERD_CONFIG": empty_config(sockdir)})
+    with d:
+        for _ in range(40):
+            s = d.connect(timeout=5)
+            s.settimeout(5)
+            assert b'"type":"hello"' in read_line(s), d.log()
+            s.close()
+    assert d.returncode == 0, d.log()
+
+
 def test_notify_waits_for_ready_and_no_client_is_seen(sockdir):
     # A --replay without --replay-wait plays from its first client: with notify=True the
     # start makes none, so the recording's device is not there until the test connects.

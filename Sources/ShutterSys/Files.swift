@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 
 /// Why a text file could not be read: the errno of the failing call (or EISDIR, EFBIG,
-/// EILSEQ for a file that is not what a text file should be) and a reason in words.
+/// EILSEQ for a file that is not what a text file should be) and a reason in words, then
+/// the errno's name: "/etc/x.conf: No such file or directory (ENOENT)".
 package struct FileReadError: Error, CustomStringConvertible, Equatable {
     var path: String
     package var errno: Int32
     var reason: String
 
-    package var description: String { "\(path): \(reason)" }
+    package var description: String { "\(path): \(reason) (\(Sys.errnoName(errno)))" }
 }
 
 /// "1 MiB (1048576 bytes)": a size limit in words.

@@ -137,7 +137,7 @@ for case (let key, let path?) in [
     do {
         _ = try openFile(path)
     } catch {
-        fail("\(key) \(error) (\(Sys.errnoName(error.errno)))", code: checkConfig ? 78 : 1)
+        fail("\(key) \(error)", code: checkConfig ? 78 : 1)
     }
 }
 if checkConfig {

@@ -195,14 +195,8 @@ class Client:
         history gives. The events that came until the reply are put in seq order: shutterd
         replies once it has sent the history, and events sent live before the request came
         may be later than some of the history's."""
-        fields = self._core.resume_fields(instance, seq)
-        self._core.resuming(True)
-        try:
-            reply = self.request("resume", timeout, **fields)
-        finally:
-            self._core.resuming(False)
-        self._core.resumed()
-        return reply
+        with self._core.resuming(instance, seq) as fields:
+            return self.request("resume", timeout, **fields)
 
     @property
     def position(self) -> Optional[Tuple[str, int]]:

@@ -9,10 +9,11 @@ version does not know are kept (and otherwise ignored), as docs/PROTOCOL.md asks
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ._base import Message, get_field
 from ._messages import (MESSAGE_TYPES, PROTOCOL_MAJOR, PROTOCOL_MINOR, Capture, Control, Device, DeviceAdded,
@@ -464,10 +465,19 @@ class ClientCore:
             instance, seq = self.position
         return {"instance": instance, "seq": seq}
 
-    def resuming(self, on: bool) -> None:
-        """While a resume waits for its reply, all of the history is kept (shutterd bounds
-        it by its history-bytes), not only MAX_PENDING events."""
-        self.pending_limit = MAX_RESUME_PENDING if on else MAX_PENDING
+    @contextlib.contextmanager
+    def resuming(self, instance: Optional[str], seq: Optional[int]) -> Iterator[dict]:
+        """Around a resume request (its fields given to the with block): while it waits for
+        its reply all of the history is kept (shutterd bounds it by its history-bytes), not
+        only MAX_PENDING events; once the reply came, what came before it is put in seq
+        order (resumed)."""
+        fields = self.resume_fields(instance, seq)
+        self.pending_limit = MAX_RESUME_PENDING
+        try:
+            yield fields
+        finally:
+            self.pending_limit = MAX_PENDING
+        self.resumed()
 
     def resumed(self) -> None:
         """shutterd replies to a resume once it has sent the history; events sent live before

@@ -181,14 +181,8 @@ class AsyncClient:
     async def resume(self, instance: Optional[str] = None, seq: Optional[int] = None,
                      timeout: Optional[float] = None) -> Reply:
         """As shutterd.Client.resume."""
-        fields = self._core.resume_fields(instance, seq)
-        self._core.resuming(True)
-        try:
-            reply = await self.request("resume", timeout, **fields)
-        finally:
-            self._core.resuming(False)
-        self._core.resumed()
-        return reply
+        with self._core.resuming(instance, seq) as fields:
+            return await self.request("resume", timeout, **fields)
 
     @property
     def position(self) -> Optional[Tuple[str, int]]:

@@ -170,7 +170,8 @@ final class Bridge {
             Log.info(
                 reply.from > reply.through
                     ? "shutterd: resumed after seq \(seq): nothing was missed"
-                    : "shutterd: resumed after seq \(seq): seq \(reply.from) through \(reply.through) are looked at again")
+                    : "shutterd: resumed after seq \(seq): seq \(reply.from) through \(reply.through) are looked at again"
+            )
             return true
         } catch .daemon(let code, let message) {
             Log.error("shutterd: the resume after seq \(seq) was refused (\(code): \(message))")

@@ -189,7 +189,9 @@ struct SpoolTests {
             c.lastSeq == nil
                 && c.resumeRequest(protocolMinor: 5, instance: "bbbbbbbbbbbbbbbb")?["seq"]?.intValue == 0,
             "no event of the new run yet: all of it")
-        #expect(c.event(seq: 1) == nil && c.resumeRequest(protocolMinor: 5, instance: "bbbbbbbbbbbbbbbb")?["seq"]?.intValue == 1)
+        #expect(
+            c.event(seq: 1) == nil
+                && c.resumeRequest(protocolMinor: 5, instance: "bbbbbbbbbbbbbbbb")?["seq"]?.intValue == 1)
         var first = Continuity(place: Place(instance: nil, seq: nil), newest: nil)
         #expect(first.resumeRequest(protocolMinor: 5, instance: "aaaaaaaaaaaaaaaa") == nil, "no place yet: live")
         #expect(first.connected(instance: "aaaaaaaaaaaaaaaa", resumed: false) == nil)

@@ -69,6 +69,7 @@ func describe(_ event: Event) -> String {
     case .deviceRemoved(let d): "deviceRemoved '\(d.name)' id=\(d.id)"
     case .deviceChanged(let d): "deviceChanged '\(d.name)' id=\(d.id)\(d.linkWords)"
     case .overflow(let o): "overflow \(o.message)"
+    case .gap(let g): "gap \(g.reason): \(g.message)"
     case .disconnected(let why): "disconnected: \(why)"
     case .reconnected(let h): "reconnected to \(h.daemonName) \(h.daemonVersion)"
     }

@@ -372,8 +372,22 @@ class Bluez:
         self.set(path, "org.bluez.Device1", "Trusted", self.dbus.Boolean(True))
         return path
 
-    def connect(self, path):
-        self.call(path, "org.bluez.Device1", "Connect")
+    def connect(self, path, attempts=3):
+        """Device1.Connect, as a user would: tried again (at most `attempts` times, 1 s
+        apart) when the page failed (br-connection-timeout, page-timeout: the emulated
+        controller sometimes misses the first page right after a link loss), and done when
+        bluetoothd's own reconnection of the trusted remote got there first. Returns the
+        attempts it took."""
+        for attempt in range(1, attempts + 1):
+            try:
+                self.call(path, "org.bluez.Device1", "Connect")
+                return attempt
+            except BluezError as e:
+                if self.prop(path, "org.bluez.Device1", "Connected") is True:
+                    return attempt
+                if attempt == attempts or not any(w in str(e) for w in ("br-connection-timeout", "page-timeout")):
+                    raise
+                time.sleep(1)
 
     def remove(self, path):
         self.call("/org/bluez/hci0", "org.bluez.Adapter1", "RemoveDevice", self.dbus.ObjectPath(path))

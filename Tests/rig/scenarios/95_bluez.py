@@ -252,15 +252,16 @@ def sc_classic_link_loss(rig):
     sig = [(s[2].split(".")[-1], s[3], sorted(s[4]) if isinstance(s[4], dict) else s[4])
            for s in t.bluez.signals_of(t.path, since)]
     # Back: the rig connects (the remote's keys are in its memory, bluetoothd's on disk).
-    t.bluez.connect(t.path)
+    attempts = t.bluez.connect(t.path)
     nodes = t.wait_nodes()
     again = t.added(c, len(nodes), "deviceAdded after the reconnection")
     check({d["id"] for d in again} >= ids, "ids after the reconnection %s, before %s" % (
         sorted(d["id"] for d in again), sorted(ids)))
     b, e = t.click(c, *IOS)
     check(b["device"]["id"] in ids, "press from %s" % b["device"]["id"])
-    return "press %s cancelled with reason %s; client saw %s; BlueZ signals %s; reconnected, same id %s" % (
-        began["press"], end.get("reason"), order[-4:], sig, b["device"]["id"])
+    return ("press %s cancelled with reason %s; client saw %s; BlueZ signals %s; reconnected "
+            "(Connect attempts: %d), same id %s") % (
+        began["press"], end.get("reason"), order[-4:], sig, attempts, b["device"]["id"])
 
 
 @scenario("bluez-shutterd-start-while-connected", needs="bluez-classic-link-loss-mid-press")

@@ -314,10 +314,28 @@ package struct Spool {
     /// What was dropped and not yet taken for a notice (for the place).
     package var pendingDropped: Dropped? { dropped.count > 0 ? dropped : nil }
 
-    /// What an earlier run dropped and no notice said (from the place): counted first.
-    package mutating func restoreDropped(_ d: Dropped) {
-        dropped = d
-        droppedTotal += d.count
+    /// What an earlier run left: what it dropped and no notice said (from the place),
+    /// counted first, and the records of its file. The place is written before the file is
+    /// written again without what was dropped, so a kill -9 between the two leaves records
+    /// the place counts as dropped in the file: they are left out, not counted again, so
+    /// that the notice says exactly what was lost. Returns the bytes of the file's records
+    /// not held (dead until it is rewritten) and how many of them the place had counted.
+    package mutating func restore(dropped d: Dropped?, file: [Entry]) -> (dead: Int, counted: Int) {
+        if let d {
+            dropped = d
+            droppedTotal += d.count
+        }
+        var dead = 0
+        var counted = 0
+        for e in file {
+            if let seq = e.seq, let first = d?.firstSeq, let last = d?.lastSeq, first <= seq && seq <= last {
+                dead += SpoolFile.size(of: e)
+                counted += 1
+            } else {
+                dead += append(e)
+            }
+        }
+        return (dead, counted)
     }
 
     /// What was dropped since the last call, and starts counting again.

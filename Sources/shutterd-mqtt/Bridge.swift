@@ -69,21 +69,8 @@ final class Bridge {
             let s = try SpoolStore(directory: stateDirectory)
             let (p, entries) = s.load()
             place = p
-            if let d = p.dropped { spool.restoreDropped(d) }
-            // The place is written before the file is written again without what was dropped:
-            // a kill -9 between the two leaves records the place counts as dropped in the file.
-            // They are dropped here, not counted again, so that the notice says what was lost.
-            var counted = 0
-            for e in entries {
-                if let d = p.dropped, let seq = e.seq, let first = d.firstSeq, let last = d.lastSeq,
-                    first <= seq && seq <= last
-                {
-                    s.dead += SpoolFile.size(of: e)
-                    counted += 1
-                    continue
-                }
-                s.dead += spool.append(e)
-            }
+            let (dead, counted) = spool.restore(dropped: p.dropped, file: entries)
+            s.dead += dead
             if counted > 0 {
                 Log.info(
                     "spool: \(counted) records in the file were dropped before the bridge stopped (the place counts "

@@ -136,12 +136,27 @@ struct SpoolTests {
         #expect(d?.count == 3 && d?.firstSeq == 1 && d?.lastSeq == 3)
         // Restored from the place, then older ones dropped: the range covers both.
         var r = Spool(capacity: 1)
-        r.restoreDropped(Spool.Dropped(count: 2, firstSeq: 10, lastSeq: 11))
-        for e in es.prefix(3) { r.append(e) }
+        let earlier = Spool.Dropped(count: 2, firstSeq: 10, lastSeq: 11)
+        let restored = r.restore(dropped: earlier, file: Array(es.prefix(3)))
+        #expect(restored.counted == 0 && restored.dead == size * 2)
         #expect(r.takeDropped() == Spool.Dropped(count: 4, firstSeq: 1, lastSeq: 11) && r.droppedTotal == 4)
         var tiny = Spool(capacity: 10, byteCapacity: 1)
         tiny.append(es[0])
         #expect(tiny.count == 1, "one over the bound alone is held")
+    }
+
+    @Test("records the place counts as dropped (a kill -9 before the file was rewritten): left out, counted once")
+    func restoreAfterKill() {
+        let es = (1...8).map { Spool.Entry(topic: "t", payload: "\($0)", seq: $0 == 7 ? nil : Int64($0)) }
+        let size = SpoolFile.size(of: es[0])
+        var s = Spool(capacity: 100)
+        let dropped = Spool.Dropped(count: 3, firstSeq: 2, lastSeq: 4)
+        let r = s.restore(dropped: dropped, file: es)
+        #expect(r.counted == 3 && r.dead == size * 3)
+        #expect(s.entries == [es[0], es[4], es[5], es[6], es[7]], "2 to 4 left out; the one without a seq kept")
+        #expect(s.takeDropped() == dropped && s.droppedTotal == 3, "counted once, as the place said")
+        var none = Spool(capacity: 100)
+        #expect(none.restore(dropped: nil, file: es) == (0, 0) && none.entries == es && none.takeDropped() == nil)
     }
 
     @Test("continuity without instances (1.4): a gap or a seq that went back after a new connection is a loss")

@@ -48,6 +48,35 @@ struct BytesTests {
         }
     }
 
+    @Test("random numbers of every length, each digit 0 to 9 in every place, in a buffer with just 20 bytes of room")
+    func eightAtATime() {
+        var rng = SystemRandomNumberGenerator()
+        var values: [UInt64] = []
+        var power: UInt64 = 1
+        for length in 1...19 {
+            let low = length == 1 ? 0 : power
+            power *= 10
+            for _ in 0..<500 { values.append(UInt64.random(in: low..<power, using: &rng)) }
+        }
+        for digit in UInt64(0)...9 {
+            var v: UInt64 = digit == 0 ? 1 : digit
+            for _ in 0..<18 { v = v * 10 + digit }
+            values.append(v)
+        }
+        values += (0..<5_000).map { _ in UInt64.random(in: 0...UInt64.max, using: &rng) }
+        for v in values {
+            // A text already there, and just the 20 bytes of room a UInt64 may take after it.
+            var bytes = [UInt8](repeating: UInt8(ascii: "#"), count: 23)
+            let written = bytes.withUnsafeMutableBufferPointer { b in
+                var text = ShortText(b)
+                text.write("ab=")
+                text.write(magnitude: v)
+                return text.count
+            }
+            #expect(String(decoding: bytes[..<written], as: UTF8.self) == "ab=\(v)", "\(v)")
+        }
+    }
+
     @Test("unsigned and narrow integers, and literals")
     func others() {
         var out: [UInt8] = []

@@ -17,7 +17,7 @@ package final class Engine {
     /// and back into the dictionary. Its mutable fields are marked `@exclusivity(unchecked)`:
     /// the engine runs on one thread and never holds an access to them across a call that
     /// could touch them again, and the runtime check cost more than the rest of a raw event.
-    final class DeviceState {
+    package final class DeviceState {
         /// Replaced when the device's object changes (`Engine.replaceRecord`).
         @exclusivity(unchecked) var record: DeviceRecord
         let mapping: DeviceMapping
@@ -96,8 +96,10 @@ package final class Engine {
         return lastSeq
     }
 
-    /// Takes an admitted device; its events are then read by its record's handle.
-    package func addDevice(_ record: DeviceRecord, mapping: DeviceMapping) {
+    /// Takes an admitted device; its events are then handed over with the state returned
+    /// (or its record's handle).
+    @discardableResult
+    package func addDevice(_ record: DeviceRecord, mapping: DeviceMapping) -> DeviceState {
         let state = DeviceState(record: record, mapping: mapping)
         for code in mapping.primaryKeys.union(mapping.secondaryKeys).union(mapping.focusKeys).sorted()
         where Int(code) < DeviceState.keyCount && state.keyNames.count < 255 {
@@ -106,6 +108,7 @@ package final class Engine {
         }
         for axis in mapping.sliderAxes where axis < 32 { state.axisNames[Int(axis)] = name(EventType.rel, axis) }
         devices[record.handle] = state
+        return state
     }
 
     /// The same, making the record (tests and tools that have no daemon).
@@ -199,6 +202,14 @@ package final class Engine {
         _ handle: Int, _ events: [RawEvent], now: Int64, into out: inout [Occurrence], batchStart: Int? = nil
     ) {
         guard let state = devices[handle] else { return }
+        self.handle(state, events, now: now, into: &out, batchStart: batchStart)
+    }
+
+    /// The same, for the state `addDevice` returned: the daemon keeps it with the device, so
+    /// that a read is not a hash and a lookup (two a press).
+    package func handle(
+        _ state: DeviceState, _ events: [RawEvent], now: Int64, into out: inout [Occurrence], batchStart: Int? = nil
+    ) {
         let first = batchStart ?? out.count
         for event in events { feed(state, event, now: now, into: &out, mergeFrom: first) }
     }

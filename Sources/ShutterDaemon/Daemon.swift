@@ -24,6 +24,8 @@ package struct DaemonOptions {
 package final class Daemon {
     final class OpenDevice {
         let evdev: EvdevDevice
+        /// The engine's state of the device, which its reads are handed with.
+        let state: Engine.DeviceState
         /// Replaced when the device's object changes (link state, battery).
         var record: DeviceRecord
         /// The kernel's HID battery, percent, when it has one.
@@ -38,9 +40,10 @@ package final class Daemon {
         var handle: Int { record.handle }
         var info: DeviceInfo { record.info }
 
-        init(evdev: EvdevDevice, record: DeviceRecord) {
+        init(evdev: EvdevDevice, record: DeviceRecord, state: Engine.DeviceState) {
             self.evdev = evdev
             self.record = record
+            self.state = state
         }
     }
 
@@ -259,19 +262,21 @@ package final class Daemon {
         var reads = HIDBatteryReads()
         let battery = reads.read(bus: info.bus, link: link) ? HIDBattery.read(inputSyspath: record.syspath) : nil
         let linked = info.with(link: link, hidBattery: battery)
-        let device = OpenDevice(evdev: evdev, record: DeviceRecord(handle: lastHandle, info: linked))
+        let deviceRecord = DeviceRecord(handle: lastHandle, info: linked)
+        let device = OpenDevice(
+            evdev: evdev, record: deviceRecord, state: engine.addDevice(deviceRecord, mapping: plan.mapping))
         device.hidBattery = battery
         device.batteryReads = reads
         do {
             try loop.add(evdev.raw, events: EventLoop.readable) { [unowned self] _ in deviceReady(device) }
         } catch {
             Log.error("\(record.sysname) - \(name): \(error), ignoring")
+            _ = engine.removeDevice(handle: device.handle, now: 0)
             return
         }
         devices[device.handle] = device
         grabs.add(device)
         bySyspath[record.syspath] = device.handle
-        engine.addDevice(device.record, mapping: plan.mapping)
         Log.info("\(evdev.nodeName) - \(name): added id=\(info.id) kind=\(plan.kind.rawValue) bus=\(info.busName)")
         hub.deviceAdded(device.record)
         grabs.update(device, wanted: hub.wantsGrab(device.info))
@@ -338,7 +343,7 @@ package final class Daemon {
         events.removeAll(keepingCapacity: true)
         try device.evdev.read(into: &events)
         if device.info.connected == false, !events.isEmpty { eventsWhileDisconnected(device) }
-        engine.handle(device.handle, events, now: 0, into: &occurrences, batchStart: 0)
+        engine.handle(device.state, events, now: 0, into: &occurrences, batchStart: 0)
         return events.count
     }
 

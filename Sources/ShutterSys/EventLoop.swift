@@ -11,9 +11,11 @@ package final class EventLoop {
         let token: UInt64
         let handler: Handler
     }
-    // Read on every wake-up by the one thread that runs the loop; a handler may add or
-    // remove descriptors, which never overlaps a read of these: no runtime exclusivity check.
-    @exclusivity(unchecked) var handlers: [Int32: Watch] = [:]
+    // Indexed by descriptor (the kernel gives the lowest free number, so this is as long as
+    // the highest descriptor open): a wake-up finds its handler without hashing. Read on
+    // every wake-up by the one thread that runs the loop; a handler may add or remove
+    // descriptors, which never overlaps a read of these: no runtime exclusivity check.
+    @exclusivity(unchecked) var handlers: [Watch?] = []
     /// Registrations made so far: each gets a token of its own (this count and the
     /// descriptor), so that an event epoll_wait reported for a descriptor that a handler
     /// earlier in the same batch closed, and whose number a new registration took, is
@@ -40,24 +42,34 @@ package final class EventLoop {
         registrations += 1
         let token = registrations << 32 | UInt64(UInt32(bitPattern: fd))
         try Sys.epollControl(epoll.raw, .add, fd, events: events, token: token)
-        handlers[fd] = Watch(token: token, handler: handler)
+        let i = Int(fd)
+        if i >= handlers.count { handlers.append(contentsOf: repeatElement(nil, count: i - handlers.count + 1)) }
+        handlers[i] = Watch(token: token, handler: handler)
+    }
+
+    func watch(_ fd: Int32) -> Watch? {
+        let i = Int(fd)
+        return i >= 0 && i < handlers.count ? handlers[i] : nil
     }
 
     package func modify(_ fd: Int32, events: UInt32) {
         // A descriptor not watched fails (ENOENT), and is logged: a mistake, said.
-        let token = handlers[fd]?.token ?? 0
+        let token = watch(fd)?.token ?? 0
         logged { () throws(SystemError) in try Sys.epollControl(epoll.raw, .modify, fd, events: events, token: token) }
     }
 
     /// Stops watching `fd`; call before closing it.
     package func remove(_ fd: Int32) {
-        guard handlers.removeValue(forKey: fd) != nil else { return }
+        guard watch(fd) != nil else { return }
+        handlers[Int(fd)] = nil
         logged { () throws(SystemError) in try Sys.epollControl(epoll.raw, .delete, fd, events: 0, token: 0) }
     }
 
     /// Forgets `fd` without epoll_ctl: for a descriptor a library closed itself (libmosquitto's
     /// socket on a lost connection), which closing already took out of the epoll set.
-    package func forget(_ fd: Int32) { handlers.removeValue(forKey: fd) }
+    package func forget(_ fd: Int32) {
+        if watch(fd) != nil { handlers[Int(fd)] = nil }
+    }
 
     package func stop() { running = false }
 
@@ -84,7 +96,7 @@ package final class EventLoop {
             let token = ready.token(i)
             // A handler earlier in this batch may have removed this fd, and its number may
             // since be another registration's.
-            guard let watch = handlers[Int32(truncatingIfNeeded: token)], watch.token == token else { continue }
+            guard let watch = watch(Int32(truncatingIfNeeded: token)), watch.token == token else { continue }
             watch.handler(ready.events(i))
         }
         let deferred = workLeft

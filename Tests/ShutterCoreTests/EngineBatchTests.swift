@@ -35,6 +35,28 @@ struct EngineBatchTests {
         #expect(engine.nextSeq() == 2, "no sequence number is skipped")
     }
 
+    @Test("a read handed with the state addDevice returned (as the daemon does) is the same as by the handle")
+    func byState() {
+        let events = [
+            ev(EventType.key, KeyCode.btn0, 1, 3), ev(EventType.syn, SynCode.report, 0, 3),
+            ev(EventType.rel, RelCode.dial, 5, 4), ev(EventType.syn, SynCode.report, 0, 4),
+            ev(EventType.key, KeyCode.btn0, 0, 5), ev(EventType.syn, SynCode.report, 0, 5),
+        ]
+        let byHandle = Engine(name: TestNames.name)
+        byHandle.addDevice(handle: 1, info: dial, mapping: .standard(for: .dial))
+        var expected: [Occurrence] = []
+        byHandle.handle(1, events, now: 100, into: &expected)
+        let byState = Engine(name: TestNames.name)
+        byState.addDevice(handle: 9, info: dial, mapping: .standard(for: .dial))
+        let state = byState.addDevice(DeviceRecord(handle: 1, info: dial), mapping: .standard(for: .dial))
+        var out: [Occurrence] = []
+        byState.handle(state, events, now: 100, into: &out)
+        #expect(out.map(\.kind) == [.capture(.primary, .began), .slider(delta: 5), .capture(.primary, .ended)])
+        #expect(out.map(\.kind) == expected.map(\.kind) && out.map(\.seq) == expected.map(\.seq))
+        #expect(out.allSatisfy { $0.device === state.record }, "the device the state is, not the other one")
+        #expect(byState.heldCount(1) == 0 && byState.heldCount(9) == 0)
+    }
+
     @Test("a press between slider frames keeps the order: slider, press, slider")
     func pressBetweenSliders() {
         let engine = Engine(name: TestNames.name)

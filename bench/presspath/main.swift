@@ -39,7 +39,8 @@ func run() throws {
         name: "AB Shutter3", bus: 5, vendor: 0x2717, product: 0x0040, version: 0x23, uniq: "c2:1a:55:0e:b3:05",
         phys: nil, syspath: "/sys/devices/virtual/misc/uhid/0005:2717:0040.0001/input/input1/event1",
         node: "/dev/input/event1", kind: dial ? .dial : .remote)
-    engine.addDevice(handle: 1, info: info, mapping: .standard(for: info.kind))
+    // As the daemon does: the engine's state of the device is kept, and each read handed with it.
+    let device = engine.addDevice(DeviceRecord(handle: 1, info: info), mapping: .standard(for: info.kind))
 
     var clients: [Int32] = []
     for _ in 0..<clientCount {
@@ -66,7 +67,7 @@ func run() throws {
         events.removeAll(keepingCapacity: true)
         occurrences.removeAll(keepingCapacity: true)
         for (type, code, value) in frame { events.append(RawEvent(type: type, code: code, value: value, time: time)) }
-        engine.handle(1, events, now: time + 50, into: &occurrences)
+        engine.handle(device, events, now: time + 50, into: &occurrences)
         hub.publish(occurrences)
     }
     let steps: [(UInt16, UInt16, Int32)] = Array(repeating: [(2, 7, 1), (0, 0, 0)], count: 32).flatMap { $0 }

@@ -5,8 +5,8 @@
 /// fall due) it writes each client's lines and makes a `Plan`, a value that says what the
 /// socket owner and the daemon must do: `publish` returns it, and the other calls add to
 /// the plan that `takePlan` hands over. Clients are named by id, in the plan and in every
-/// call; nothing of a client's is handed out, and the fan-out calls nothing outside itself
-/// but the send `drain` is given. It keeps the history of what it published (`History`),
+/// call; nothing of a client's is handed out but the bytes to send next (`nextPiece`, a
+/// slice of its buffer), and the fan-out calls nothing outside itself. It keeps the history of what it published (`History`),
 /// from which a client that resumes is given what it missed (`resume`).
 /// Not copyable: it owns the room of its plans' send lists, and there is one fan-out per
 /// socket.
@@ -309,20 +309,28 @@ package struct Fanout: ~Copyable {
     /// Bytes waiting for client `id` (for a test's look at a slow client).
     func pending(_ id: UInt64) -> Int { peer(id)?.out.pending ?? 0 }
 
-    /// Hands `write` what client `id` has waiting, as `OutBuffer.drain` does, until all of it
-    /// is taken or the socket takes no more; returns whether all of it went, and the bytes
-    /// its buffer gave back to the heap meanwhile (a large message sent).
-    package mutating func drain(_ id: UInt64, _ write: (UnsafeRawBufferPointer) -> Int) -> (
-        all: Bool, released: Int
-    ) {
+    /// What client `id` has waiting, to send next (at most 256 KiB, empty when nothing
+    /// waits): the socket owner sends what the socket takes of it and says how much
+    /// (`sent`), and asks again until the socket takes no more or nothing is left, then
+    /// ends the write (`endWrite`). A resuming client whose buffer went is given more of
+    /// the history here, as it reads what it was given. The slice shares the buffer's
+    /// storage: the socket owner drops it before its next call.
+    package mutating func nextPiece(of id: UInt64) -> ArraySlice<UInt8> {
+        guard let peer = peer(id) else { return [] }
+        if peer.out.isEmpty && peer.resume != nil && !peer.closing { refill(peer, planWrite: false) }
+        return peer.out.piece()
+    }
+
+    /// The socket took `n` bytes of client `id`'s piece.
+    package mutating func sent(_ n: Int, to id: UInt64) { peer(id)?.out.advance(by: n) }
+
+    /// Ends a write of client `id`'s buffer: drops what was sent, and returns whether all of
+    /// it went, and the bytes its buffer gave back to the heap (a large message sent).
+    package mutating func endWrite(_ id: UInt64) -> (all: Bool, released: Int) {
         guard let peer = peer(id) else { return (true, 0) }
         let held = peer.out.bytes.capacity
-        var all = peer.out.drain(write)
-        // A resuming client is given more of the history as it reads what it was given.
-        while all && peer.resume != nil && !peer.closing {
-            refill(peer, planWrite: false)
-            all = peer.out.drain(write)
-        }
+        peer.out.compact()
+        let all = peer.out.isEmpty
         // A buffer emptied of a large message (a hello with many devices, a backlog) gave
         // its room back. Not on the press path: a press's messages fit in what it keeps.
         return (all, all && held > OutBuffer.keptCapacity ? held : 0)

@@ -19,7 +19,7 @@ extension Fanout {
 
     /// What the socket owner and the daemon carry out after a call of the fan-out, by client
     /// id. The socket owner: the sends (a head before the shared tail, one write each), the
-    /// writes of the clients' buffers (`Fanout.drain`), the clients that began closing (to
+    /// writes of the clients' buffers (`Fanout.nextPiece`), the clients that began closing (to
     /// close once their buffer is written, or at a deadline), the clients that fell behind
     /// (a log line), and the heap room sessions gave back (`released`, towards a trim). The
     /// daemon: the intents, which are not about sockets (`grabsChanged`: have the devices'

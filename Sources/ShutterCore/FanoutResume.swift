@@ -18,7 +18,7 @@ extension Fanout {
     /// Gives client `id` what its interaction (the one in force now) would have been sent
     /// of the history after `seq`, then the live stream: in seq order, nothing twice. The
     /// history up to `seq` (which it had) rebuilds its presses open at `seq`, so that their
-    /// ends reach it. Its lines are written as it reads (`drain`), at most half its queue
+    /// ends reach it. Its lines are written as it reads (`nextPiece`), at most half its queue
     /// at a time; publishing passes it by until it has caught up with the history, so that
     /// live events come after it. What the connection was sent live before (events after
     /// its `joined`) is not given again; the ends of presses that began before it came are.

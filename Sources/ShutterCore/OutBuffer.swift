@@ -70,7 +70,8 @@ package struct OutBuffer {
     }
 
     /// Keeps what a socket did not take of a line sent around the buffer (a head and the
-    /// shared tail, `sent` bytes of them taken): it waits here, as `drain` would have left it.
+    /// shared tail, `sent` bytes of them taken): it waits here, as a write of part of the
+    /// buffer would have left it.
     mutating func keep(head: UnsafeRawBufferPointer, tail: UnsafeRawBufferPointer, sent: Int) {
         bytes.append(contentsOf: head)
         bytes.append(contentsOf: tail)
@@ -152,19 +153,12 @@ package struct OutBuffer {
         }
     }
 
-    /// Hands `write` the waiting bytes (at most `max`), which returns how many it sent (0
-    /// when the peer cannot take more now, or failed: the caller keeps its own error), until
-    /// everything is sent or nothing more is taken; returns whether everything was sent.
-    /// Not generic and not throwing: it runs for every client on every event.
-    package mutating func drain(max: Int = 262_144, _ write: (UnsafeRawBufferPointer) -> Int) -> Bool {
-        while !isEmpty {
-            let end = Swift.min(bytes.count, start + max)
-            let n = bytes.withUnsafeBytes { raw in write(UnsafeRawBufferPointer(rebasing: raw[start..<end])) }
-            if n <= 0 { break }
-            advance(by: n)
-        }
-        compact()
-        return isEmpty
+    /// The waiting bytes to send next: at most `max` of them from the first not sent (empty
+    /// when nothing waits). The slice shares the buffer's storage: it is dropped before the
+    /// buffer changes (`advance` changes no byte; `compact` and a delivery do), so that
+    /// nothing is copied.
+    func piece(max: Int = 262_144) -> ArraySlice<UInt8> {
+        bytes[start..<Swift.min(bytes.count, start + max)]
     }
 
     /// Counts `n` more bytes as sent.

@@ -6,6 +6,21 @@ import Testing
 
 private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 
+extension OutBuffer {
+    /// Hands `write` the waiting bytes (at most `max` at a time) as the hub sends them
+    /// (`piece`, then `advance` by what went), until everything is sent or `write` takes
+    /// nothing; returns whether everything was sent.
+    mutating func drain(max: Int = 262_144, _ write: (UnsafeRawBufferPointer) -> Int) -> Bool {
+        while !isEmpty {
+            let n = piece(max: max).withUnsafeBytes { write($0) }
+            if n <= 0 { break }
+            advance(by: n)
+        }
+        compact()
+        return isEmpty
+    }
+}
+
 /// Drains `b` into a collected array, everything it takes.
 private func drainAll(_ b: inout OutBuffer) -> [UInt8] {
     var written: [UInt8] = []

@@ -88,19 +88,6 @@ extension ClientHub {
         }
     }
 
-    /// Sends what the socket takes of `piece`: how many bytes (0 when it takes none now).
-    static func send(_ fd: Int32, _ piece: ArraySlice<UInt8>) throws(SystemError) -> Int {
-        guard !piece.isEmpty else { return 0 }
-        let result = piece.withUnsafeBytes { raw -> Result<Int, SystemError> in
-            do throws(SystemError) {
-                return .success(try UnixSocket.send(fd, raw))
-            } catch {
-                return .failure(error)
-            }
-        }
-        return try result.get()
-    }
-
     /// Writes what the socket takes now of a client's buffer; waits for writability for the
     /// rest. Only for a client in `clients`: its descriptor is its own.
     func flush(_ client: Client) {
@@ -112,7 +99,7 @@ extension ClientHub {
             let n: Int
             do throws(SystemError) {
                 // The piece is a temporary, gone before the fan-out is called again.
-                n = try Self.send(fd, fanout.nextPiece(of: client.id))
+                n = try UnixSocket.send(fd, fanout.nextPiece(of: client.id))
             } catch {
                 failure = error
                 break

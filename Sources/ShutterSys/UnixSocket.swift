@@ -31,6 +31,13 @@ package enum UnixSocket {
 
     /// Sends a message with one `send`, as `send(_:_:)` with a buffer.
     package static func send(_ fd: Int32, _ message: [UInt8]) throws(SystemError) -> Int {
+        try send(fd, message[...])
+    }
+
+    /// Sends a part of a buffer with one `send`, as `send(_:_:)` with a buffer (none for an
+    /// empty part: 0).
+    package static func send(_ fd: Int32, _ message: ArraySlice<UInt8>) throws(SystemError) -> Int {
+        guard !message.isEmpty else { return 0 }
         let result = message.withUnsafeBytes { raw -> Result<Int, SystemError> in
             do throws(SystemError) {
                 return .success(try send(fd, raw))

@@ -162,7 +162,7 @@ extension DeviceInfo {
 
 /// The message types and their fields.
 package enum Schema {
-    /// A key or axis: Wire.eventTail writes it.
+    /// A key or axis: Wire.eventTailPrefix and eventTailRest write it.
     static let key: [FieldSpec] = [
         FieldSpec("code", .int, "The evdev code."),
         FieldSpec("name", .string, "libevdev's name for the code, such as KEY_VOLUMEUP or REL_DIAL."),
@@ -178,7 +178,7 @@ package enum Schema {
         FieldSpec("press", .int, "The press, as its began said."),
     ]
 
-    /// The fields every event ends with: Wire.eventTail.
+    /// The fields every event ends with: Wire.eventTailPrefix and eventTailRest.
     static let eventTail: [FieldSpec] = [
         FieldSpec("device", .device, "The device the event came from."),
         FieldSpec("key", .key, "The key pressed, or for a slider the axis."),

@@ -3,7 +3,7 @@
 /// One udev property shutterd reads: its name, what it decides and how its value is parsed.
 ///
 /// `UdevProperty.all` is the one list of them. Admission sees only these (`UdevFacts` keeps
-/// nothing else), a recording keeps exactly these (`Recording.isUdevPropertyRead`), and a
+/// nothing else), a recording keeps exactly these (`UdevProperty.isRead`), and a
 /// replay decides from them as the daemon does from udev; a property that fills a field of
 /// the device object declares that field here, and `DeviceInfo.properties` (the object,
 /// the schema, both clients) takes it from this list.

@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import ShutterCore
-import ShutterEvdev
 import ShutterSys
-import ShutterSystemd
-import ShutterUdev
 
 /// The socket side of the daemon: accepts clients, reads their requests, and carries out
 /// the sockets' part of what the fan-out (ShutterCore's `Fanout`, which writes each client

@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import ShutterCore
-import ShutterEvdev
 import ShutterSys
 import ShutterSystemd
-import ShutterUdev
 
 // Accepting clients: the listener, the descriptor and client limits, the hello.
 extension ClientHub {

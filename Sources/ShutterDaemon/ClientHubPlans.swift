@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import ShutterCore
-import ShutterEvdev
 import ShutterSys
 import ShutterSystemd
-import ShutterUdev
 
 // Carrying out the fan-out's plans: writes, closing clients, the devices told to all.
 extension ClientHub {

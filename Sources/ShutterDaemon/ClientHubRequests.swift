@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import ShutterCore
-import ShutterEvdev
 import ShutterSys
-import ShutterSystemd
-import ShutterUdev
 
 // A client's turn: reading its requests, within its bounds, and answering them.
 extension ClientHub {

@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import ShutterCore
-import ShutterEvdev
 import ShutterSys
-import ShutterSystemd
-import ShutterUdev
 
 /// The connected clients, each under an id that is never another's while the daemon runs:
 /// the low 32 bits name a slot, the high 32 how many clients the slot has had before. A

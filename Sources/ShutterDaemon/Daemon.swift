@@ -200,7 +200,11 @@ package final class Daemon {
         grabs.log = { Log.info($0) }
         loop.remove(gestureTimer.raw)
         for device in devices.values {
-            try? device.evdev.grab(false)
+            do {
+                try device.evdev.grab(false)
+            } catch {
+                Log.error("\(device.evdev.nodeName) - \(device.info.name): release of the grab failed: \(error)")
+            }
             device.evdev.logUnreportedDrops()
         }
         listener.shutdown()
@@ -374,7 +378,11 @@ package final class Daemon {
                 Log.info("SIGHUP: re-reading devices and batteries, reporting dropped events")
                 for device in devices.values { device.evdev.logUnreportedDrops() }
                 rereadBatteries()
-                if let present = try? udev?.enumerateInput() { for r in present { addDevice(r) } }
+                do {
+                    for r in try udev?.enumerateInput() ?? [] { addDevice(r) }
+                } catch {
+                    Log.error("SIGHUP: cannot list the input devices again: \(error)")
+                }
             default:
                 Log.info("signal \(s): stopping")
                 loop.stop()

@@ -1,10 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import ShutterCore
-import ShutterEvdev
 import ShutterSys
-import ShutterSystemd
-import ShutterUdev
 
 /// The grab of each open device (EVIOCGRAB, through libevdev), decided by
 /// `Admission.grabAction` from whether a client wishes it grabbed, whether it is, and whether
@@ -42,8 +39,12 @@ package final class Grabs {
                 Log.error("\(label): grab failed: \(error), ignoring")
             }
         case .release:
-            try? device.evdev.grab(false)
-            log("\(label): released")
+            do {
+                try device.evdev.grab(false)
+                log("\(label): released")
+            } catch {
+                Log.error("\(label): release of the grab failed: \(error)")
+            }
         case .waitForRelease, .nothing:
             break
         }

@@ -12,7 +12,7 @@ extension EvdevDevice {
         var r = Recording(name: name, bus: bus, vendor: vendor, product: product, version: version)
         r.uniq = uniq.flatMap { $0.isEmpty ? nil : $0 }
         r.phys = phys.flatMap { $0.isEmpty ? nil : $0 }
-        r.udev = properties.filter { Recording.isUdevPropertyRead($0.key) }
+        r.udev = properties.filter { UdevProperty.isRead($0.key) }
         r.kind = kind
         for p in 0..<UInt32(INPUT_PROP_CNT) where libevdev_has_property(dev, p) != 0 {
             let byte = Int(p / 8)

@@ -59,7 +59,7 @@ package struct Recording: Equatable, Sendable {
     /// shutterd's additions, absent from an evemu-record file.
     package var uniq: String?
     package var phys: String?
-    /// The udev properties shutterd reads (`UdevProperty.all`, `Recording.isUdevPropertyRead`).
+    /// The udev properties shutterd reads (`UdevProperty.all`, `UdevProperty.isRead`).
     package var udev: [String: String] = [:]
     /// The kind shutterd gave the device when it was recorded (for the reader; a replay
     /// decides the kind again, from the same facts).
@@ -92,10 +92,6 @@ package struct Recording: Equatable, Sendable {
     static func trimmed(_ mask: [UInt8]) -> [UInt8] {
         Array(mask[..<(mask.lastIndex(where: { $0 != 0 }).map { $0 + 1 } ?? 0)])
     }
-
-    /// The udev properties a recording keeps: exactly those shutterd reads
-    /// (ShutterCore's `UdevProperty.all`, the list admission reads too).
-    package static func isUdevPropertyRead(_ name: String) -> Bool { UdevProperty.isRead(name) }
 
     /// Whether the device declares `code` of event `type`.
     func has(type: UInt16, code: UInt16) -> Bool {

@@ -45,7 +45,7 @@ struct UdevPropertyTests {
     @Test("a recording round-trips every declared property, and nothing else, and replays decide as udev does")
     func recordingRoundTrip() throws {
         var r = shutter
-        r.udev = udev.filter { Recording.isUdevPropertyRead($0.key) }
+        r.udev = udev.filter { UdevProperty.isRead($0.key) }
         #expect(r.udev.keys.sorted() == UdevProperty.all.map(\.name).sorted())
         let back = try Recording(parsing: r.text())
         #expect(back == r)

@@ -59,15 +59,6 @@ package struct HeldPress: Equatable, Sendable {
     package var device: String
     var key: KeyInfo
     package var press: UInt64
-
-    /// As in the `held` array of a listDevices reply (`Schema.held`).
-    var json: JSON {
-        .object([
-            ("device", .string(device)),
-            ("key", .object([("code", .int(Int64(key.code))), ("name", .string(key.name))])),
-            ("press", .int(Int64(press))),
-        ])
-    }
 }
 
 /// One thing that happened, daemon-wide, before it is handed to the clients. A value: the

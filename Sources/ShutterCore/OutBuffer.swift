@@ -116,25 +116,12 @@ package struct OutBuffer {
         let from = partial ? endsHead + 1 : endsHead
         var lineStart = partial ? ends[endsHead] : start
         for i in from..<ends.count {
-            if let seq = Self.eventSeq(bytes[lineStart..<ends[i]]) { missed.add(seq) }
+            if let seq = Wire.eventSeq(bytes[lineStart..<ends[i]]) { missed.add(seq) }
             lineStart = ends[i]
         }
         bytes.removeSubrange((partial ? ends[endsHead] : start)...)
         ends.removeSubrange(from...)
         return missed
-    }
-
-    /// The seq of an event line (`capture` and `control` begin with it), nil for another.
-    static func eventSeq(_ line: ArraySlice<UInt8>) -> UInt64? {
-        let capture = Array("{\"type\":\"capture\",\"seq\":".utf8)
-        let control = Array("{\"type\":\"control\",\"seq\":".utf8)
-        guard line.starts(with: capture) || line.starts(with: control) else { return nil }
-        var seq: UInt64 = 0
-        for b in line.dropFirst(capture.count) {
-            guard b >= 0x30 && b <= 0x39 else { break }
-            seq = seq &* 10 &+ UInt64(b - 0x30)
-        }
-        return seq
     }
 
     /// The events a client was to receive and never will: how many, the first and last seq.

@@ -167,7 +167,7 @@ extension Wire {
             let press = text.pressDigits
             switch o.kind {
             case .capture(_, let phase):
-                out.write("{\"type\":\"capture\",\"seq\":")
+                out.write(Wire.captureStart)
                 out.write(digits: seq)
                 out.write(",\"clientSeq\":")
                 out.write(decimal: clientSeq)
@@ -180,7 +180,7 @@ extension Wire {
                 out.write(digits: press)
                 out.write(shouldPlaySound ? ",\"shouldPlaySound\":true," : ",\"shouldPlaySound\":false,")
             case .focus(let phase):
-                out.write("{\"type\":\"control\",\"seq\":")
+                out.write(Wire.controlStart)
                 out.write(digits: seq)
                 out.write(",\"clientSeq\":")
                 out.write(decimal: clientSeq)
@@ -205,7 +205,7 @@ extension Wire {
                 }
                 out.write(",")
             case .slider(let delta):
-                out.write("{\"type\":\"control\",\"seq\":")
+                out.write(Wire.controlStart)
                 out.write(digits: seq)
                 out.write(",\"clientSeq\":")
                 out.write(decimal: clientSeq)
@@ -225,6 +225,26 @@ extension Wire {
             case .disconnected: out.write("\"reason\":\"disconnected\",")
             }
         }
+    }
+
+    /// How a capture's and a control's lines begin, up to the digits of their `seq`.
+    static let captureStart: StaticString = "{\"type\":\"capture\",\"seq\":"
+    static let controlStart: StaticString = "{\"type\":\"control\",\"seq\":"
+
+    /// The seq of an event line (a capture's or a control's, which begin with it), nil for
+    /// another: for what a client dropped misses (`OutBuffer.discardUnstarted`).
+    static func eventSeq(_ line: ArraySlice<UInt8>) -> UInt64? {
+        func digits(after start: StaticString) -> UInt64? {
+            let prefix = UnsafeBufferPointer(start: start.utf8Start, count: start.utf8CodeUnitCount)
+            guard line.starts(with: prefix) else { return nil }
+            var seq: UInt64 = 0
+            for b in line.dropFirst(prefix.count) {
+                guard b >= 0x30 && b <= 0x39 else { break }
+                seq = seq &* 10 &+ UInt64(b - 0x30)
+            }
+            return seq
+        }
+        return digits(after: captureStart) ?? digits(after: controlStart)
     }
 }
 
@@ -428,4 +448,15 @@ extension Filter {
 
 extension SliderRange {
     var json: JSON { .object([("min", .int(min)), ("max", .int(max)), ("value", .int(value))]) }
+}
+
+extension HeldPress {
+    /// As in the `held` array of a listDevices reply (`Schema.held`).
+    var json: JSON {
+        .object([
+            ("device", .string(device)),
+            ("key", .object([("code", .int(Int64(key.code))), ("name", .string(key.name))])),
+            ("press", .int(Int64(press))),
+        ])
+    }
 }

@@ -101,20 +101,22 @@ while let arg = args.popFirst() {
 }
 
 let env = { (name: String) -> String? in Sys.environment(name).flatMap { $0.isEmpty ? nil : $0 } }
-// Only the built-in default may be missing (meaning the defaults): a file named by --config
-// or $SHUTTERD_CONFIG was meant to be read.
-let named = configPath ?? env("SHUTTERD_CONFIG")
-let file = named ?? "/etc/shutterd/shutterd.conf"
+// Only a missing built-in default means the defaults (readConfigText says which file and why).
 var settings = MQTTSettings()
+let file: String
 do {
-    let text = try readTextFile(file)
-    do {
-        settings = try Config(text: text, keyCode: KeyNames.keyCode).mqtt
-    } catch {
-        fail("\(file): \(error)", code: 78)
+    let (path, text) = try readConfigText(option: configPath)
+    file = path
+    if let text {
+        do {
+            settings = try Config(text: text, keyCode: KeyNames.keyCode).mqtt
+        } catch {
+            fail("\(file): \(error)", code: 78)
+        }
+        Log.info("config: read \(file)")
+    } else {
+        Log.info("config: no \(file), using the defaults")
     }
-} catch  where error.errno == Errno.ENOENT && named == nil {
-    Log.debug("config: no \(file), using the defaults")
 } catch {
     fail("cannot read config file \(error)", code: 78)
 }

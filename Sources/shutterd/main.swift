@@ -82,7 +82,6 @@ Sys.openStandardDescriptors()
 
 var socketPath: String?
 var configPath: String?
-var configRequired = false
 var replayFiles: [String] = []
 var replaySpeed = 1.0
 var replayLoop = false
@@ -97,7 +96,6 @@ while let arg = args.popFirst() {
     case "--config":
         guard let v = args.popFirst() else { usageError("--config needs a file") }
         configPath = v
-        configRequired = true
     case "--replay":
         while let v = args.first, !v.hasPrefix("--") {
             replayFiles.append(v)
@@ -120,7 +118,6 @@ while let arg = args.popFirst() {
         if let v = args.first, !v.hasPrefix("-") {
             args.removeFirst()
             configPath = v
-            configRequired = true
         }
     case "--verbose", "-v":
         Log.verbose = true
@@ -151,28 +148,23 @@ let path =
         String(dir.split(separator: ":").first ?? "/run/shutterd") + "/shutterd.sock"
     } ?? "/run/shutterd/shutterd.sock"
 
-/// Whether something is at `path`: a symbolic link to nothing is.
-func isThere(_ path: String) -> Bool { Sys.exists(path) }
-
-// Only a missing built-in default (/etc/shutterd/shutterd.conf) means the defaults: a file
-// named by --config or $SHUTTERD_CONFIG was meant to be read, and one that is there but
-// cannot be read (its mode, a directory, too large, not UTF-8) may hold allow-lists, so
-// either stops the daemon.
-let configFromEnvironment = env("SHUTTERD_CONFIG").flatMap { $0.isEmpty ? nil : $0 }
-if configFromEnvironment != nil { configRequired = true }
-let defaultConfig = configFromEnvironment ?? "/etc/shutterd/shutterd.conf"
-let file = configPath ?? defaultConfig
+// Only a missing built-in default (/etc/shutterd/shutterd.conf) means the defaults
+// (readConfigText says which file and why).
 var config = Config()
+let file: String
 do {
-    let text = try readTextFile(file)
-    do {
-        config = try Config(text: text, keyCode: KeyNames.keyCode)
-    } catch {
-        configFailed("\(file): \(error)")
+    let (path, text) = try readConfigText(option: configPath)
+    file = path
+    if let text {
+        do {
+            config = try Config(text: text, keyCode: KeyNames.keyCode)
+        } catch {
+            configFailed("\(file): \(error)")
+        }
+        Log.info("config: read \(file)")
+    } else {
+        Log.info("config: no \(file), using the defaults")
     }
-    Log.info("config: read \(file)")
-} catch  where error.errno == Errno.ENOENT && !configRequired && !isThere(file) {
-    Log.info("config: no \(file), using the defaults")
 } catch {
     configFailed("cannot read config file \(error)")
 }

@@ -71,6 +71,24 @@ extension ProgramTests {
         #expect(!Sys.exists(dir + "/s.sock"), "nothing was started")
     }
 
+    @Test("the config both programs read: no default is the defaults; a link to nothing or a named file missing fails")
+    func configText() throws {
+        try #require(Sys.environment("SHUTTERD_CONFIG") == nil, "the default is read only without $SHUTTERD_CONFIG")
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let conf = dir + "/shutterd.conf"
+        let missing = try readConfigText(option: nil, defaultPath: conf)
+        #expect(missing.path == conf && missing.text == nil)
+        symlink(dir + "/moved.conf", conf)
+        #expect(throws: FileReadError.self) { try readConfigText(option: nil, defaultPath: conf) }
+        removeTree(conf)
+        writeTextFile(conf, "[daemon]\n")
+        #expect(try readConfigText(option: nil, defaultPath: conf).text == "[daemon]\n")
+        let named = dir + "/none.conf"
+        #expect(throws: FileReadError.self) { try readConfigText(option: named, defaultPath: conf) }
+        #expect(try readConfigText(option: conf, defaultPath: named).text == "[daemon]\n")
+    }
+
     @Test(
         "a default config that is there but cannot be read stops shutterd with exit 78 and the reason",
         arguments: ["directory", "over 1 MiB", "not UTF-8", "dangling link"])

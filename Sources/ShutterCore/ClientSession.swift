@@ -26,8 +26,6 @@ package struct ClientSession {
     var open: [OpenPress] = []
     /// The room for open presses that a session keeps when the last one ends.
     static let openKept = 8
-    /// The room for open presses it holds now.
-    var openRoom: Int { open.capacity }
     /// Bytes of room for open presses this session gave back to the heap and the fan-out
     /// has not yet collected for its plan (`Fanout.Plan.released`).
     var roomReleased = 0
@@ -67,9 +65,6 @@ package struct ClientSession {
     mutating func openedBefore(_ entry: OpenPress) {
         open.insert(entry, at: open.firstIndex { $0.press > entry.press } ?? open.endIndex)
     }
-
-    /// How many presses are open for this client (began sent, no end yet).
-    var openPresses: Int { open.count }
 
     /// What a client does with an occurrence.
     enum Take: Equatable, Sendable {

@@ -111,14 +111,6 @@ package final class Engine {
         return state
     }
 
-    /// The same, making the record (tests and tools that have no daemon).
-    @discardableResult
-    package func addDevice(handle: Int, info: DeviceInfo, mapping: DeviceMapping) -> DeviceRecord {
-        let record = DeviceRecord(handle: handle, info: info)
-        addDevice(record, mapping: mapping)
-        return record
-    }
-
     func keyName(_ state: DeviceState, _ code: UInt16) -> String {
         let slot = Int(code) < DeviceState.keyCount ? Int(state.nameSlot[Int(code)]) : 0
         return slot > 0 ? state.keyNames[slot - 1] : name(EventType.key, code)

@@ -303,12 +303,6 @@ package struct Fanout: ~Copyable {
 
     // MARK: Writing
 
-    /// Whether client `id` has bytes waiting in its buffer.
-    package func hasWaiting(_ id: UInt64) -> Bool { peer(id).map { !$0.out.isEmpty } ?? false }
-
-    /// Bytes waiting for client `id` (for a test's look at a slow client).
-    func pending(_ id: UInt64) -> Int { peer(id)?.out.pending ?? 0 }
-
     /// What client `id` has waiting, to send next (at most 256 KiB, empty when nothing
     /// waits): the socket owner sends what the socket takes of it and says how much
     /// (`sent`), and asks again until the socket takes no more or nothing is left, then

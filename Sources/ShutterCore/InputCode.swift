@@ -21,16 +21,12 @@ enum MscCode {
 }
 
 enum KeyCode {
-    static let esc: UInt16 = 1
     static let q: UInt16 = 16
     static let enter: UInt16 = 28
     static let a: UInt16 = 30
     static let z: UInt16 = 44
-    static let space: UInt16 = 57
-    static let f5: UInt16 = 63
     static let volumeDown: UInt16 = 114
     static let volumeUp: UInt16 = 115
-    static let nextSong: UInt16 = 163
     static let playPause: UInt16 = 164
     static let playCD: UInt16 = 200
     static let pauseCD: UInt16 = 201

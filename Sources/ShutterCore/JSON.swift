@@ -44,13 +44,6 @@ package enum JSON: Equatable, Sendable {
         default: return nil
         }
     }
-    var doubleValue: Double? {
-        switch self {
-        case .int(let i): return Double(i)
-        case .double(let d): return d
-        default: return nil
-        }
-    }
     package var arrayValue: [JSON]? { if case .array(let a) = self { return a } else { return nil } }
     package var objectValue: [(String, JSON)]? { if case .object(let o) = self { return o } else { return nil } }
 

@@ -95,7 +95,7 @@ struct MessageTests {
         let info = DeviceInfo(
             name: "AB Shutter3", bus: 5, vendor: 0x2717, product: 0x0040, version: 1, uniq: "c2:1a:55:0e:b3:05",
             phys: nil, syspath: "/sys/x/event1", node: "/dev/input/event1", kind: .remote)
-        engine.addDevice(handle: 1, info: info, mapping: .standard(for: .remote))
+        engine.addDevice(DeviceRecord(handle: 1, info: info), mapping: .standard(for: .remote))
         var session = ClientSession()
         _ = session.setInteraction(
             try ShutterCore.Interaction(request: JSON.parse(#"{"gestures":{"doublePress":{"within":300}}}"#)), now: 0,

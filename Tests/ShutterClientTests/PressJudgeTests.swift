@@ -290,7 +290,7 @@ struct SharedPartTests {
             name: "AB Shutter3 Keyboard", bus: 0x05, vendor: 0x2717, product: 0x0040, version: 1, uniq: "u", phys: nil,
             syspath: "/s", node: "/dev/input/event1", kind: .remote)
         let engine = Engine(name: { type, code in type == EventType.key && code == KeyCode.enter ? "KEY_ENTER" : "?" })
-        engine.addDevice(handle: 1, info: device, mapping: .standard(for: .remote))
+        engine.addDevice(DeviceRecord(handle: 1, info: device), mapping: .standard(for: .remote))
         var o: [Occurrence] = []
         engine.handle(
             1,

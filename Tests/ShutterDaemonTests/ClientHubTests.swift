@@ -54,8 +54,8 @@ final class HubHarness {
             hub.longPressesDue()
         }
         records = [
-            engine.addDevice(handle: 1, info: remote, mapping: .standard(for: .remote)),
-            engine.addDevice(handle: 2, info: headset, mapping: .standard(for: .headset)),
+            engine.addDevice(DeviceRecord(handle: 1, info: remote), mapping: .standard(for: .remote)).record,
+            engine.addDevice(DeviceRecord(handle: 2, info: headset), mapping: .standard(for: .headset)).record,
         ]
         for r in records { hub.deviceAdded(r) }
     }

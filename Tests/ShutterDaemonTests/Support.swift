@@ -346,3 +346,11 @@ func writeTextFile(_ path: String, _ text: String) {
     fputs(text, f)
     fclose(f)
 }
+
+extension Fanout {
+    /// Whether client `id` has bytes waiting in its buffer.
+    func hasWaiting(_ id: UInt64) -> Bool { peer(id).map { !$0.out.isEmpty } ?? false }
+
+    /// Bytes waiting for client `id` (a slow client's).
+    func pending(_ id: UInt64) -> Int { peer(id)?.out.pending ?? 0 }
+}

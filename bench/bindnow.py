@@ -5,19 +5,22 @@
 Usage: bench/bindnow.py LAZY_SHUTTERD NOW_SHUTTERD [RUNS]
 
 Starts each binary RUNS times (default 30), alternating which goes first, with its own
-socket and no config (--config /dev/null); start-up is exec to the hello read on the
-socket, and one second later the daemon's VmRSS (/proc/PID/status) and Pss
+socket and no config (--config /dev/null), through shutterd.testing; start-up is from
+just before the spawn to the hello read on the socket (connected once READY=1 said it
+listens), and one second later the daemon's VmRSS (/proc/PID/status) and Pss
 (/proc/PID/smaps_rollup) are read. Prints the median, minimum and maximum of each.
 The figures in docs/PACKAGING.md ("Hardening") come from it. Not a test.
 """
 
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+# clients/python, beside bench/ in the repository: the launcher the tests use.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
+from shutterd import testing  # noqa: E402
 
 
 def field(path, name):
@@ -26,30 +29,20 @@ def field(path, name):
 
 
 def one(binary, sock):
-    if os.path.exists(sock):
-        os.unlink(sock)
-    t0 = time.monotonic()
-    p = subprocess.Popen([binary, "--socket", sock, "--config", "/dev/null"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Started as every launcher here starts shutterd (shutterd.testing): READY=1 says it
+    # listens, then a client reads its hello.
+    d = testing.Daemon(binary, sock, args=["--config", "/dev/null"], log_path=os.devnull, start_timeout=10,
+                       notify=True)
     try:
-        while True:
-            s = socket.socket(socket.AF_UNIX)
-            try:
-                s.connect(sock)
-                break
-            except OSError:
-                s.close()
-                if time.monotonic() - t0 > 10:
-                    raise SystemExit("%s: no socket after 10 s" % binary)
-                time.sleep(0.0005)
+        d.start()
+        s = d.connect()
         s.recv(65536)
-        start = (time.monotonic() - t0) * 1000
+        start = (time.monotonic_ns() - d.spawned_ns) / 1e6
         s.close()
         time.sleep(1.0)
-        return start, field("/proc/%d/status" % p.pid, "VmRSS:"), field("/proc/%d/smaps_rollup" % p.pid, "Pss:")
+        return start, field("/proc/%d/status" % d.pid, "VmRSS:"), field("/proc/%d/smaps_rollup" % d.pid, "Pss:")
     finally:
-        p.terminate()
-        p.wait()
+        d.stop()
 
 
 def main():

@@ -128,8 +128,7 @@ extension ProgramTests {
         let conf = dir + "/shutterd.conf"
         let text = Array("\u{FEFF}[daemon]\nqueue-limit = 16\n".utf8)
         writeBytes(conf, text + [UInt8](repeating: 0x0A, count: (1 << 20) - text.count))
-        let d = startWithDefault(conf, in: dir)
-        let client = try waitUntilListening(d, dir + "/s.sock")
+        let (d, client) = try startShutterd(socket: dir + "/s.sock", directory: dir, env: ["SHUTTERD_CONFIG=\(conf)"])
         #expect(try client.next(type: "hello", timeout: 5000) != nil)
         kill(d.pid, SIGTERM)
         #expect(d.wait() == 0)

@@ -25,7 +25,8 @@ struct ProgramLimitTests {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
         let path = dir + "/shutterd.sock"
-        let d = Child(["/usr/bin/prlimit", "--nofile=40:40", shutterd, "--socket", path], directory: dir)
+        let (d, first) = try startShutterd(
+            socket: path, directory: dir, prefix: ["/usr/bin/prlimit", "--nofile=40:40"])
         defer {
             kill(d.pid, SIGTERM)
             _ = d.wait()
@@ -33,7 +34,7 @@ struct ProgramLimitTests {
         var served: [LineClient] = []
         var refused = 0
         for i in 0..<80 {
-            let c = try i == 0 ? waitUntilListening(d, path) : connect(path)
+            let c = try i == 0 ? first : connect(path)
             switch try c.next(timeout: 5000) {
             case .message(let m) where m["type"]?.stringValue == "hello": served.append(c)
             case .message(let m) where m["code"]?.stringValue == "tooManyClients":

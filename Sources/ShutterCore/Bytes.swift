@@ -106,7 +106,13 @@ struct ShortText {
         return guess &+ (m >= powersOfTen[guess] ? 1 : 0)
     }
 
-    /// 10⁰ to 10¹⁹, the powers of ten a UInt64 holds.
+    /// 10⁰ to 10¹⁹, the powers of ten a UInt64 holds: a literal, which the compiler lays
+    /// out in the binary (a computed array is made at its first use, and every use checks
+    /// that it was: `swift_once`, about 12 times a press).
     @usableFromInline
-    static let powersOfTen: [UInt64] = (0..<20).map { (0..<$0).reduce(1) { p, _ in p * 10 } }
+    static let powersOfTen: [UInt64] = [
+        1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000, 10_000_000_000,
+        100_000_000_000, 1_000_000_000_000, 10_000_000_000_000, 100_000_000_000_000, 1_000_000_000_000_000,
+        10_000_000_000_000_000, 100_000_000_000_000_000, 1_000_000_000_000_000_000, 10_000_000_000_000_000_000,
+    ]
 }

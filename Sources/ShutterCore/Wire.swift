@@ -26,32 +26,25 @@ extension Wire {
     /// `press` in decimal, then the tail (`eventTailPrefix`, `eventTailRest`: device, key and
     /// times), in memory of its own:
     ///
-    ///     [seq digits][press digits] ... room for the longest head ... [tail]
+    ///     [seq digits][press digits] [tail]
     ///
     /// A line is the client's head and the tail: the socket owner (`ClientHub.carryOut`)
-    /// copies the head right before the tail, so that the line goes out in one send with
-    /// nothing else copied. One of these is reused by the fan-out from one occurrence to the
+    /// reads the tail (`tail`) and puts lines together in room of its own; nothing here is
+    /// written by anyone else. One of these is reused by the fan-out from one occurrence to the
     /// next; the beginning of the tail (the device object and the key's code and name) is
     /// kept when the next occurrence has the same device and key, as a release after its
     /// press has.
     package final class SharedPart {
-        /// The digits, the room and the tail.
+        /// The digits and the tail.
         /// (The fields are not checked for exclusive access at run time: one thread, and no
         /// access held across a call that could touch them.)
         @usableFromInline @exclusivity(unchecked) package private(set) var storage: UnsafeMutableBufferPointer<UInt8>
         @exclusivity(unchecked) var seqEnd = 0
         @exclusivity(unchecked) var pressEnd = 0
-        /// Where the tail begins: after the digits (two integers, at most 40 bytes) and
-        /// room for the longest head.
-        @usableFromInline package static let tailStart = 40 + Wire.headCapacity
+        /// Where the tail begins: after the digits (two integers, at most 40 bytes).
+        @usableFromInline package static let tailStart = 40
         /// Where the tail ends.
         @usableFromInline @exclusivity(unchecked) package private(set) var end = SharedPart.tailStart
-        /// The room a line is sent from and where its tail begins and ends, for the socket
-        /// owner: one call, whose reads of the fields here are not checked for exclusive
-        /// access (another module's reads of them would be).
-        package var line: (base: UnsafeMutableRawPointer, tailStart: Int, end: Int) {
-            (UnsafeMutableRawPointer(storage.baseAddress!), SharedPart.tailStart, end)
-        }
         /// The device and key the tail now begins with, and where that part ends.
         @exclusivity(unchecked) var prefixDevice: DeviceRecord?
         @exclusivity(unchecked) var prefixKey: KeyInfo?

@@ -94,6 +94,9 @@ package final class ClientHub {
     /// carried out after it, by the same call.
     @exclusivity(unchecked) var carrying = false
     var readBuffer = [UInt8](repeating: 0, count: 65536)
+    /// Where `carryOut` puts each sent line together: room for the longest head, then the
+    /// shared tail (grown, rarely, for a device whose text is longer than any before).
+    var lineRoom = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
     /// How long a client being closed may take to read its last messages (the overflow
     /// notice waits behind what the kernel already holds for a client that stopped reading).
     var closeGrace: Int64 = 120_000_000
@@ -136,7 +139,15 @@ package final class ClientHub {
         loop.deferredWork = { [unowned self] in serveBacklog() }
     }
 
+    deinit { lineRoom.deallocate() }
+
     var count: Int { clients.count }
+
+    /// Room for a line of `count` bytes at least.
+    func growLineRoom(_ count: Int) {
+        lineRoom.deallocate()
+        lineRoom = .allocate(byteCount: count * 2, alignment: 8)
+    }
 
     /// Whether a client that may grab has an enabled interaction asking to grab `device`.
     func wantsGrab(_ device: DeviceInfo) -> Bool { fanout.wantsGrab(device) }

@@ -33,13 +33,17 @@ extension ClientHub {
         if plan.sendCount > 0 {
             // Nothing closes a client on the way: a failed send is kept, and the write of what
             // is kept meets the error again and closes the client there.
-            // Each line is one send: the shared text has room before its tail, where each
-            // client's head is put (the text's fields read once here, not once a client:
-            // a call into ShutterCore a client cost 22 instructions each with 16). A send(2)
-            // of one piece costs the kernel less than a sendmsg(2) of two, and nothing else
-            // is copied.
-            let text = fanout.text
-            let (base, tailStart, end) = text.line
+            // Each line is one send, put together in the hub's own room: the shared tail
+            // copied once a plan after room for the longest head, and each client's head
+            // right before it (the tail read once here, not once a client: a call into
+            // ShutterCore a client cost 22 instructions each with 16). A send(2) of one piece
+            // costs the kernel less than a sendmsg(2) of two.
+            let tail = fanout.text.tail
+            let tailStart = Wire.headCapacity
+            let end = tailStart + tail.count
+            if end > lineRoom.count { growLineRoom(end) }
+            let base = lineRoom.baseAddress!
+            (base + tailStart).copyMemory(from: tail.baseAddress!, byteCount: tail.count)
             for send in plan.sends {
                 // A client closed since the plan was made is looked up by its id, and skipped.
                 guard let fd = clients.descriptor(send.id) else { continue }
@@ -47,7 +51,7 @@ extension ClientHub {
                 (base + start).copyMemory(from: send.head.baseAddress!, byteCount: send.head.count)
                 let line = UnsafeRawBufferPointer(start: base + start, count: end - start)
                 let n = ((try? Sys.send(fd, line)) ?? nil) ?? 0
-                if n < line.count { fanout.keepUnsent(send, tail: text.tail, sent: n) }
+                if n < line.count { fanout.keepUnsent(send, tail: tail, sent: n) }
             }
         }
         for id in plan.closing {

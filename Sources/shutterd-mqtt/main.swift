@@ -113,9 +113,9 @@ do {
         } catch {
             fail("\(file): \(error)", code: 78)
         }
-        Log.info("config: read \(file)")
+        Log.debug("config: read \(file)")
     } else {
-        Log.info("config: no \(file), using the defaults")
+        Log.debug("config: no \(file), using the defaults")
     }
 } catch {
     fail("cannot read config file \(error)", code: 78)

@@ -26,7 +26,10 @@
 #   make bench-hostile        what hostile clients cost the release daemon (figures)
 #   make hot-order            lay out the functions that run at start and per press together
 #                             again (bench/hot.order; bench/hotorder.sh)
-#   make fuzz                 fuzz the parsers and the protocol for longer (docs/TESTING.md)
+#   make fuzz                 fuzz the parsers and the protocol for longer, and run the loss
+#                             simulation for a million schedules (docs/TESTING.md)
+#   make sim                  the loss simulation: SIM_COUNT seeded schedules, or SEED=N's
+#                             with its trace (docs/TESTING.md)
 #
 # Where things go. systemd, systemd-sysusers and udev all search
 # /usr/local/lib/... as well as /usr/lib/... (see `systemd-analyze unit-paths`,
@@ -84,7 +87,7 @@ DOCS = $(wildcard README.md docs/*.md)
 
 .PHONY: all build units install post-install uninstall check check-units check-format check-door \
 	check-rules check-man check-install check-systemd check-licence test run clean bench load \
-	bench-hostile fuzz deb dsc repo check-deb hot-order generate check-generated
+	bench-hostile fuzz sim deb dsc repo check-deb hot-order generate check-generated
 
 all: build units
 
@@ -371,13 +374,27 @@ test:
 	sh Tests/run-tests.sh
 
 # What make test fuzzes briefly, for longer: each parser FUZZ_SECONDS under libFuzzer, then
-# FUZZ_REQUESTS protocol requests (a seed: FUZZ_FLAGS=--seed N) against a debug shutterd.
-FUZZ_SECONDS  ?= 600
-FUZZ_REQUESTS ?= 1000000
+# FUZZ_REQUESTS protocol requests (a seed: FUZZ_FLAGS=--seed N) against a debug shutterd,
+# then the loss simulation for FUZZ_SCHEDULES schedules.
+FUZZ_SECONDS   ?= 600
+FUZZ_REQUESTS  ?= 1000000
+FUZZ_SCHEDULES ?= 1000000
 fuzz:
 	$(SWIFT) build $(SWIFTFLAGS) --product shutterd
 	sh Tests/fuzz/run.sh $(FUZZ_SECONDS)
 	python3 Tests/fuzz/protocol-fuzz.py --requests $(FUZZ_REQUESTS) --daemon .build/debug/shutterd $(FUZZ_FLAGS)
+	$(MAKE) sim SIM_COUNT=$(FUZZ_SCHEDULES)
+
+# The loss simulation (docs/TESTING.md, "The loss simulation"): SIM_COUNT seeded schedules
+# from seed SIM_FIRST over the real core, built optimised (in .build/sim); SEED=N replays
+# one schedule with its trace and, when it fails, its shortest form. make test runs 2,000.
+SIM_COUNT ?= 100000
+SIM_FIRST ?= 1
+SIM_BUILD  = -c release -Xswiftc -enable-testing --build-path .build/sim
+sim:
+	$(SWIFT) build --build-tests $(SIM_BUILD) $(SWIFTFLAGS)
+	SHUTTERD_SIM_COUNT=$(SIM_COUNT) SHUTTERD_SIM_FIRST=$(SIM_FIRST) $(if $(SEED),SHUTTERD_SIM_SEED=$(SEED)) \
+		$(SWIFT) test --skip-build $(SIM_BUILD) $(SWIFTFLAGS) --filter 'SimulationTests|SimulationHoles'
 
 # One command from a fresh Debian 12 machine to a running daemon: the packages, a
 # release build, and shutterd in the foreground with its log on the terminal.

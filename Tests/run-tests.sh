@@ -75,9 +75,11 @@ if ! swift build --build-tests >"$log" 2>&1; then
 fi
 
 echo "== swift test"
-swift test --skip-build 2>&1 | tee "$log" | grep -E '^(✘|✔ Suite|✔ Test run|Test Suite .* (passed|failed)|.*Executed)' 
+# A run that passed with known issues (withKnownIssue: a hole found and not yet closed,
+# docs/TESTING.md) says so with '━' where a clean one has '✔'; the known issues are shown.
+swift test --skip-build 2>&1 | tee "$log" | grep -E '^(✘|✔ Suite|✔ Test run|━ Test run|━ Test .*known issue|Test Suite .* (passed|failed)|.*Executed)' 
 n=$(grep -Eo 'Test run with [0-9]+ tests?' "$log" | grep -Eo '[0-9]+' | tail -n 1)
-if grep -q '^✘ Test run' "$log" || ! grep -q '^✔ Test run' "$log"; then
+if grep -q '^✘ Test run' "$log" || ! grep -Eq '^(✔|━) Test run with [0-9]+ tests? .*passed' "$log"; then
     grep -E '^✘|Expectation failed' "$log" | head -n 40
     k=$(grep -c '^✘ Test "' "$log")
     failed=$((failed + ${k:-1}))

@@ -310,6 +310,30 @@ extension ClientSession {
         clientSeq = kept
     }
 
+    /// Takes as open, for a resume, the press `o` begins or ends whose began the history
+    /// no longer holds, when this interaction selects it (as `take` does a began), with the
+    /// handler it drives: its end then reaches the client. Its began is made from `o`; its
+    /// seq, unknown, is 0 (before any a resume names).
+    mutating func adopt(_ o: Occurrence) {
+        guard o.press != 0, openIndex(o.press) == nil, interaction.enabled,
+            interaction.filter.matches(o.device, key: o.key.name)
+        else { return }
+        var began = o
+        began.seq = 0
+        began.reason = nil
+        switch o.kind {
+        case .capture(let role, _):
+            guard let h = interaction.handler(for: role) else { return }
+            began.kind = .capture(role, .began)
+            opened(OpenPress(press: o.press, began: began, handler: h))
+        case .focus:
+            began.kind = .focus(.began)
+            opened(OpenPress(press: o.press, began: began, handler: nil))
+        case .slider, .gesture:
+            return
+        }
+    }
+
     /// Whether `o` ends a press this session has open that began at or before `seq`.
     func endsPress(begunBy seq: UInt64, _ o: Occurrence) -> Bool {
         switch o.kind {

@@ -128,6 +128,19 @@ package final class Engine {
         }.sorted { $0.press < $1.press }
     }
 
+    /// The presses held now, as the occurrences that began them (their seq not kept: 0),
+    /// in press order: what a resume takes for presses whose began its history no longer
+    /// holds (`Fanout.resume`).
+    package var heldBegan: [Occurrence] {
+        devices.values.flatMap { state in
+            state.held.map { h in
+                Occurrence(
+                    seq: 0, kind: h.role == .focus ? .focus(.began) : .capture(h.role, .began), press: h.press,
+                    device: state.record, key: h.key, kernelTime: 0, receiveTime: 0)
+            }
+        }.sorted { $0.press < $1.press }
+    }
+
     /// Forgets a device; its held keys are cancelled.
     package func removeDevice(handle: Int, now: Int64) -> [Occurrence] {
         let out = cancelAll(handle: handle, reason: .removed, now: now)

@@ -31,6 +31,9 @@ package struct Fanout: ~Copyable {
         @exclusivity(unchecked) var listedIn: UInt64 = 0
         /// The newest seq in the history when it came: what is published after goes to it live.
         let joined: UInt64
+        /// The number of the last press begun when it came: presses above it began while
+        /// it was there.
+        let joinedPress: UInt64
         /// Being given the history after a resume: publishing passes it by, its lines come
         /// from the history (`refill`) until it has caught up.
         @exclusivity(unchecked) var resuming = false
@@ -41,10 +44,11 @@ package struct Fanout: ~Copyable {
         /// head is written here and sent from here, nothing allocated or copied.
         let head: UnsafeMutableBufferPointer<UInt8>
 
-        init(id: UInt64, mayGrab: Bool, limits: ClientLimits, joined: UInt64) {
+        init(id: UInt64, mayGrab: Bool, limits: ClientLimits, joined: UInt64, joinedPress: UInt64) {
             self.id = id
             self.mayGrab = mayGrab
             self.joined = joined
+            self.joinedPress = joinedPress
             out = OutBuffer(limit: limits.queueMessages, byteLimit: limits.queueBytes)
             head = .allocate(capacity: Wire.headCapacity)
         }
@@ -63,6 +67,14 @@ package struct Fanout: ~Copyable {
         /// no began of live). `caughtUp` is 0 when it had been sent nothing live.
         let joined: UInt64
         let caughtUp: UInt64
+        /// Presses numbered below this began before the history's oldest occurrence
+        /// (`Fanout.evictedBelow`); of those, a connection sent events live takes only
+        /// presses up to `joinedPress` (it had the others' began live, and their end).
+        let evictedBelow: UInt64
+        let joinedPress: UInt64
+        /// The run the client asked for, gone (shutterd restarted): its `restart` gap, not
+        /// yet queued.
+        var restart: (instance: String, seq: UInt64)?
         /// The reply to the `resume`, queued once the history has been given: everything
         /// that can come out of `seq` order (events sent live before the request, the
         /// history) is before it, so that a client sorts what it received until the reply.
@@ -82,6 +94,8 @@ package struct Fanout: ~Copyable {
     package let instance: RunInstance
     /// The occurrences published lately, for resumes.
     package private(set) var history: History
+    /// The number of the last press whose began was published.
+    var lastBegan: UInt64 = 0
     /// The clients in the order they came: publishing walks this.
     private(set) var peers: [Peer] = []
     /// The same clients by id: a request's lookup is one, however many clients there are
@@ -156,7 +170,7 @@ package struct Fanout: ~Copyable {
     func peer(_ id: UInt64) -> Peer? { byID[id] }
 
     package mutating func add(id: UInt64, mayGrab: Bool) {
-        let peer = Peer(id: id, mayGrab: mayGrab, limits: limits, joined: history.last)
+        let peer = Peer(id: id, mayGrab: mayGrab, limits: limits, joined: history.last, joinedPress: lastBegan)
         peers.append(peer)
         byID[id] = peer
         if plan.capacity < peers.count { grow() }
@@ -257,7 +271,11 @@ package struct Fanout: ~Copyable {
     }
 
     /// The client fell behind: what it has not started reading is dropped and replaced by
-    /// the overflow notice, and it is closed once that is read.
+    /// the overflow notice, and it is closed once that is read. The notice names the events
+    /// it missed and where to resume: before the first of them (a resuming client: before
+    /// the history it was not given, whatever came live before it, and before a `gap` it
+    /// did not read). A resume's `restart` gap it did not read needs no more: its hello
+    /// named this run, and the resume point is in this run.
     /// `missing`: the seq of an event that was for it and did not fit.
     mutating func overflow(_ peer: Peer, missing: UInt64? = nil) {
         let q = peer.out
@@ -266,24 +284,25 @@ package struct Fanout: ~Copyable {
             id: peer.id, messages: q.count, bytes: q.pending)
         plan.fellBehindCount += 1
         var missed = peer.out.discardUnstarted()
-        if let missing, missed.count == 0 || missing > missed.last { missed.add(missing) }
+        // A gesture line that did not fit comes after its event's line, dropped already.
+        if let missing, missed.count == 0 || missing != missed.latest { missed.add(missing) }
         // Handed to the socket: every event for it up to the first missed, or, when none
         // is, everything it was given (a resuming client's history up to its cursor).
         var resumeSeq = history.last
         if let r = peer.resume {
             // What the history still held for it: never written, missed too.
             var session = peer.session
-            for i in history.index(
-                after: Swift.max(r.next, missed.count > 0 ? missed.last + 1 : 0) &- 1)..<history.count
-            {
+            for i in history.index(after: Swift.max(r.next, history.reachesBack) &- 1)..<history.count {
                 let o = history[i]
+                guard Self.owed(o, r, &session) else { continue }
                 if case .line = session.take(o) { missed.add(o.seq) }
             }
             resumeSeq = r.next &- 1
             peer.resume = nil
             peer.resuming = false
         }
-        if missed.count > 0 { resumeSeq = missed.first - 1 }
+        if missed.count > 0 { resumeSeq = Swift.min(resumeSeq, missed.first - 1) }
+        if let from = missed.gapFrom { resumeSeq = Swift.min(resumeSeq, from - 1) }
         peer.out.pushFinal(
             Message.overflow(
                 queued: q.count, bytes: q.pending, limits: limits, missed: missed,
@@ -342,6 +361,7 @@ package struct Fanout: ~Copyable {
         let alone = batch.count == 1
         for o in batch {
             history.append(o)
+            if o.isBegan { lastBegan = o.press }
             text.render(o)
             // Read once for every client: passing the stored property to each client's step
             // would retain and release its bytes every time.

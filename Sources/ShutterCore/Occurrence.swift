@@ -114,6 +114,22 @@ package struct Occurrence: Sendable {
         return false
     }
 
+    /// Whether it begins a press (a capture's or the controls' half press).
+    var isBegan: Bool {
+        switch kind {
+        case .capture(_, .began), .focus(.began): true
+        default: false
+        }
+    }
+
+    /// Whether it ends a press (ended or cancelled).
+    var isEnd: Bool {
+        switch kind {
+        case .capture(_, .began), .focus(.began), .slider, .gesture: false
+        case .capture, .focus: true
+        }
+    }
+
     /// A copy for one client's own cancel (its interaction changed mid-press); no frame
     /// carried it, so it has no scancode.
     func cancelled(seq: UInt64, reason: CancelReason, receiveTime: Int64) -> Occurrence {

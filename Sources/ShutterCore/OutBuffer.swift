@@ -116,7 +116,13 @@ package struct OutBuffer {
         let from = partial ? endsHead + 1 : endsHead
         var lineStart = partial ? ends[endsHead] : start
         for i in from..<ends.count {
-            if let seq = Wire.eventSeq(bytes[lineStart..<ends[i]]) { missed.add(seq) }
+            let line = bytes[lineStart..<ends[i]]
+            if let seq = Wire.eventSeq(line) {
+                missed.add(seq)
+            } else if let from = Wire.historyGapFrom(line) {
+                // A resume's notice the client will not read: the resume point brings it back.
+                missed.gapFrom = Swift.min(missed.gapFrom ?? from, from)
+            }
             lineStart = ends[i]
         }
         bytes.removeSubrange((partial ? ends[endsHead] : start)...)
@@ -125,17 +131,24 @@ package struct OutBuffer {
     }
 
     /// The events a client was to receive and never will: how many, the first and last seq.
+    /// The events dropped: how many, the lowest and highest seq (a resuming client's buffer
+    /// holds events sent live before its history, which comes after them with lower seqs),
+    /// the one counted last; and the first seq of a resume's `gap` for the history dropped
+    /// with them, which the client must be given again.
     package struct Missed: Equatable, Sendable {
         package private(set) var count = 0
         package private(set) var first: UInt64 = 0
         package private(set) var last: UInt64 = 0
+        package private(set) var latest: UInt64 = 0
+        package var gapFrom: UInt64?
 
         package init() {}
 
-        /// Counts one more, with a seq above those counted.
+        /// Counts one more.
         package mutating func add(_ seq: UInt64) {
-            if count == 0 { first = seq }
-            last = seq
+            first = count == 0 ? seq : Swift.min(first, seq)
+            last = count == 0 ? seq : Swift.max(last, seq)
+            latest = seq
             count += 1
         }
     }

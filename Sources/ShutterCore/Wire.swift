@@ -241,6 +241,25 @@ extension Wire {
     }
 }
 
+extension Wire {
+    static let historyGapStart: StaticString = #"{"type":"gap","reason":"history","from":"#
+
+    /// The first seq a history `gap` line (`Message.gap(history:instance:)`) names, read back
+    /// from its bytes; nil for another line.
+    static func historyGapFrom(_ line: ArraySlice<UInt8>) -> UInt64? {
+        let start = historyGapStart
+        guard line.starts(with: UnsafeBufferPointer(start: start.utf8Start, count: start.utf8CodeUnitCount)) else {
+            return nil
+        }
+        var seq: UInt64 = 0
+        for b in line.dropFirst(start.utf8CodeUnitCount) {
+            guard b >= 0x30 && b <= 0x39 else { break }
+            seq = seq &* 10 &+ UInt64(b - 0x30)
+        }
+        return seq
+    }
+}
+
 /// The daemon's other messages, each a JSON line with its newline.
 package enum Message {
     static func line(_ json: JSON) -> [UInt8] {

@@ -135,34 +135,20 @@ extension ClientHub {
         carryOut()
     }
 
-    /// A client asks for the history after `seq` of run `instance`: a `gap` says what it
-    /// cannot be given, the fan-out gives it the history as it reads, then the reply (what
-    /// it was given), and then the live stream.
+    /// A client asks for the history after `seq` of run `instance`: the fan-out decides
+    /// (`Fanout.resume(_:asked:seq:lastSeq:request:requestID:)`); a refusal is told.
     func resume(_ client: Client, _ line: RequestLine, instance: String, seq: UInt64) {
-        let run = fanout.instance
-        guard fanout.mayResume(client.id) else {
-            refuse(client, RequestError(.invalidState, "resume: this connection has resumed already", id: line.id))
+        switch fanout.resume(
+            client.id, asked: instance, seq: seq, lastSeq: engine.lastSeq, held: engine.heldBegan,
+            request: line.request, requestID: line.id)
+        {
+        case .failure(let error):
+            refuse(client, error)
             return
+        case .success(let span):
+            peerLine(
+                "resumes", "\(client.label): resume \(instance) after \(seq): \(span.from) through \(span.through)")
         }
-        let sameRun = instance == run.name
-        if sameRun && seq > engine.lastSeq {
-            refuse(
-                client,
-                RequestError(
-                    .invalidRequest,
-                    "resume: seq \(seq) is after the last seq of this run (\(engine.lastSeq)); nothing was lost",
-                    id: line.id))
-            return
-        }
-        let after = sameRun ? seq : 0
-        let span = fanout.resumeSpan(after: after)
-        // The reply comes after the history (Fanout.resume): the gaps come first.
-        let reply = Message.reply(
-            line.request, id: line.id, [("from", .int(Int64(span.from))), ("through", .int(Int64(span.through)))])
-        if !sameRun { fanout.send(Message.gap(restartOf: instance, seq: seq, run: run), to: client.id) }
-        if let lost = span.lost { fanout.send(Message.gap(history: lost, instance: run.name), to: client.id) }
-        peerLine("resumes", "\(client.label): resume \(instance) after \(seq): \(span.from) through \(span.through)")
-        fanout.resume(client.id, after: after, reply: reply)
         carryOut()
     }
 }

@@ -288,6 +288,45 @@ struct ClientHubTests {
         #expect(h.hub.count == 1)
     }
 
+    @Test(
+        "a client sent live events before its resume that falls behind is told to resume before the history it was not given (issue 43, hole 5)"
+    )
+    func overflowDuringResume() throws {
+        var limits = ClientLimits()
+        limits.queueMessages = 64
+        let h = try HubHarness(limits: limits)
+        for _ in 0..<100 { h.dial(1, 1) }  // seq 1 to 100, in the history
+        let c = try h.connect()
+        let id = try #require(h.hub.clients.values.first?.id)
+        // Live steps until its socket is full, and five lines more wait in its queue.
+        var steps = 0
+        while !h.hub.fanout.hasWaiting(id) && steps < 100_000 {
+            h.dial(1, 1)
+            h.pump()
+            steps += 1
+        }
+        for _ in 0..<5 { h.dial(1, 1) }
+        h.pump()
+        // It asks for the history from the start (queued behind the live lines), then
+        // more replies than its queue holds: it falls behind.
+        c.send(#"{"type":"resume","instance":"\#(h.hub.fanout.instance.name)","seq":0}"# + "\n")
+        h.pump()
+        for _ in 0..<80 { c.send(#"{"type":"ping"}"# + "\n") }
+        h.pump()
+        #expect(h.hub.count == 1 && h.hub.fanout.isClosing(id), "it fell behind")
+        for _ in 0..<1_000 where !c.closedByPeer {
+            c.drain()
+            h.pump()
+        }
+        let overflow = try #require(c.messages.last { $0["type"]?.stringValue == "overflow" })
+        let resume = try #require(overflow["resume"]?["seq"]?.intValue)
+        let got = Set(c.of(type: "control").compactMap { $0["seq"]?.intValue })
+        let never = (0..<max(0, resume)).map { $0 + 1 }.filter { !got.contains($0) }
+        #expect(never.isEmpty, "told to resume after seq \(resume), never given \(never.prefix(10)) of them")
+        // The first event it missed is the history's first, not a live line's.
+        #expect(overflow["missed"]?["from"]?.intValue == 1, "\(overflow)")
+    }
+
     @Test("a client that stops reading for a while gets every line whole and in order once it reads again")
     func catchUp() throws {
         let h = try HubHarness()

@@ -346,6 +346,35 @@ def test_a_client_that_leaves_and_resumes_gets_what_a_client_that_stayed_got(rep
     assert "resume" in daemon.log()
 
 
+def test_a_press_held_while_its_began_leaves_the_history_ends_for_a_client_that_resumes(replaying, sockdir):
+    # Issue 43, hole 1: a history of 10 events (history-bytes 960); volume up held while 30
+    # clicks of Enter play (60 events); the client leaves at seq 57, when the history no
+    # longer holds the began (seq 1), and resumes after the release (seq 62). The history
+    # still reaches seq 58, so no gap is owed: the release must come.
+    conf = os.path.join(sockdir, "small-history.conf")
+    with open(conf, "w") as f:
+        f.write("[daemon]\nhistory-bytes = 960\n")
+    rec = os.path.join(sockdir, "held-through-clicks.evemu")
+    enter = "E: %s 0004 0004 458792\nE: %s 0001 001c %04d\nE: %s 0000 0000 0000\n"
+    clicks = "".join(enter % (t, t, v, t) for i in range(30) for v, t in ((1, "%.6f" % (0.2 + 0.02 * i)),
+                                                                            (0, "%.6f" % (0.21 + 0.02 * i))))
+    head = RECORDING_HEAD.replace("B: 01 00 00 00 00 00 00 00 00\n", "B: 01 00 00 00 10 00 00 00 00\n", 1)
+    with open(rec, "w") as f:
+        f.write(head + key_event(0.1, 1) + clicks + key_event(1.0, 0))
+    daemon = replaying("--config", conf, "--replay", rec, "--replay-wait", "--replay-speed", "50")
+    with shutterd.Client(daemon.path) as stayed:
+        left = shutterd.Client(daemon.path)
+        stayed.start_replay()
+        first = _events(left, 57)
+        left.close()
+        everything = _events(stayed, 62)
+    assert first == everything[:57] and first[0][1:] == ("began", everything[-1][2])
+    with shutterd.Client(daemon.path) as back:
+        reply = back.resume(stayed.hello.instance, 57)
+        assert (reply.from_, reply.through) == (58, 62)
+        assert _events(back, 5) == everything[57:], "the held press's release, seq 62, is the last"
+
+
 def test_a_reconnecting_client_resumes_by_itself_and_is_told_of_a_restart(daemon):
     with shutterd.Client(daemon.path, reconnect=True, reconnect_delay=0.05) as c:
         c.set_interaction(secondary=False)

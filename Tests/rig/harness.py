@@ -129,6 +129,16 @@ class Client:
                 return out
             out.append(m)
 
+    def admitted(self, devnode, what, timeout=WAIT):
+        """The device object of the node devnode, from whichever said it first: the hello's
+        devices (shutterd admitted the node before this client connected) or a deviceAdded
+        (after). A device made just before its client connects can be either."""
+        for d in self.hello.get("devices", []):
+            if d.get("node") == devnode:
+                return d
+        return self.expect(lambda m: m.get("type") == "deviceAdded" and m["device"].get("node") == devnode,
+                           timeout=timeout, what="deviceAdded for %s (it was not in the hello either)" % what)["device"]
+
     def events(self):
         """The capture and control messages received so far, in order."""
         return [m for m in self.all if m.get("type") in ("capture", "control")]

@@ -31,14 +31,16 @@
 # skip is a failure. Needs root. The first run downloads about 60 MB of packages.
 # SHUTTERD_SYSTEMD_TIMEOUT (seconds, default 900) bounds the guest;
 # SHUTTERD_SYSTEMD_KEEP=1 keeps the results directory; SHUTTERD_SYSTEMD_MIRROR picks the
-# Debian mirror (default http://deb.debian.org/debian).
+# Debian mirror (default: the one this machine's apt takes bookworm's main from, as apt
+# reads its sources, deb822 or one-line; a lab behind its own mirror or proxy gets that).
 set -u
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 CACHE=${SHUTTERD_SYSTEMD_CACHE:-/var/cache/shutterd-systemd}
 TIMEOUT=${SHUTTERD_SYSTEMD_TIMEOUT:-900}
-MIRROR=${SHUTTERD_SYSTEMD_MIRROR:-http://deb.debian.org/debian}
+MIRROR=${SHUTTERD_SYSTEMD_MIRROR:-$(apt-get indextargets --no-release-info --format '$(REPO_URI)' 'Release: bookworm' \
+    'Target-Of: deb' 'Identifier: Packages' 'Component: main' 2>/dev/null | head -n 1)}
 # What the image holds besides minbase: systemd as init, udev, dbus (systemctl and logind
 # expect it), kmod for modprobe, make for the README's install, python3 for the socket
 # client and the uinput device, the libraries the packages depend on (the guest has no
@@ -63,6 +65,7 @@ SHUTTERCTL=${2:-$(dirname "$SHUTTERD")/shutterctl}
 [ "$(uname -s)" = Linux ] || skip "needs Linux, this is $(uname -s)"
 [ "$(uname -m)" = x86_64 ] || skip "needs an x86_64 host, this is $(uname -m)"
 [ "$(id -u)" = 0 ] || skip "needs root (debootstrap, reads /boot/vmlinuz-*, installs packages)"
+[ -n "$MIRROR" ] || skip "no Debian mirror: this machine's apt sources (deb822 URIs: or sources.list) have no bookworm main, and SHUTTERD_SYSTEMD_MIRROR is not set"
 # shellcheck disable=SC2086
 sh "$REPO/Tests/setup.sh" $HOST_PACKAGES || skip "installing$HOST_PACKAGES failed (see above)"
 

@@ -51,7 +51,7 @@ struct SimChecks {
             guard let run = world.runs[c.run] else { continue }
             let next = j + 1 < chain.endIndex ? chain[j + 1] : nil
             // Its window: from where it resumed (0 on another run: all of this one), or joined.
-            let from: UInt64 = c.asked.map { $0.instance == c.run ? $0.seq : 0 } ?? c.joined
+            let from: UInt64 = c.resumed ? c.asked.map { $0.instance == c.run ? $0.seq : 0 } ?? 0 : c.joined
             // What the client holds of this run (an unanswered resume: only what it asked from).
             let held = c.point.flatMap { $0.instance == c.run ? $0.seq : nil } ?? from
             var through: UInt64

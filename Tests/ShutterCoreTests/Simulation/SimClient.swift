@@ -74,7 +74,8 @@ final class SimConnection {
     var isOver: Bool { clientClosed || (hubClosed && unread == 0) }
     /// Caught up: nothing unread, and a resume asked for answered.
     var settled: Bool { unread == 0 && pendingResume == nil && (asked == nil || replied) && !waiting }
-    var resumed: Bool { asked != nil }
+    /// It resumed (shutterd took its request: one that came after it fell behind was not).
+    var resumed: Bool { asked != nil && !resumeIgnored }
 
     /// shutterd writes: what the socket takes of `bytes`.
     func take(_ bytes: [UInt8]) -> Int {

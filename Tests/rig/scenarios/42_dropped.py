@@ -225,11 +225,11 @@ def _finish_round(c, r, variant, since, keys, fresh, tally, kept=None, held_befo
 
 
 def _admitted(c, dev, what):
-    """Waits for the device's node and its deviceAdded: (the node, its id)."""
+    """Waits for the device's node and for shutterd to admit it (in the client's hello or a
+    deviceAdded: the client connects first, but a slow debug shutterd may admit the node
+    before it reads the client's connection): (the node, its id)."""
     node = dev.wait_nodes()[0]
-    added = c.expect(lambda m: m.get("type") == "deviceAdded" and m["device"].get("node") == node.devnode,
-                     what="deviceAdded for %s" % what)
-    return node, added["device"]["id"]
+    return node, c.admitted(node.devnode, what)["id"]
 
 
 def _flooded(pid, mirror, flood):
@@ -350,8 +350,8 @@ def sc_dropped_remote(rig):
     and moves the clicks after it by a frame, so that the overflow falls between a
     click's press and its release; clicks going on after the resume."""
     data = dict(rig.devs["ab-shutter3"].data)
-    remote = rigdev.UhidDevice(data, uniq="c2:1a:55:0e:b3:42")
     c = rig.client("flood-remote")
+    remote = rigdev.UhidDevice(data, uniq="c2:1a:55:0e:b3:42")
     mirror = None
     tally = _Tally()
     try:

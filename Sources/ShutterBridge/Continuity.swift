@@ -19,7 +19,7 @@ package struct Continuity: Equatable, Sendable {
     /// From what the state directory held: the place and the newest entry of the spool.
     package init(place: Place, newest: Spool.Entry?) {
         self.place = place
-        lastSeq = newest?.seq ?? place.seq
+        lastSeq = newest?.seq ?? place.seq ?? place.since
         lastInstance = newest.map { $0.instance } ?? place.instance
     }
 
@@ -42,18 +42,29 @@ package struct Continuity: Equatable, Sendable {
     /// old run sent while no bridge was there is lost (the `restart` notice says so). Only
     /// to a shutterd of protocol 1.5 or later that said its instance, and only once the bridge
     /// has a place; a shutterd of 1.4 gets nothing, and the bridge says what may be missing
-    /// instead (`event`), and a bridge with no place yet starts live.
+    /// instead (`event`), and a bridge with no place yet starts live (and has one from then
+    /// on: `connected`).
     package func resumeRequest(protocolMinor: Int, instance: String?) -> JSON? {
         guard protocolMinor >= 5, let instance, let lastInstance else { return nil }
         let seq = instance == lastInstance ? lastSeq ?? 0 : 0
         return .object([("type", .string("resume")), ("instance", .string(instance)), ("seq", .int(seq))])
     }
 
-    /// A new connection to shutterd, whose hello said `instance` (nil before protocol 1.5),
-    /// `resumed` when the bridge sent it `resumeRequest`: a restart when the instance is not
-    /// the one the bridge was at.
-    package mutating func connected(instance: String?, resumed: Bool) -> Loss? {
+    /// A new connection to shutterd, whose hello said `instance` (nil before protocol 1.5)
+    /// and `helloSeq`, `resumed` when the bridge sent it `resumeRequest`: a restart when the
+    /// instance is not the one the bridge was at. A bridge with no place yet (its first run,
+    /// a new state directory) starts where shutterd is, and that is its place from now on
+    /// (`Place.since`), kept at once: a restart before the broker acknowledged anything then
+    /// resumes from there, not live.
+    package mutating func connected(instance: String?, helloSeq: Int64? = nil, resumed: Bool) -> Loss? {
         var loss: Loss?
+        if let instance, lastInstance == nil, place.instance == nil, place.seq == nil {
+            place = Place(instance: instance, seq: nil, since: helloSeq ?? 0)
+            lastInstance = instance
+            lastSeq = helloSeq ?? 0
+            checkFirst = false
+            return nil
+        }
         if let instance {
             if let previous = lastInstance, previous != instance {
                 loss = .restart(

@@ -166,6 +166,16 @@ package enum MQTTPayload {
         return notice("restart", members, message, host: host, wallMicros: wallMicros)
     }
 
+    /// The bridge keeps no place (no state directory): it starts live, and nothing shutterd
+    /// sent before this start is looked for. Said at every start, so that a consumer knows
+    /// that what happened while the bridge was not running is not coming.
+    package static func noPlace(why: String, host: String, wallMicros: Int64) -> Notice {
+        let message =
+            "shutterd-mqtt keeps no place (\(why)): it starts live, and what shutterd sent before this start, "
+            + "while no bridge was running, is not looked for"
+        return notice("noPlace", [("reason", .string(why))], message, host: host, wallMicros: wallMicros)
+    }
+
     /// Microseconds since the Unix epoch as `2026-12-01T02:50:29.123456Z`.
     static func utcTime(micros: Int64) -> String {
         let (secondsSinceEpoch, micro) = floorDiv(micros, 1_000_000)
@@ -291,6 +301,20 @@ package enum HomeAssistantDiscovery {
             ("device", device),
         ])
         return (topic, payload.serialized)
+    }
+}
+
+/// Where shutterd-mqtt keeps its spool and place when `--state-dir` does not say:
+/// `$STATE_DIRECTORY` (systemd's `StateDirectory=`; the first of several), else
+/// `$XDG_STATE_HOME/shutterd-mqtt`, else `~/.local/state/shutterd-mqtt` (the XDG Base
+/// Directory specification's state directory: a relative `XDG_STATE_HOME` is ignored, as it
+/// says). nil when none of them is set.
+package enum StateDirectory {
+    package static func `default`(stateDirectory: String?, xdgStateHome: String?, home: String?) -> String? {
+        if let s = stateDirectory?.split(separator: ":").first, !s.isEmpty { return String(s) }
+        if let x = xdgStateHome, x.hasPrefix("/") { return x + "/shutterd-mqtt" }
+        if let h = home, h.hasPrefix("/") { return (h == "/" ? "" : h) + "/.local/state/shutterd-mqtt" }
+        return nil
     }
 }
 

@@ -135,11 +135,15 @@ package enum SpoolFile {
 package struct Place: Equatable, Sendable {
     package var instance: String?
     package var seq: Int64?
+    /// Where the bridge started in `instance` when it had no place (its first run): events
+    /// up to this seq were never its own. Kept until the broker acknowledges one.
+    package var since: Int64?
     package var dropped: Spool.Dropped?
 
-    package init(instance: String?, seq: Int64?, dropped: Spool.Dropped? = nil) {
+    package init(instance: String?, seq: Int64?, since: Int64? = nil, dropped: Spool.Dropped? = nil) {
         self.instance = instance
         self.seq = seq
+        self.since = since
         self.dropped = dropped
     }
 
@@ -147,6 +151,7 @@ package struct Place: Equatable, Sendable {
         var members: [(String, JSON)] = [
             ("instance", instance.map(JSON.string) ?? .null), ("seq", seq.map(JSON.int) ?? .null),
         ]
+        if let since { members.append(("since", .int(since))) }
         if let d = dropped {
             members.append(
                 (
@@ -165,6 +170,7 @@ package struct Place: Equatable, Sendable {
         guard let json = try? JSON.parse(text), case .object = json else { return nil }
         instance = json["instance"]?.stringValue
         seq = json["seq"]?.intValue
+        since = json["since"]?.intValue
         if let d = json["dropped"], let count = d["count"]?.intValue, count > 0 {
             dropped = Spool.Dropped(
                 count: Int(count), firstSeq: d["firstSeq"]?.intValue, lastSeq: d["lastSeq"]?.intValue)

@@ -79,6 +79,7 @@ package enum Errno {
     package static let EMFILE = Glibc.EMFILE
     package static let EFBIG = Glibc.EFBIG
     package static let EPIPE = Glibc.EPIPE
+    package static let EEXIST = Glibc.EEXIST
     package static let ELOOP = Glibc.ELOOP
     package static let EILSEQ = Glibc.EILSEQ
     package static let ENOBUFS = Glibc.ENOBUFS

@@ -55,9 +55,14 @@ final class Bridge {
     var shutterdBackoff = Backoff()
     var lastShutterdProblem = ""
 
-    init(settings: MQTTSettings, socketPath: String, host: String, stateDirectory: String?, loop: EventLoop)
-        throws(BridgeError)
-    {
+    /// Why the bridge keeps no place, said in a noPlace notice at every start (nil: it has one).
+    let noPlace: String?
+
+    init(
+        settings: MQTTSettings, socketPath: String, host: String, stateDirectory: String?, noPlace: String? = nil,
+        loop: EventLoop
+    ) throws(BridgeError) {
+        self.noPlace = noPlace
         self.loop = loop
         self.settings = settings
         self.socketPath = socketPath
@@ -80,8 +85,8 @@ final class Bridge {
         } else {
             store = nil
             Log.info(
-                "spool: no state directory ($STATE_DIRECTORY or --state-dir): the spool is in memory only, and what "
-                    + "it holds is lost if the bridge stops")
+                "spool: no state directory (\(noPlace ?? "none")): the spool is in memory only, and what it holds is "
+                    + "lost if the bridge stops")
         }
         continuity = Continuity(place: place, newest: spool.entries.last { $0.seq != nil })
         do {
@@ -115,6 +120,7 @@ final class Bridge {
 
     func start() {
         Log.info("shutterd-mqtt: \(socketPath) to \(broker.endpoint) under \(topics.prefix)/")
+        if let noPlace { say(MQTTPayload.noPlace(why: noPlace, host: host, wallMicros: wallMicros())) }
         connectShutterd()
         broker.connect()
     }
@@ -129,7 +135,8 @@ final class Bridge {
             guard let fd = c.descriptor else { throw ClientError.closed }
             connection = wallMicros()
             // Read from the hello's line: the generated Hello has no instance before 1.5.
-            instance = (try? JSON.parse(c.helloLine))?["instance"]?.stringValue
+            let hello = try? JSON.parse(c.helloLine)
+            instance = hello?["instance"]?.stringValue
             let minor = Int(c.hello.protocolVersion.minor)
             Log.info(
                 "shutterd: connected to \(socketPath) (shutterd \(c.hello.daemonVersion), protocol 1.\(minor)"
@@ -140,7 +147,17 @@ final class Bridge {
             clientFD = fd
             lastShutterdProblem = ""
             shutterdBackoff.reset()
-            if let loss = continuity.connected(instance: instance, resumed: resumed) { say(loss) }
+            let place = continuity.place
+            if let loss = continuity.connected(instance: instance, helloSeq: hello?["seq"]?.intValue, resumed: resumed)
+            {
+                say(loss)
+            }
+            if continuity.place != place {
+                // The first place this bridge has: kept now, so that a restart resumes from here.
+                Log.info("shutterd: no place yet: starting at seq \(continuity.place.since ?? 0) of \(instance ?? "")")
+                placeChanged = true
+                compact()
+            }
             publishDevices(devices.replace(with: c.hello.devices.map { ($0.id, $0.json) }, connected: broker.connected))
             sweepStaleDevices()
             // Lines that came with the hello (or the resume's reply) are in the client's buffer

@@ -33,9 +33,12 @@ let usage = """
       --client-id ID, --spool N, --spool-bytes N
                       as the [mqtt] settings of the same names; the password only
                       ever comes from a file
-      --state-dir DIR where the spool and the bridge's place are kept (default:
-                      $STATE_DIRECTORY, which systemd sets; without either, in
-                      memory only)
+      --state-dir DIR where the spool and the bridge's place are kept; it must exist
+                      (default: $STATE_DIRECTORY, which systemd sets, else
+                      $XDG_STATE_HOME/shutterd-mqtt, else ~/.local/state/shutterd-mqtt,
+                      made if missing)
+      --no-state-dir  keep nothing: the spool in memory only, no place (a noPlace
+                      notice says so at every start)
       --homeassistant as homeassistant = yes: Home Assistant device triggers
       --verbose       log more
       --check-config [FILE]
@@ -57,9 +60,37 @@ func fail(_ message: String, code: Int32) -> Never {
 
 Sys.ignore(Sys.brokenPipe)
 
+/// The state directory: --state-dir's (which must exist), else the default
+/// (`StateDirectory.default`: systemd's, else the user's), made with its parents when
+/// missing; or none, and why (said in the noPlace notice at every start).
+@MainActor func stateDirectoryToUse() -> (directory: String?, noPlace: String?) {
+    if noStateDirectory { return (nil, "started with --no-state-dir") }
+    if let stateDirectory { return (stateDirectory, nil) }
+    guard
+        let directory = StateDirectory.default(
+            stateDirectory: env("STATE_DIRECTORY"), xdgStateHome: env("XDG_STATE_HOME"), home: env("HOME"))
+    else {
+        Log.error("spool: no state directory: no --state-dir, $STATE_DIRECTORY, $XDG_STATE_HOME or $HOME")
+        return (nil, "no state directory: no --state-dir, $STATE_DIRECTORY, $XDG_STATE_HOME or $HOME")
+    }
+    var made = ""
+    for part in directory.split(separator: "/") {
+        made += "/" + part
+        do {
+            try Sys.mkdir(made, 0o700)
+        } catch  where error.errno == Errno.EEXIST {
+        } catch {
+            Log.error("spool: cannot make the state directory \(directory): \(error)")
+            return (nil, "its state directory \(directory) could not be made: \(error)")
+        }
+    }
+    return (directory, nil)
+}
+
 var configPath: String?
 var socketPath: String?
 var stateDirectory: String?
+var noStateDirectory = false
 var overrides: [(String, String)] = []
 var checkConfig = false
 var args = CommandLine.arguments.dropFirst()
@@ -86,6 +117,8 @@ while let arg = args.popFirst() {
         }
     case "--homeassistant":
         overrides.append(("homeassistant", "true"))
+    case "--no-state-dir":
+        noStateDirectory = true
     case "--verbose", "-v":
         Log.verbose = true
     case "--version":
@@ -155,11 +188,10 @@ do {
     let loop = try EventLoop()
     Log.attach(to: loop)
     let signals = try SignalSource([Sys.terminate, Sys.interrupt])
-    // systemd's StateDirectory= (several would be separated by ':'; the unit sets one).
-    let state = stateDirectory ?? env("STATE_DIRECTORY").map { String($0.split(separator: ":")[0]) }
+    let (state, noPlace) = stateDirectoryToUse()
     let bridge = try Bridge(
         settings: settings, socketPath: socketPath ?? Client.environmentSocketPath, host: host,
-        stateDirectory: state, loop: loop)
+        stateDirectory: state, noPlace: noPlace, loop: loop)
     try loop.add(signals.raw, events: EventLoop.readable) { _ in
         while let s = signals.next() {
             Log.info("shutterd-mqtt: signal \(s), stopping")

@@ -209,8 +209,34 @@ struct SpoolTests {
                 && c.resumeRequest(protocolMinor: 5, instance: "bbbbbbbbbbbbbbbb")?["seq"]?.intValue == 1)
         var first = Continuity(place: Place(instance: nil, seq: nil), newest: nil)
         #expect(first.resumeRequest(protocolMinor: 5, instance: "aaaaaaaaaaaaaaaa") == nil, "no place yet: live")
-        #expect(first.connected(instance: "aaaaaaaaaaaaaaaa", resumed: false) == nil)
-        #expect(first.resumeRequest(protocolMinor: 5, instance: "aaaaaaaaaaaaaaaa")?["seq"]?.intValue == 0)
+        #expect(first.connected(instance: "aaaaaaaaaaaaaaaa", helloSeq: 30, resumed: false) == nil)
+        #expect(
+            first.place == Place(instance: "aaaaaaaaaaaaaaaa", seq: nil, since: 30),
+            "where it started is its place (issue 43, hole 2)")
+        #expect(first.resumeRequest(protocolMinor: 5, instance: "aaaaaaaaaaaaaaaa")?["seq"]?.intValue == 30)
+        #expect(first.event(seq: 35) == nil, "started live: nothing before is its own")
+        // Restarted with that place (nothing acknowledged, nothing spooled): resumes after 30.
+        let again = Continuity(place: first.place, newest: nil)
+        #expect(again.resumeRequest(protocolMinor: 5, instance: "aaaaaaaaaaaaaaaa")?["seq"]?.intValue == 30)
+        #expect(Place(text: first.place.serialized) == first.place, "since is kept")
+        #expect(first.acknowledged(seq: 31, instance: "aaaaaaaaaaaaaaaa") && first.place.since == nil)
+    }
+
+    @Test("the default state directory: systemd's, else the XDG state directory, else ~/.local/state")
+    func stateDirectory() {
+        #expect(
+            StateDirectory.default(stateDirectory: "/var/lib/a:/var/lib/b", xdgStateHome: "/x", home: "/h")
+                == "/var/lib/a")
+        #expect(StateDirectory.default(stateDirectory: nil, xdgStateHome: "/x", home: "/h") == "/x/shutterd-mqtt")
+        #expect(
+            StateDirectory.default(stateDirectory: nil, xdgStateHome: "relative", home: "/h")
+                == "/h/.local/state/shutterd-mqtt", "a relative XDG_STATE_HOME is ignored")
+        #expect(
+            StateDirectory.default(stateDirectory: nil, xdgStateHome: nil, home: "/") == "/.local/state/shutterd-mqtt")
+        #expect(StateDirectory.default(stateDirectory: nil, xdgStateHome: nil, home: nil) == nil)
+        let n = MQTTPayload.noPlace(why: "started with --no-state-dir", host: "h", wallMicros: 0)
+        #expect(n.payload.contains(#""type":"noPlace","reason":"started with --no-state-dir""#))
+        #expect(n.message.contains("starts live"))
     }
 
     @Test("the notices name what was lost, exactly, in the payload and the message the log gets")

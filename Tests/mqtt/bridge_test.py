@@ -35,9 +35,10 @@ PREFIX = "test/rig"
 
 
 class Process:
-    def __init__(self, argv, log):
+    def __init__(self, argv, log, env=None):
         self.log_path = log
-        self.proc = subprocess.Popen(argv, stdout=open(log, "a"), stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(argv, stdout=open(log, "a"), stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, **(env or {})))
 
     def log(self):
         with open(self.log_path) as f:
@@ -59,12 +60,13 @@ def start_shutterd(work):
 
 def start_bridge(work, broker, socket_path, *extra, config=""):
     # The broker's address (and `config`) from the config file's [mqtt] section, the rest
-    # as options.
+    # as options. Without --state-dir the bridge keeps its place in its default state
+    # directory, $XDG_STATE_HOME/shutterd-mqtt: the test's own, never the machine's.
     conf = os.path.join(work, "shutterd.conf")
     with open(conf, "w") as f:
         f.write(f"[mqtt]\nhost = 127.0.0.1\nport = {broker.port}\nkeepalive = 5\n{config}")
     return Process([BRIDGE, "--config", conf, "--socket", socket_path, "--prefix", PREFIX, *extra],
-                   os.path.join(work, "bridge.log"))
+                   os.path.join(work, "bridge.log"), env={"XDG_STATE_HOME": os.path.join(work, "xdg")})
 
 
 DEVICE = {"id": "usb-2717-0040-1-1-ab-shutter3", "group": "usb-2717-0040-1-1", "name": "AB Shutter3",
@@ -77,7 +79,7 @@ class StandIn:
     A `resume` request is kept in `resumes` and answered with a reply and, when `gap` is a
     (from, through) pair, a `history` gap for those seqs."""
 
-    def __init__(self, path, devices, instance=None, minor=0, gap=None):
+    def __init__(self, path, devices, instance=None, minor=0, gap=None, seq=None):
         self.path = path
         self.instance = instance
         self.gap = gap
@@ -86,6 +88,7 @@ class StandIn:
                  "daemon": {"name": "shutterd", "version": "0.1.0"}, "devices": devices}
         if instance:
             hello["instance"] = instance  # protocol 1.5
+            hello["seq"] = seq or 0
         self.hello = json.dumps(hello)
         self.listener = socket.socket(socket.AF_UNIX)
         self.listener.bind(path)
@@ -320,6 +323,47 @@ def test_instance_restart_and_resume(work):
         assert "shutterd: resumed after seq 1: nothing was missed" in bridge.log(), bridge.log()
         keys = {(e["host"], e["instance"], e["seq"]) for k, e in got() if k == "event"}
         assert len(keys) == 5, keys
+    finally:
+        stop_all(sub, bridge, standin, broker)
+
+
+def test_a_fresh_place_resumes_from_where_the_bridge_started(work):
+    """Issue 43, hole 2: a bridge with a new state directory connects to shutterd (1.5, at
+    seq 10) and sees no event; killed and started again, it resumes after seq 10 (where it
+    started, kept in its place at once), not live: the events made meanwhile (11 to 14)
+    reach the broker. Without --state-dir it keeps its place in its default directory
+    ($XDG_STATE_HOME/shutterd-mqtt); with --no-state-dir it says at every start, in a
+    noPlace notice, that it keeps none."""
+    broker = Broker(work)
+    path = os.path.join(work, "standin.sock")
+    a = "00000000000000aa"
+    standin = StandIn(path, [DEVICE], instance=a, minor=5, seq=10)
+    bridge = start_bridge(work, broker, path)  # the default state directory
+    out = os.path.join(work, "sub.out")
+    sub = broker.subscribe(out, "fresh-sub", PREFIX + "/events/#", PREFIX + "/notice")
+    place = os.path.join(work, "xdg", "shutterd-mqtt", "place")
+    try:
+        wait_until("the stand-in has the bridge", standin.accepted.is_set)
+        wait_until("the first place written", lambda: os.path.exists(place)
+                   and json.load(open(place)) == {"instance": a, "seq": None, "since": 10})
+        assert standin.resumes == [], "no place yet: live"
+        bridge.stop(signal.SIGKILL)
+        standin.close()
+        standin = StandIn(path, [DEVICE], instance=a, minor=5, seq=14)
+        bridge = start_bridge(work, broker, path)
+        wait_until("the bridge resumed", lambda: standin.resumes)
+        assert [(r["instance"], r["seq"]) for r in standin.resumes] == [(a, 10)], standin.resumes
+        standin.send([11, 12, 13, 14])
+        wait_until("the four events", lambda: len(received(out)) == 4)
+        assert [json.loads(p)["seq"] for _, p in received(out)] == [11, 12, 13, 14], received(out)
+        bridge.stop()
+        standin.close()
+        standin = StandIn(path, [DEVICE], instance=a, minor=5, seq=14)
+        bridge = start_bridge(work, broker, path, "--no-state-dir")
+        wait_until("the noPlace notice", lambda: len(received(out)) == 5)
+        notice = json.loads(received(out)[4][1])
+        assert (notice["type"], notice["reason"]) == ("noPlace", "started with --no-state-dir"), notice
+        assert standin.resumes == [], "no place: live"
     finally:
         stop_all(sub, bridge, standin, broker)
 
@@ -1045,7 +1089,8 @@ def test_bridge_killed_with_a_full_spool(work):
 
 def main():
     tests = [test_usage_errors, test_status_will_and_restarts, test_clean_stop, test_devices_and_events_across_broker_restart,
-             test_seq_across_shutterd_restart, test_instance_restart_and_resume, test_stale_devices_after_bridge_restart,
+             test_seq_across_shutterd_restart, test_instance_restart_and_resume,
+             test_a_fresh_place_resumes_from_where_the_bridge_started, test_stale_devices_after_bridge_restart,
              test_home_assistant, test_password_file, test_tls,
              test_not_a_broker, test_keepalive_timeout, test_unresolvable_host, test_missing_files,
              test_client_certificate_required,

@@ -53,6 +53,8 @@ final class SimConnection {
     /// Seqs of its run that a gap or overflow said are lost.
     var named: [ClosedRange<UInt64>] = []
     var overflow: (instance: String, seq: UInt64, missed: ClosedRange<UInt64>?, count: Int)?
+    /// The history's first seq when shutterd found it fell behind.
+    var historyAtOverflow: UInt64 = 0
     var restartGap: (instance: String, seq: UInt64)?
 
     init(

@@ -285,6 +285,7 @@ final class SimWorld {
     func carry(_ plan: Fanout.Plan) {
         precondition(!carrying)
         carrying = true
+        for behind in plan.fellBehind { open[behind.id]?.historyAtOverflow = fanout.history.reachesBack }
         if plan.sendCount > 0 {
             let tail = fanout.text.tail
             for send in plan.sends {

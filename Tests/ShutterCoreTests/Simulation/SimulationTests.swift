@@ -74,12 +74,16 @@ struct SimulationTests {
     @Test("seeded schedules: every event once or its loss said, every press ended")
     func seeded() {
         if let seed = environment("SHUTTERD_SIM_SEED").flatMap({ UInt64($0) }) {
+            // One schedule, with its trace: of its shortest form when it fails.
             let schedule = SimSchedule(seed: seed)
             let (violation, trace) = simulate(schedule, trace: true)
-            print(trace.joined(separator: "\n"))
             if let violation {
+                let (short, _) = shrink(schedule, violation)
+                print("simulation: the trace of seed \(seed)'s shortest schedule:")
+                print(simulate(short, trace: true).1.joined(separator: "\n"))
                 Issue.record(Comment(rawValue: report(schedule, violation)))
             } else {
+                print(trace.joined(separator: "\n"))
                 print("simulation: seed \(seed) passed (\(schedule.steps.count) steps, \(schedule.settings))")
             }
             return

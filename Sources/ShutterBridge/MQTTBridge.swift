@@ -96,18 +96,36 @@ package enum MQTTPayload {
         return first == last ? ", seq \(first)" : ", seq \(first) to \(last)"
     }
 
-    /// Events the spool dropped, past its bound in events (`spool`) or bytes (`spool-bytes`).
+    /// Events the spool dropped, past its bound in events (`spool`) or bytes (`spool-bytes`):
+    /// how many, and their seqs run by run (`spans`; `firstSeq` and `lastSeq` too when they
+    /// are of one run).
     package static func dropped(_ d: Spool.Dropped, capacity: Int, byteCapacity: Int, host: String, wallMicros: Int64)
         -> Notice
     {
         var members: [(String, JSON)] = [("count", .int(Int64(d.count)))]
-        if let first = d.firstSeq, let last = d.lastSeq {
-            members += [("firstSeq", .int(first)), ("lastSeq", .int(last))]
+        if d.spans.count == 1 {
+            members += [("firstSeq", .int(d.spans[0].firstSeq)), ("lastSeq", .int(d.spans[0].lastSeq))]
+        }
+        members.append(("spans", d.json["spans"] ?? .array([])))
+        let said = d.spans.map { s in
+            (s.firstSeq == s.lastSeq ? "seq \(s.firstSeq)" : "seq \(s.firstSeq) to \(s.lastSeq)")
+                + (s.instance.map { " of \($0)" } ?? "") + (s.count > 1 ? " (\(s.count) events)" : "")
         }
         let message =
             "the spool was over its bound (\(capacity) events waiting, \(byteCapacity) bytes held) while the broker "
-            + "was unreachable or slow: \(d.count) events dropped, oldest first\(range(d.firstSeq, d.lastSeq))"
+            + "was unreachable or slow: \(d.count) events dropped, oldest first"
+            + (said.isEmpty ? "" : ": " + said.joined(separator: "; "))
         return notice("dropped", members, message, host: host, wallMicros: wallMicros)
+    }
+
+    /// The spool file was larger than the bridge reads back (twice its bound and more: only
+    /// damage makes it so): what lay past its whole records up to there, `bytes` of it, is
+    /// gone, and how many events that was cannot be known.
+    package static func spoolCut(bytes: Int, limit: Int, host: String, wallMicros: Int64) -> Notice {
+        let message =
+            "the spool file was larger than the \(limit) bytes read back at start: \(bytes) bytes past its last whole "
+            + "record read were dropped, events among them (how many is not known)"
+        return notice("spoolCut", [("bytes", .int(Int64(bytes)))], message, host: host, wallMicros: wallMicros)
     }
 
     /// A shutterd without `resume` (protocol 1.4): the events it sent while the bridge was not

@@ -152,16 +152,7 @@ package struct Place: Equatable, Sendable {
             ("instance", instance.map(JSON.string) ?? .null), ("seq", seq.map(JSON.int) ?? .null),
         ]
         if let since { members.append(("since", .int(since))) }
-        if let d = dropped {
-            members.append(
-                (
-                    "dropped",
-                    .object([
-                        ("count", .int(Int64(d.count))), ("firstSeq", d.firstSeq.map(JSON.int) ?? .null),
-                        ("lastSeq", d.lastSeq.map(JSON.int) ?? .null),
-                    ])
-                ))
-        }
+        if let d = dropped { members.append(("dropped", d.json)) }
         return JSON.object(members).serialized + "\n"
     }
 
@@ -171,10 +162,7 @@ package struct Place: Equatable, Sendable {
         instance = json["instance"]?.stringValue
         seq = json["seq"]?.intValue
         since = json["since"]?.intValue
-        if let d = json["dropped"], let count = d["count"]?.intValue, count > 0 {
-            dropped = Spool.Dropped(
-                count: Int(count), firstSeq: d["firstSeq"]?.intValue, lastSeq: d["lastSeq"]?.intValue)
-        }
+        if let d = json["dropped"].flatMap(Spool.Dropped.init(json:)), d.count > 0 { dropped = d }
     }
 }
 
@@ -201,22 +189,53 @@ package struct Spool {
         }
     }
 
-    /// What was dropped since the last notice.
+    /// What was dropped since the last notice: how many events, and their seqs as spans of
+    /// one run each (shutterd's `instance`: each run numbers from 1), in the order dropped.
+    /// A span holds no seq of its run that the spool still holds, so that a file read back
+    /// after a crash leaves out exactly what was dropped (`restore`).
     package struct Dropped: Equatable, Sendable {
-        package var count = 0
-        package var firstSeq: Int64?
-        package var lastSeq: Int64?
+        package struct Span: Equatable, Sendable {
+            package var instance: String?
+            package var firstSeq: Int64
+            package var lastSeq: Int64
+            package var count: Int
 
-        package init(count: Int = 0, firstSeq: Int64? = nil, lastSeq: Int64? = nil) {
+            package init(instance: String?, firstSeq: Int64, lastSeq: Int64, count: Int) {
+                self.instance = instance
+                self.firstSeq = firstSeq
+                self.lastSeq = lastSeq
+                self.count = count
+            }
+
+            package func contains(_ e: Entry) -> Bool {
+                guard let seq = e.seq else { return false }
+                // A span without an instance (a shutterd of 1.4, or a place written before
+                // spans had one) is of whichever run.
+                return (instance == nil || e.instance == instance) && firstSeq <= seq && seq <= lastSeq
+            }
+        }
+
+        package var count = 0
+        package var spans: [Span] = []
+
+        package init(count: Int = 0, spans: [Span] = []) {
             self.count = count
-            self.firstSeq = firstSeq
-            self.lastSeq = lastSeq
+            self.spans = spans
+        }
+
+        /// One run's span (or none: `instance` nil is a shutterd without instances).
+        package init(count: Int, firstSeq: Int64, lastSeq: Int64, instance: String? = nil) {
+            self.init(
+                count: count, spans: [Span(instance: instance, firstSeq: firstSeq, lastSeq: lastSeq, count: count)])
         }
     }
 
     struct Held {
         var entry: Entry
         var size: Int
+        /// The order events came in (brought back from a file, appended), a record the file
+        /// had and `restore` left out counted too; notices have none.
+        var arrival = 0
         /// libmosquitto's message id once handed to it.
         var mid: Int32?
         var acknowledged = false
@@ -234,6 +253,13 @@ package struct Spool {
     private(set) var dropped = Dropped()
     /// Dropped since the start.
     package private(set) var droppedTotal = 0
+    /// Notices held (entries without a seq) and their records' bytes: outside the bounds, so
+    /// that a notice never displaces an event (which would make another notice).
+    private(set) var notices = 0
+    private(set) var noticeBytes = 0
+    /// The next event's `arrival`, and the last dropped one's, while the last span can grow.
+    var nextArrival = 0
+    var lastDroppedArrival: Int?
 
     package init(capacity: Int, byteCapacity: Int = Int.max) {
         precondition(capacity > 0 && byteCapacity > 0)
@@ -251,32 +277,66 @@ package struct Spool {
     /// The newest seq held.
     package var lastSeq: Int64? { items[head...].last { $0.entry.seq != nil }?.entry.seq }
 
-    /// Adds `e` at the end, dropping the oldest waiting ones while over a bound; returns
+    /// Adds `e` at the end, dropping the oldest waiting events while over a bound; returns
     /// the sizes of the records dropped (dead bytes in the file until it is rewritten).
+    /// Notices (entries without a seq: what was lost, said) are never dropped and do not
+    /// count towards the bounds: a notice dropped would be a loss said to no one, and one
+    /// that made an event go would make another notice. They are few: one a loss said, and
+    /// a `dropped` notice is made only while the broker is there to take it.
     @discardableResult
     package mutating func append(_ e: Entry) -> Int {
         let size = SpoolFile.size(of: e)
-        items.append(Held(entry: e, size: size))
+        items.append(Held(entry: e, size: size, arrival: nextArrival))
         bytes += size
+        if e.seq == nil {
+            notices += 1
+            noticeBytes += size
+            return 0
+        }
+        nextArrival += 1
         var freed = 0
-        while waiting > 1 && (waiting > capacity || bytes > byteCapacity) {
-            freed += dropOldestWaiting()
+        while waiting - notices > 1 && (waiting - notices > capacity || bytes - noticeBytes > byteCapacity),
+            let i = items[(head + inFlight)..<(items.count - 1)].firstIndex(where: { $0.entry.seq != nil })
+        {
+            freed += drop(at: i)
         }
         return freed
     }
 
-    mutating func dropOldestWaiting() -> Int {
-        let i = head + inFlight
+    /// A held entry leaves the spool (published, or acknowledged).
+    mutating func left(_ h: Held) {
+        bytes -= h.size
+        if h.entry.seq == nil {
+            notices -= 1
+            noticeBytes -= h.size
+        }
+    }
+
+    mutating func drop(at i: Int) -> Int {
         let old = items.remove(at: i)
         bytes -= old.size
         dropped.count += 1
         droppedTotal += 1
-        if let seq = old.entry.seq {
-            // Oldest first, but what a restart brought back from the file may be older than
-            // what an earlier run dropped (in flight then, waiting now).
-            dropped.firstSeq = min(dropped.firstSeq ?? seq, seq)
-            dropped.lastSeq = max(dropped.lastSeq ?? seq, seq)
+        guard let seq = old.entry.seq else { return old.size }
+        let instance = old.entry.instance
+        // The last span grows only by the event that came right after its last: then no other
+        // (held, in flight, or dropped and said before) lies between, and the span names
+        // exactly what it dropped.
+        // Nor one in flight, which came before (the window, 100 at most): what a restart brought
+        // back from the file may be older than what was in flight when it was read.
+        if let k = dropped.spans.indices.last, let last = lastDroppedArrival, old.arrival == last + 1,
+            dropped.spans[k].instance == instance, dropped.spans[k].lastSeq < seq,
+            !items[head..<(head + inFlight)].contains(where: {
+                $0.entry.instance == instance
+                    && ($0.entry.seq.map { dropped.spans[k].lastSeq < $0 && $0 < seq } ?? false)
+            })
+        {
+            dropped.spans[k].lastSeq = seq
+            dropped.spans[k].count += 1
+        } else {
+            dropped.spans.append(Dropped.Span(instance: instance, firstSeq: seq, lastSeq: seq, count: 1))
         }
+        lastDroppedArrival = old.arrival
         return old.size
     }
 
@@ -292,7 +352,7 @@ package struct Spool {
     package mutating func sentUnacknowledged() -> Int {
         precondition(waiting > 0)
         let h = items.remove(at: head + inFlight)
-        bytes -= h.size
+        left(h)
         return h.size
     }
 
@@ -306,7 +366,7 @@ package struct Spool {
         while head < items.count, items[head].acknowledged {
             done.append(items[head].entry)
             freed += items[head].size
-            bytes -= items[head].size
+            left(items[head])
             head += 1
             inFlight -= 1
         }
@@ -326,17 +386,24 @@ package struct Spool {
     /// the place counts as dropped in the file: they are left out, not counted again, so
     /// that the notice says exactly what was lost. Returns the bytes of the file's records
     /// not held (dead until it is rewritten) and how many of them the place had counted.
-    package mutating func restore(dropped d: Dropped?, file: [Entry]) -> (dead: Int, counted: Int) {
+    /// `said`: what the `dropped` notices in the file say (`Dropped(noticePayload:)`): a
+    /// record they name is left out too, uncounted (the notice, made, already counts it; the
+    /// place no longer does).
+    package mutating func restore(dropped d: Dropped?, file: [Entry], said: [Dropped] = []) -> (dead: Int, counted: Int)
+    {
         if let d {
             dropped = d
             droppedTotal += d.count
         }
+        let told = said.flatMap(\.spans)
         var dead = 0
         var counted = 0
         for e in file {
-            if let seq = e.seq, let first = d?.firstSeq, let last = d?.lastSeq, first <= seq && seq <= last {
+            let counting = d?.spans.contains { $0.contains(e) } == true
+            if counting || told.contains(where: { $0.contains(e) }) {
                 dead += SpoolFile.size(of: e)
-                counted += 1
+                if counting { counted += 1 }
+                nextArrival += 1  // between the events around it: a span never grows across it
             } else {
                 dead += append(e)
             }
@@ -347,7 +414,55 @@ package struct Spool {
     /// What was dropped since the last call, and starts counting again.
     package mutating func takeDropped() -> Dropped? {
         guard dropped.count > 0 else { return nil }
-        defer { dropped = Dropped() }
+        defer {
+            dropped = Dropped()
+            lastDroppedArrival = nil
+        }
         return dropped
+    }
+}
+
+extension Spool.Dropped {
+    /// `{"count":N,"spans":[{"instance":…,"firstSeq":…,"lastSeq":…,"count":…}, …]}`: in the
+    /// place, and in the `dropped` notice.
+    package var json: JSON {
+        .object([
+            ("count", .int(Int64(count))),
+            (
+                "spans",
+                .array(
+                    spans.map {
+                        .object([
+                            ("instance", $0.instance.map(JSON.string) ?? .null), ("firstSeq", .int($0.firstSeq)),
+                            ("lastSeq", .int($0.lastSeq)), ("count", .int(Int64($0.count))),
+                        ])
+                    })
+            ),
+        ])
+    }
+
+    /// nil when `json` is not one (`json`). A place written before spans (one range, no
+    /// instance) reads as one span without an instance.
+    package init?(json: JSON) {
+        guard let count = json["count"]?.intValue else { return nil }
+        var spans: [Span] = []
+        if case .array(let list)? = json["spans"] {
+            for s in list {
+                guard let first = s["firstSeq"]?.intValue, let last = s["lastSeq"]?.intValue,
+                    let n = s["count"]?.intValue
+                else { return nil }
+                spans.append(Span(instance: s["instance"]?.stringValue, firstSeq: first, lastSeq: last, count: Int(n)))
+            }
+        } else if let first = json["firstSeq"]?.intValue, let last = json["lastSeq"]?.intValue {
+            spans = [Span(instance: nil, firstSeq: first, lastSeq: last, count: Int(count))]
+        }
+        self.init(count: Int(count), spans: spans)
+    }
+
+    /// What a `dropped` notice's payload (`MQTTPayload.dropped`) says was dropped; nil for
+    /// another payload.
+    package init?(noticePayload: String) {
+        guard let json = try? JSON.parse(noticePayload), json["type"]?.stringValue == "dropped" else { return nil }
+        self.init(json: json)
     }
 }

@@ -46,6 +46,27 @@ extension Sys {
         }
     }
 
+    /// At most the first `limit` bytes of the file at `path`, and whether that is all of it.
+    package static func readPrefix(_ path: String, limit: Int) throws(SystemError) -> (bytes: [UInt8], whole: Bool) {
+        let fd = try open(path, readOnly | noControllingTerminal)
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let room = Swift.min(chunk.count, limit + 1 - bytes.count)
+            let n =
+                try chunk.withUnsafeMutableBytes { raw in
+                    Result { () throws(SystemError) in
+                        try read(fd, UnsafeMutableRawBufferPointer(rebasing: raw[0..<room]), path)
+                    }
+                }
+                .get() ?? 0
+            if n == 0 { return (bytes, true) }
+            bytes += chunk[0..<n]
+            if bytes.count > limit { return (Array(bytes[0..<limit]), false) }
+        }
+    }
+
     /// Writes `bytes` to `path` so that a crash at any moment leaves either the old file or
     /// the new one whole: a temporary file beside it (`path` + ".new") written and fsync'd,
     /// renamed over `path`, then the directory fsync'd so that the rename itself is stored.

@@ -71,10 +71,18 @@ final class Bridge {
         spool = Spool(capacity: settings.spool, byteCapacity: settings.spoolBytes)
         var place = Place(instance: nil, seq: nil)
         if let stateDirectory {
-            let s = try SpoolStore(directory: stateDirectory)
+            let s = try SpoolStore(directory: stateDirectory, spoolBytes: settings.spoolBytes)
             let (p, entries) = s.load()
             place = p
-            let (dead, counted) = spool.restore(dropped: p.dropped, file: entries)
+            // The dropped notices in the file: what they name is not published (they say it
+            // was dropped); one that is the place's count says it already (a kill -9 came
+            // between its record and the place written without it).
+            let said = entries.compactMap { $0.seq == nil ? Spool.Dropped(noticePayload: $0.payload) : nil }
+            if let d = p.dropped, said.contains(d) {
+                Log.info("spool: the dropped notice of the place is in the file already: said once")
+                place.dropped = nil
+            }
+            let (dead, counted) = spool.restore(dropped: place.dropped, file: entries, said: said)
             s.dead += dead
             if counted > 0 {
                 Log.info(
@@ -120,6 +128,9 @@ final class Bridge {
 
     func start() {
         Log.info("shutterd-mqtt: \(socketPath) to \(broker.endpoint) under \(topics.prefix)/")
+        if let store, store.cut > 0 {
+            say(MQTTPayload.spoolCut(bytes: store.cut, limit: store.limit, host: host, wallMicros: wallMicros()))
+        }
         if let noPlace { say(MQTTPayload.noPlace(why: noPlace, host: host, wallMicros: wallMicros())) }
         connectShutterd()
         broker.connect()
@@ -402,12 +413,17 @@ final class Bridge {
     func pump() {
         while broker.connected, spool.inFlight < Bridge.window, let next = spool.next {
             if let d = spool.takeDropped() {
-                let notice = MQTTPayload.dropped(
-                    d, capacity: spool.capacity, byteCapacity: spool.byteCapacity, host: host, wallMicros: wallMicros())
-                Log.error("notice: \(notice.message)")
-                broker.publish(topics.notice, notice.payload, retain: false)
+                // Held like an event (after those waiting), so that it is published, acknowledged
+                // and kept across a crash as they are: its record is fsync'd before the place
+                // stops counting the drop (compact), so that a kill -9 between the two says it
+                // twice at worst (and the next start sees that and says it once: init).
+                say(
+                    MQTTPayload.dropped(
+                        d, capacity: spool.capacity, byteCapacity: spool.byteCapacity, host: host,
+                        wallMicros: wallMicros()))
                 overBound = false
                 placeChanged = true
+                compact()
                 continue
             }
             guard let mid = broker.publish(next.topic, next.payload, retain: false) else { return }

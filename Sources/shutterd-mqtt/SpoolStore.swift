@@ -23,10 +23,16 @@ final class SpoolStore {
     var dead = 0
     /// Writing failed once: memory only from then on.
     var failed = false
-    static let limit = 1 << 30
+    /// How much of the spool file is read back: twice the spool's bound and a MiB (what is
+    /// held, and as much dead before a rewrite), 1 GiB at least. A larger file is damage: its
+    /// whole records up to this are kept, and what is past it is said (`cut`).
+    let limit: Int
+    /// The bytes of the file past `limit` that were not read when it was loaded.
+    private(set) var cut = 0
 
-    init(directory: String) throws(BridgeError) {
+    init(directory: String, spoolBytes: Int = 16 << 20) throws(BridgeError) {
         self.directory = directory
+        limit = Swift.max(1 << 30, spoolBytes * 2 + (1 << 20))
         var locked = false
         do {
             lock = FileDescriptor(try Sys.open(directory, Sys.readOnly | Sys.directoryOnly))
@@ -55,8 +61,15 @@ final class SpoolStore {
         }
         var entries: [Spool.Entry] = []
         do {
-            let recovered = SpoolFile.recover(try Sys.readFile(spoolPath, limit: SpoolStore.limit))
-            if let damage = recovered.damage { Log.error("spool: \(spoolPath): \(damage)") }
+            let (bytes, whole) = try Sys.readPrefix(spoolPath, limit: limit)
+            let recovered = SpoolFile.recover(bytes)
+            if let damage = recovered.damage, whole { Log.error("spool: \(spoolPath): \(damage)") }
+            if !whole {
+                cut = (try? Sys.status(spoolPath)).map { Int($0.size) - recovered.valid } ?? 0
+                Log.error(
+                    "spool: \(spoolPath) is larger than \(limit) bytes: its \(recovered.entries.count) whole records up "
+                        + "to byte \(recovered.valid) are kept, the \(cut) bytes past them dropped")
+            }
             entries = recovered.entries
         } catch  where error.errno == Errno.ENOENT {
         } catch {

@@ -114,14 +114,16 @@ struct MQTTBridgeTests {
         #expect(s.takeDropped() == nil, "taken: counting starts again")
         #expect(s.entries.map(\.seq) == [5, 6, 7])
         s.append(Spool.Entry(topic: "n", payload: "notice", seq: nil))
-        #expect(s.entries.last?.topic == "n" && s.count == 3 && s.droppedTotal == 4)
+        #expect(s.entries.last?.topic == "n" && s.count == 4 && s.droppedTotal == 3, "a notice is not bounded")
         let notice = MQTTPayload.dropped(d, capacity: 3, byteCapacity: 4096, host: "h", wallMicros: 0)
         let json = try JSON.parse(notice.payload)
         #expect(json["type"]?.stringValue == "dropped" && json["count"]?.intValue == 3)
         #expect(json["firstSeq"]?.intValue == 2 && json["lastSeq"]?.intValue == 4)
         #expect(
             json["message"]?.stringValue == notice.message
-                && notice.message.hasSuffix("3 events dropped, oldest first, seq 2 to 4"))
+                && notice.message.hasSuffix("3 events dropped, oldest first: seq 2 to 4 (3 events)"))
+        #expect(Spool.Dropped(noticePayload: notice.payload) == d, "read back from the notice")
+        #expect(Spool.Dropped(noticePayload: MQTTPayload.noPlace(why: "x", host: "h", wallMicros: 0).payload) == nil)
     }
 
     @Test("retained devices: published while the broker is there, remembered and cleared when it comes back")

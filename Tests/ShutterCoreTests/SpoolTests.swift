@@ -105,22 +105,23 @@ struct SpoolTests {
     @Test("in flight first: acknowledgements out of order free only the front; the window's entries stay held")
     func inFlight() {
         var s = Spool(capacity: 2)
-        let es = Self.entries(5)
+        let es = Self.entries(6)
         for e in es.prefix(2) { s.append(e) }
         s.sent(mid: 1)
         s.sent(mid: 2)
         s.append(es[2])
         #expect(s.inFlight == 2 && s.waiting == 1 && s.next == es[2])
-        // Two more: the waiting ones are bound, not the ones in flight.
+        // Three more (es[3] a notice, not bounded): the waiting ones are bound, not the ones in flight.
         s.append(es[3])
         s.append(es[4])
-        #expect(s.entries == [es[0], es[1], es[3], es[4]] && s.takeDropped()?.count == 1)
+        s.append(es[5])
+        #expect(s.entries == [es[0], es[1], es[3], es[4], es[5]] && s.takeDropped()?.count == 1)
         #expect(s.acknowledge(mid: 2)?.entries == [], "the front is not acknowledged yet")
         #expect(s.acknowledge(mid: 1)?.entries == [es[0], es[1]])
         #expect(s.acknowledge(mid: 1) == nil, "once")
         #expect(
-            s.entries == [es[3], es[4]] && s.inFlight == 0
-                && s.bytes == SpoolFile.size(of: es[3]) + SpoolFile.size(of: es[4]))
+            s.entries == [es[3], es[4], es[5]] && s.inFlight == 0
+                && s.bytes == es[3...].map(SpoolFile.size(of:)).reduce(0, +))
     }
 
     @Test("the byte bound drops the oldest waiting, never the newest")
@@ -132,17 +133,92 @@ struct SpoolTests {
         for e in es { freed += s.append(e) }
         #expect(s.entries == Array(es.suffix(3)) && s.bytes == size * 3)
         #expect(freed == es.prefix(3).map(SpoolFile.size(of:)).reduce(0, +))
-        let d = s.takeDropped()
-        #expect(d?.count == 3 && d?.firstSeq == 1 && d?.lastSeq == 3)
-        // Restored from the place, then older ones dropped: the range covers both.
+        #expect(s.takeDropped() == Spool.Dropped(count: 3, firstSeq: 1, lastSeq: 3))
+        // Restored from the place, then older ones dropped: a span of their own.
         var r = Spool(capacity: 1)
         let earlier = Spool.Dropped(count: 2, firstSeq: 10, lastSeq: 11)
         let restored = r.restore(dropped: earlier, file: Array(es.prefix(3)))
         #expect(restored.counted == 0 && restored.dead == size * 2)
-        #expect(r.takeDropped() == Spool.Dropped(count: 4, firstSeq: 1, lastSeq: 11) && r.droppedTotal == 4)
+        #expect(
+            r.takeDropped()
+                == Spool.Dropped(
+                    count: 4,
+                    spans: [
+                        .init(instance: nil, firstSeq: 10, lastSeq: 11, count: 2),
+                        .init(instance: nil, firstSeq: 1, lastSeq: 2, count: 2),
+                    ]) && r.droppedTotal == 4)
         var tiny = Spool(capacity: 10, byteCapacity: 1)
         tiny.append(es[0])
         #expect(tiny.count == 1, "one over the bound alone is held")
+    }
+
+    @Test(
+        "what is dropped is said run by run: a restart's seqs from 1 again are not taken for the old run's (issue 43, hole 3)"
+    )
+    func droppedByRun() {
+        let a = "aaaaaaaaaaaaaaaa"
+        let b = "bbbbbbbbbbbbbbbb"
+        let old = (1...6).map { Spool.Entry(topic: "t", payload: "a\($0)", seq: Int64($0), instance: a) }
+        let new = (1...6).map { Spool.Entry(topic: "t", payload: "b\($0)", seq: Int64($0), instance: b) }
+        var s = Spool(capacity: 4)
+        for e in old + new { s.append(e) }  // 8 dropped: a1 to a6, b1, b2
+        let d = s.pendingDropped
+        #expect(
+            d
+                == Spool.Dropped(
+                    count: 8,
+                    spans: [
+                        .init(instance: a, firstSeq: 1, lastSeq: 6, count: 6),
+                        .init(instance: b, firstSeq: 1, lastSeq: 2, count: 2),
+                    ]))
+        // A kill -9 after the place, before the file was rewritten: the file has all twelve.
+        var back = Spool(capacity: 100)
+        let r = back.restore(dropped: d, file: old + new)
+        #expect(r.counted == 8 && back.entries == Array(new.suffix(4)), "b3 to b6 kept: their seqs are in a's span")
+        // A seq still held (in flight) splits a span: the file read back keeps it.
+        var f = Spool(capacity: 2)
+        for e in old.prefix(2) { f.append(e) }
+        f.sent(mid: 1)  // a1 in flight
+        for e in old.dropFirst(2) { f.append(e) }  // a2 to a4 dropped; a1 in flight, a5 and a6 waiting
+        #expect(f.takeDropped()?.spans == [.init(instance: a, firstSeq: 2, lastSeq: 4, count: 3)])
+        var g = Spool(capacity: 1)
+        g.append(old[1])
+        g.sent(mid: 1)  // a2 in flight
+        _ = g.restore(dropped: nil, file: [old[0], old[2], old[3]])  // a1 back from a file: waiting, and older
+        #expect(
+            g.takeDropped()?.spans == [
+                .init(instance: a, firstSeq: 1, lastSeq: 1, count: 1),
+                .init(instance: a, firstSeq: 3, lastSeq: 3, count: 1),
+            ], "a2, in flight, lies between a1 and a3: two spans")
+    }
+
+    @Test("a dropped notice in the file (a kill -9 before the broker had it): what it names is left out, uncounted")
+    func saidInTheFile() {
+        let a = "aaaaaaaaaaaaaaaa"
+        let es = (1...5).map { Spool.Entry(topic: "t", payload: "a\($0)", seq: Int64($0), instance: a) }
+        let said = Spool.Dropped(count: 2, spans: [.init(instance: a, firstSeq: 2, lastSeq: 3, count: 2)])
+        var s = Spool(capacity: 1)
+        let r = s.restore(dropped: nil, file: es, said: [said])  // a1, a4 and a5 back; a1 and a4 dropped
+        #expect(r.counted == 0 && s.entries == [es[4]] && s.droppedTotal == 2)
+        #expect(
+            s.takeDropped()?.spans == [
+                .init(instance: a, firstSeq: 1, lastSeq: 1, count: 1),
+                .init(instance: a, firstSeq: 4, lastSeq: 4, count: 1),
+            ], "not one span across a2 and a3, which the notice in the file says")
+    }
+
+    @Test("notices are never dropped and not bounded: events make room for events only")
+    func noticesKept() {
+        var s = Spool(capacity: 2, byteCapacity: 300)
+        let n = (1...3).map { _ in Spool.Entry(topic: "notice", payload: String(repeating: "n", count: 100), seq: nil) }
+        let e = (1...3).map { Spool.Entry(topic: "t", payload: "e\($0)", seq: Int64($0)) }
+        for x in [e[0], n[0], e[1], n[1], n[2]] { s.append(x) }
+        #expect(s.entries == [e[0], n[0], e[1], n[1], n[2]] && s.pendingDropped == nil, "notices' bytes not counted")
+        s.append(e[2])
+        #expect(s.entries == [n[0], e[1], n[1], n[2], e[2]])
+        #expect(s.pendingDropped == Spool.Dropped(count: 1, firstSeq: 1, lastSeq: 1))
+        s.sent(mid: 1)  // n1 in flight, acknowledged: it leaves, and the bound is the events' again
+        #expect(s.acknowledge(mid: 1)?.entries == [n[0]] && s.notices == 2)
     }
 
     @Test("records the place counts as dropped (a kill -9 before the file was rewritten): left out, counted once")

@@ -118,6 +118,23 @@ package enum MQTTPayload {
         return notice("dropped", members, message, host: host, wallMicros: wallMicros)
     }
 
+    /// A resume brought more than the bridge's client keeps before its reply (shutterd's
+    /// history is bounded, but it may be set larger): `count` events were dropped, the
+    /// oldest that came, among seq `firstSeq` to `lastSeq` of `instance`.
+    package static func resumeDropped(
+        count: Int, instance: String, seqs: ClosedRange<Int64>, host: String, wallMicros: Int64
+    ) -> Notice {
+        let message =
+            "a resume brought more than the bridge keeps before its reply: \(count) events dropped, the oldest that "
+            + "came, among seq \(seqs.lowerBound) to \(seqs.upperBound) of \(instance)"
+        return notice(
+            "resumeDropped",
+            [
+                ("count", .int(Int64(count))), ("instance", .string(instance)),
+                ("firstSeq", .int(seqs.lowerBound)), ("lastSeq", .int(seqs.upperBound)),
+            ], message, host: host, wallMicros: wallMicros)
+    }
+
     /// The spool file was larger than the bridge reads back (twice its bound and more: only
     /// damage makes it so): what lay past its whole records up to there, `bytes` of it, is
     /// gone, and how many events that was cannot be known.

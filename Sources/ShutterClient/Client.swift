@@ -80,6 +80,9 @@ public final class Client {
     public static let maxPending = 4096
     /// Events dropped because more than `maxPending` came while requests waited.
     public private(set) var dropped = 0
+    /// The lowest and highest seq of those dropped, by run (`hello.instance`), since the last
+    /// `takeDropped`: what a program that must say what it lost says.
+    package private(set) var droppedSeqs: [String: ClosedRange<Int64>] = [:]
     /// Where this client is in shutterd's stream (protocol 1.5): the run (`hello.instance`)
     /// and the seq of the last event it received (the hello's `seq` before any; an
     /// `overflow`'s `resume` after one). With reconnection on, a new connection resumes from
@@ -151,14 +154,17 @@ public final class Client {
     // MARK: requests
 
     /// Sends a request and waits for its reply; events that arrive meanwhile are kept for
-    /// `next`. An `error` in answer is thrown as `ClientError.daemon`.
-    func request(_ type: String, _ fields: [(String, JSON)] = [], keeping limit: Int = maxPending) throws(ClientError)
-        -> JSON
-    {
+    /// `next`. An `error` in answer is thrown as `ClientError.daemon`. The reply is waited
+    /// for `timeout` at most, or, with `whileMoving` (a resume, whose reply comes after the
+    /// whole history), `timeout` after the last message that came: a long history read at
+    /// the pace it comes is not a daemon that does not answer.
+    func request(
+        _ type: String, _ fields: [(String, JSON)] = [], keeping limit: Int = maxPending, whileMoving: Bool = false
+    ) throws(ClientError) -> JSON {
         guard let c = connection else { throw .closed }
         lastID += 1
         let id = lastID
-        let deadline = ContinuousClock.now + timeout
+        var deadline = ContinuousClock.now + timeout
         do throws(ClientError) {
             try c.send(.object([("type", .string(type)), ("id", .int(id))] + fields))
             while true {
@@ -167,6 +173,7 @@ public final class Client {
                 case .closed: throw ClientError.closed
                 case .unreadable(let text, let e): throw ClientError.malformed("\(quote(text)) (not JSON: \(e))")
                 case .message(let json, let text):
+                    if whileMoving { deadline = ContinuousClock.now + timeout }
                     let type = json["type"]?.stringValue
                     if type == "reply" {
                         if json["id"]?.intValue == id { return json }
@@ -181,8 +188,7 @@ public final class Client {
                         // Bounded: a program that only sends requests must not hold every
                         // event for ever; the oldest go first, counted.
                         if pending.count >= limit {
-                            pending.removeFirst()
-                            dropped += 1
+                            noteDropped(pending.removeFirst().0)
                         }
                         pending.append((event, text))
                     }
@@ -259,7 +265,8 @@ public final class Client {
     @discardableResult
     public func resume(instance: String, seq: Int64) throws(ClientError) -> ResumeReply {
         let reply = try request(
-            "resume", [("instance", .string(instance)), ("seq", .int(seq))], keeping: Self.maxResumePending)
+            "resume", [("instance", .string(instance)), ("seq", .int(seq))], keeping: Self.maxResumePending,
+            whileMoving: true)
         guard let from = reply["from"]?.intValue, let through = reply["through"]?.intValue else {
             throw .malformed("a resume reply without from and through")
         }
@@ -291,6 +298,26 @@ public final class Client {
         }
         keyed.sort { $0.key != $1.key ? $0.key < $1.key : $0.index < $1.index }
         return keyed.map { messages[$0.index] }
+    }
+
+    /// Counts an event dropped from `pending`, with its seq.
+    func noteDropped(_ event: Event) {
+        dropped += 1
+        let seq: Int64
+        switch event {
+        case .capture(let c): seq = c.seq
+        case .control(let c): seq = c.seq
+        default: return
+        }
+        let run = hello.instance ?? ""
+        let r = droppedSeqs[run]
+        droppedSeqs[run] = Swift.min(r?.lowerBound ?? seq, seq)...Swift.max(r?.upperBound ?? seq, seq)
+    }
+
+    /// The seqs dropped (`droppedSeqs`) since the last call, and starts again.
+    package func takeDroppedSeqs() -> [String: ClosedRange<Int64>] {
+        defer { droppedSeqs = [:] }
+        return droppedSeqs
     }
 
     /// Notes where an event leaves this client in the stream.

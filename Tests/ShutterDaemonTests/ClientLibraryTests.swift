@@ -192,6 +192,8 @@ final class StandIn: @unchecked Sendable {
     let beforeReply: [String]
     let silent: Bool
     let firstReplies: Int?
+    /// Between the lines sent before a reply (`beforeReply`).
+    let pace: Duration
     let stopping = Atomic<Bool>(false)
     let recorded = Mutex<[JSON]>([])
     var thread = pthread_t()
@@ -201,9 +203,10 @@ final class StandIn: @unchecked Sendable {
 
     init(
         _ dir: String, hello: String? = StandIn.standardHello, afterHello: [String?] = [], beforeReply: [String] = [],
-        silent: Bool = false, firstReplies: Int? = nil, accepting: Bool = true
+        silent: Bool = false, firstReplies: Int? = nil, accepting: Bool = true, pace: Duration = .zero
     ) throws {
         self.firstReplies = firstReplies
+        self.pace = pace
         path = dir + "/stand-in.sock"
         self.hello = hello
         self.afterHello = afterHello
@@ -256,9 +259,10 @@ final class StandIn: @unchecked Sendable {
     }
 
     /// Sends the lines until a nil; false when one closed the connection.
-    func send(_ fd: Int32, _ lines: [String?]) -> Bool {
+    func send(_ fd: Int32, _ lines: [String?], paced: Bool = false) -> Bool {
         for line in lines {
             guard let line else { return false }
+            if paced && pace > .zero { usleep(UInt32(pace / .microseconds(1))) }
             let bytes = Array(line.utf8) + [0x0A]
             _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         }
@@ -281,12 +285,13 @@ final class StandIn: @unchecked Sendable {
                 let type = request["type"]?.stringValue ?? "?"
                 var reply: [(String, JSON)] = [("type", .string("reply")), ("request", .string(type))]
                 if let id = request["id"] { reply.append(("id", id)) }
+                if type == "resume" { reply += [("from", .int(1)), ("through", .int(Int64(beforeReply.count)))] }
                 if type == "setInteraction",
                     let inForce = try? ShutterCore.Interaction(request: request["interaction"] ?? .object([]))
                 {
                     reply.append(("interaction", inForce.json))
                 }
-                guard send(fd, beforeReply + [JSON.object(reply).serialized]) else { return }
+                guard send(fd, beforeReply, paced: true), send(fd, [JSON.object(reply).serialized]) else { return }
                 replies += 1
                 if first && replies == firstReplies { return }
             }
@@ -453,6 +458,34 @@ struct ClientStandInTests {
         #expect(
             throws: ClientError.timedOut("connecting to shutterd at \(s.path) took longer than 0.2 s")
         ) { try Client(socketPath: s.path, timeout: .milliseconds(200)) }
+    }
+
+    @Test(
+        "a resume's reply is waited for as long as what comes before it keeps coming, and what a request could not keep is counted with its seqs (issue 43, hole 4)"
+    )
+    func resumeWhileMoving() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let run = "0123456789abcdef"
+        let hello =
+            #"{"type":"hello","protocol":{"major":1,"minor":5},"daemon":{"name":"shutterd","version":"0.1.0"},"instance":"\#(run)","started":1,"seq":30,"devices":[]}"#
+        // Twelve events 100 ms apart before each reply: 1.2 s in all, never 0.5 s of silence.
+        let s = try StandIn(
+            dir, hello: hello, beforeReply: (1...12).map { captureLine("began", press: Int64($0)) },
+            pace: .milliseconds(100))
+        defer { s.stop() }
+        let client = try Client(socketPath: s.path, timeout: .milliseconds(500))
+        let reply = try client.resume(instance: run, seq: 0)
+        #expect(reply.from == 1 && reply.through == 12)
+        var seqs: [Int64] = []
+        while case .capture(let c)? = try client.next(timeout: .zero) { seqs.append(c.seq) }
+        #expect(seqs == (1...12).map { Int64($0) * 2 }, "all twelve kept")
+        // Another request keeping four: the eight oldest dropped, counted, their seqs said.
+        _ = try client.request("ping", keeping: 4, whileMoving: true)
+        #expect(client.dropped == 8 && client.takeDroppedSeqs() == [run: 2...16])
+        #expect(client.takeDroppedSeqs().isEmpty, "taken")
+        // Not while moving: the same silence-free 1.2 s is a daemon that did not answer in time.
+        #expect(throws: ClientError.self) { try client.request("ping") }
     }
 
     @Test("after reconnecting, the last interaction is set again")

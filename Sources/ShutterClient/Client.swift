@@ -90,6 +90,10 @@ public final class Client {
     public private(set) var position: (instance: String, seq: Int64)
     /// The last interaction set, set again after reconnecting.
     var interaction: Interaction?
+    /// A resume sent whose reply has not come: an overflow read before the reply may predate
+    /// the request (which shutterd then ignored), so its point is taken only where it is not
+    /// past what was asked.
+    var unansweredResume: (instance: String, seq: Int64)?
     var lastID: Int64 = 0
 
     /// Connects to shutterd and reads its hello, refusing a daemon of another protocol
@@ -264,12 +268,14 @@ public final class Client {
     /// all of it is kept, not only `maxPending`.
     @discardableResult
     public func resume(instance: String, seq: Int64) throws(ClientError) -> ResumeReply {
+        unansweredResume = (instance, seq)
         let reply = try request(
             "resume", [("instance", .string(instance)), ("seq", .int(seq))], keeping: Self.maxResumePending,
             whileMoving: true)
         guard let from = reply["from"]?.intValue, let through = reply["through"]?.intValue else {
             throw .malformed("a resume reply without from and through")
         }
+        unansweredResume = nil
         pending = Self.inSeqOrder(pending)
         return ResumeReply(from: from, through: through)
     }
@@ -326,7 +332,10 @@ public final class Client {
         case .capture(let c): position = (hello.instance ?? "", c.seq)
         case .control(let c): position = (hello.instance ?? "", c.seq)
         case .overflow(let o):
-            if let instance = o.resumeInstance, let seq = o.resumeSeq { position = (instance, seq) }
+            if let instance = o.resumeInstance, var seq = o.resumeSeq {
+                if let asked = unansweredResume, asked.instance == instance { seq = Swift.min(seq, asked.seq) }
+                position = (instance, seq)
+            }
         default: break
         }
     }

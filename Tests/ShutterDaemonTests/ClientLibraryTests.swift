@@ -189,7 +189,7 @@ final class StandIn: @unchecked Sendable {
     let listener: Int32
     let hello: String?
     let afterHello: [String?]
-    let beforeReply: [String]
+    let beforeReply: [String?]
     let silent: Bool
     let firstReplies: Int?
     /// Between the lines sent before a reply (`beforeReply`).
@@ -198,11 +198,16 @@ final class StandIn: @unchecked Sendable {
     let recorded = Mutex<[JSON]>([])
     var thread = pthread_t()
 
+    /// A run's name, and a hello of protocol 1.5 that names it (seq 30).
+    static let run = "0123456789abcdef"
+    static let hello15 =
+        #"{"type":"hello","protocol":{"major":1,"minor":5},"daemon":{"name":"shutterd","version":"0.1.0"},"instance":"\#(run)","started":1,"seq":30,"devices":[]}"#
+
     static let standardHello =
         #"{"type":"hello","protocol":{"major":1,"minor":0},"daemon":{"name":"shutterd","version":"0.1.0"},"devices":[]}"#
 
     init(
-        _ dir: String, hello: String? = StandIn.standardHello, afterHello: [String?] = [], beforeReply: [String] = [],
+        _ dir: String, hello: String? = StandIn.standardHello, afterHello: [String?] = [], beforeReply: [String?] = [],
         silent: Bool = false, firstReplies: Int? = nil, accepting: Bool = true, pace: Duration = .zero
     ) throws {
         self.firstReplies = firstReplies
@@ -466,9 +471,7 @@ struct ClientStandInTests {
     func resumeWhileMoving() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
-        let run = "0123456789abcdef"
-        let hello =
-            #"{"type":"hello","protocol":{"major":1,"minor":5},"daemon":{"name":"shutterd","version":"0.1.0"},"instance":"\#(run)","started":1,"seq":30,"devices":[]}"#
+        let (run, hello) = (StandIn.run, StandIn.hello15)
         // Twelve events 100 ms apart before each reply: 1.2 s in all, never 0.5 s of silence.
         let s = try StandIn(
             dir, hello: hello, beforeReply: (1...12).map { captureLine("began", press: Int64($0)) },
@@ -486,6 +489,25 @@ struct ClientStandInTests {
         #expect(client.takeDroppedSeqs().isEmpty, "taken")
         // Not while moving: the same silence-free 1.2 s is a daemon that did not answer in time.
         #expect(throws: ClientError.self) { try client.request("ping") }
+    }
+
+    @Test("an overflow read before a resume's reply does not move the client past what it asked (issue 43)")
+    func overflowBeforeResumeReply() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let (run, hello) = (StandIn.run, StandIn.hello15)
+        let overflow =
+            #"{"type":"overflow","queued":1,"bytes":1,"missed":{"count":0},"resume":{"instance":"\#(run)","seq":40},"message":"m"}"#
+        // The overflow, then the connection closed: the resume's reply never comes.
+        let s = try StandIn(dir, hello: hello, beforeReply: [overflow, nil])
+        defer { s.stop() }
+        let client = try Client(socketPath: s.path, timeout: .seconds(2))
+        #expect(throws: ClientError.closed) { try client.resume(instance: run, seq: 5) }
+        guard case .overflow = try client.next(timeout: Duration.zero) else {
+            Issue.record("no overflow")
+            return
+        }
+        #expect(client.position == (run, 5), "\(client.position)")
     }
 
     @Test("after reconnecting, the last interaction is set again")

@@ -414,6 +414,10 @@ class ClientCore:
         # Where this client is in shutterd's stream (protocol 1.5): the run and the seq of
         # the last event it was given; a reconnecting client resumes from it.
         self.position: Optional[Tuple[str, int]] = None
+        # A resume sent whose reply has not come: an overflow read before the reply may
+        # predate the request (which shutterd then ignored), so its point is taken only
+        # where it is not past what was asked.
+        self.unanswered: Optional[Tuple[str, int]] = None
 
     @property
     def devices(self) -> List[Device]:
@@ -454,7 +458,10 @@ class ClientCore:
         if isinstance(msg, (Capture, Control)) and self.hello is not None and self.hello.instance is not None:
             self.position = (self.hello.instance, msg.seq)
         elif isinstance(msg, Overflow) and msg.resume_instance is not None and msg.resume_seq is not None:
-            self.position = (msg.resume_instance, msg.resume_seq)
+            seq = msg.resume_seq
+            if self.unanswered is not None and self.unanswered[0] == msg.resume_instance:
+                seq = min(seq, self.unanswered[1])
+            self.position = (msg.resume_instance, seq)
         return msg if isinstance(msg, EVENT_TYPES) else None
 
     def resume_fields(self, instance: Optional[str], seq: Optional[int]) -> dict:
@@ -473,8 +480,10 @@ class ClientCore:
         order (resumed)."""
         fields = self.resume_fields(instance, seq)
         self.pending_limit = MAX_RESUME_PENDING
+        self.unanswered = (fields["instance"], fields["seq"])
         try:
             yield fields
+            self.unanswered = None  # the reply came
         finally:
             self.pending_limit = MAX_PENDING
         self.resumed()

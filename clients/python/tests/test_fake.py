@@ -426,3 +426,24 @@ def test_what_came_until_a_resume_reply_is_put_in_seq_order(fake):
             return [(await c.next_event(1)) for _ in range(4)]
     got = asyncio.run(main())
     assert [getattr(e, "seq", None) for e in got] == [None, 14, 16, 31], got
+
+
+def test_an_overflow_read_before_a_resume_reply_is_not_taken_past_what_was_asked():
+    # Issue 43: shutterd ignores a resume that reaches a connection it is already closing
+    # (the client fell behind first), and the overflow it sent says where the live stream
+    # stood. Read before the resume's reply, it cannot move the client past what it asked.
+    from shutterd._protocol import ClientCore, parse
+    run = "0123456789abcdef"
+    overflow = parse({"type": "overflow", "queued": 1, "bytes": 1, "missed": {"count": 0},
+                      "resume": {"instance": run, "seq": 40}, "message": "fell behind"})
+    core = ClientCore(None, 1.0, False, 0.1)
+    core.hello = parse(hello_of(1, 5, instance=run, seq=30))
+    with pytest.raises(shutterd.Disconnected):
+        with core.resuming(run, 5):
+            raise shutterd.Disconnected("closed before the reply")
+    core.event_of(overflow)
+    assert core.position == (run, 5), "no reply: what it asked, the lower"
+    with core.resuming(run, 5):
+        pass  # the reply came
+    core.event_of(overflow)
+    assert core.position == (run, 40), "after the reply the overflow's point holds"

@@ -80,9 +80,10 @@ public final class Client {
     public static let maxPending = 4096
     /// Events dropped because more than `maxPending` came while requests waited.
     public private(set) var dropped = 0
-    /// The lowest and highest seq of those dropped, by run (`hello.instance`), since the last
-    /// `takeDropped`: what a program that must say what it lost says.
-    package private(set) var droppedSeqs: [String: ClosedRange<Int64>] = [:]
+    /// How many of those were dropped, with their lowest and highest seq, by run
+    /// (`hello.instance`), since the last `takeDroppedSeqs`: what a program that must say
+    /// what it lost says.
+    package private(set) var droppedSeqs: [String: (count: Int, seqs: ClosedRange<Int64>)] = [:]
     /// Where this client is in shutterd's stream (protocol 1.5): the run (`hello.instance`)
     /// and the seq of the last event it received (the hello's `seq` before any; an
     /// `overflow`'s `resume` after one). With reconnection on, a new connection resumes from
@@ -317,11 +318,13 @@ public final class Client {
         }
         let run = hello.instance ?? ""
         let r = droppedSeqs[run]
-        droppedSeqs[run] = Swift.min(r?.lowerBound ?? seq, seq)...Swift.max(r?.upperBound ?? seq, seq)
+        droppedSeqs[run] = (
+            (r?.count ?? 0) + 1, Swift.min(r?.seqs.lowerBound ?? seq, seq)...Swift.max(r?.seqs.upperBound ?? seq, seq)
+        )
     }
 
     /// The seqs dropped (`droppedSeqs`) since the last call, and starts again.
-    package func takeDroppedSeqs() -> [String: ClosedRange<Int64>] {
+    package func takeDroppedSeqs() -> [String: (count: Int, seqs: ClosedRange<Int64>)] {
         defer { droppedSeqs = [:] }
         return droppedSeqs
     }

@@ -130,9 +130,9 @@ package struct OutBuffer {
         return missed
     }
 
-    /// The events a client was to receive and never will: how many, the first and last seq.
-    /// The events dropped: how many, the lowest and highest seq (a resuming client's buffer
-    /// holds events sent live before its history, which comes after them with lower seqs),
+    /// The events a client was to receive and never will: how many, the lowest and highest
+    /// seq (a resuming client's buffer holds events sent live before its history, which
+    /// comes after them with lower seqs),
     /// the one counted last; and the first seq of a resume's `gap` for the history dropped
     /// with them, which the client must be given again.
     package struct Missed: Equatable, Sendable {

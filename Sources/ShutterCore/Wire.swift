@@ -227,32 +227,21 @@ extension Wire {
     /// The seq of an event line (a capture's or a control's, which begin with it), nil for
     /// another: for what a client dropped misses (`OutBuffer.discardUnstarted`).
     static func eventSeq(_ line: ArraySlice<UInt8>) -> UInt64? {
-        func digits(after start: StaticString) -> UInt64? {
-            let prefix = UnsafeBufferPointer(start: start.utf8Start, count: start.utf8CodeUnitCount)
-            guard line.starts(with: prefix) else { return nil }
-            var seq: UInt64 = 0
-            for b in line.dropFirst(prefix.count) {
-                guard b >= 0x30 && b <= 0x39 else { break }
-                seq = seq &* 10 &+ UInt64(b - 0x30)
-            }
-            return seq
-        }
-        return digits(after: captureStart) ?? digits(after: controlStart)
+        digits(of: line, after: captureStart) ?? digits(of: line, after: controlStart)
     }
-}
 
-extension Wire {
     static let historyGapStart: StaticString = #"{"type":"gap","reason":"history","from":"#
 
     /// The first seq a history `gap` line (`Message.gap(history:instance:)`) names, read back
     /// from its bytes; nil for another line.
-    static func historyGapFrom(_ line: ArraySlice<UInt8>) -> UInt64? {
-        let start = historyGapStart
-        guard line.starts(with: UnsafeBufferPointer(start: start.utf8Start, count: start.utf8CodeUnitCount)) else {
-            return nil
-        }
+    static func historyGapFrom(_ line: ArraySlice<UInt8>) -> UInt64? { digits(of: line, after: historyGapStart) }
+
+    /// The number right after `start` in `line`, nil when `line` does not begin with it.
+    static func digits(of line: ArraySlice<UInt8>, after start: StaticString) -> UInt64? {
+        let prefix = UnsafeBufferPointer(start: start.utf8Start, count: start.utf8CodeUnitCount)
+        guard line.starts(with: prefix) else { return nil }
         var seq: UInt64 = 0
-        for b in line.dropFirst(start.utf8CodeUnitCount) {
+        for b in line.dropFirst(prefix.count) {
             guard b >= 0x30 && b <= 0x39 else { break }
             seq = seq &* 10 &+ UInt64(b - 0x30)
         }

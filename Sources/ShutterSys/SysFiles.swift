@@ -30,20 +30,9 @@ extension Sys {
 
     /// The whole of a file, bytes as they are, at most `limit` of them (EFBIG past it).
     package static func readFile(_ path: String, limit: Int) throws(SystemError) -> [UInt8] {
-        let fd = try open(path, readOnly | noControllingTerminal)
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let n =
-                try chunk.withUnsafeMutableBytes { raw in
-                    Result { () throws(SystemError) in try read(fd, raw, path) }
-                }
-                .get() ?? 0
-            if n == 0 { return bytes }
-            bytes += chunk[0..<n]
-            if bytes.count > limit { throw failure("read", path, EFBIG) }
-        }
+        let (bytes, whole) = try readPrefix(path, limit: limit)
+        guard whole else { throw failure("read", path, EFBIG) }
+        return bytes
     }
 
     /// At most the first `limit` bytes of the file at `path`, and whether that is all of it.

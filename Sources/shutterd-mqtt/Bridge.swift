@@ -199,13 +199,12 @@ final class Bridge {
             let instance = request["instance"]?.stringValue, let seq = request["seq"]?.intValue
         else { return false }
         do throws(ClientError) {
-            let before = c.dropped
             let reply = try c.resume(instance: instance, seq: seq)
             // What the client could not keep until the reply is a loss: said, not silent.
-            for (run, seqs) in c.takeDroppedSeqs().sorted(by: { $0.key < $1.key }) {
+            for (run, d) in c.takeDroppedSeqs().sorted(by: { $0.key < $1.key }) {
                 say(
                     MQTTPayload.resumeDropped(
-                        count: c.dropped - before, instance: run, seqs: seqs, host: host, wallMicros: wallMicros()))
+                        count: d.count, instance: run, seqs: d.seqs, host: host, wallMicros: wallMicros()))
             }
             Log.info(
                 reply.from > reply.through

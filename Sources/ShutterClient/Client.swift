@@ -95,7 +95,26 @@ public final class Client {
     /// the request (which shutterd then ignored), so its point is taken only where it is not
     /// past what was asked.
     var unansweredResume: (instance: String, seq: Int64)?
+    /// The presses of run `openInstance` this client received the began (or `active`) of
+    /// and not the end, in the order they began: a resume names them (protocol 1.6), so
+    /// that those the interaction in force no longer selects are cancelled for it.
+    public private(set) var openPresses: [OpenPress] = []
+    var openInstance = ""
     var lastID: Int64 = 0
+
+    /// A press a client holds: its number and, for a capture, the handler it drives.
+    public struct OpenPress: Sendable, Equatable {
+        public var press: Int64
+        public var handler: Handler?
+
+        public init(press: Int64, handler: Handler?) {
+            self.press = press
+            self.handler = handler
+        }
+    }
+
+    /// The most presses a resume names, as shutterd takes.
+    static let maxOpenPresses = 256
 
     /// Connects to shutterd and reads its hello, refusing a daemon of another protocol
     /// major (`ClientError.unsupportedProtocol`); a newer minor is accepted.
@@ -255,6 +274,9 @@ public final class Client {
     public struct ResumeReply: Sendable, Equatable {
         public var from: Int64
         public var through: Int64
+        /// Presses the request named that ended where the daemon's history no longer holds
+        /// their end (protocol 1.6): none of them is held.
+        public var ended: [Int64] = []
     }
 
     /// Asks for what this client's interaction (set it first) would have been sent after
@@ -267,18 +289,38 @@ public final class Client {
     /// what came until the reply is put in `seq` order here (a message without a seq stays
     /// after the event before it). The history is bounded by the daemon's `history-bytes`:
     /// all of it is kept, not only `maxPending`.
+    ///
+    /// The request names the presses this client holds of that run (`open`, by default its
+    /// `openPresses` when the run is theirs: protocol 1.6); those the interaction in force
+    /// no longer selects come as a `cancelled` capture (an `inactive` control) with reason
+    /// `filtered` or `disabled`, and those that ended where the history no longer holds
+    /// their end are the reply's `ended`.
     @discardableResult
-    public func resume(instance: String, seq: Int64) throws(ClientError) -> ResumeReply {
+    public func resume(instance: String, seq: Int64, open: [OpenPress]? = nil) throws(ClientError) -> ResumeReply {
         unansweredResume = (instance, seq)
-        let reply = try request(
-            "resume", [("instance", .string(instance)), ("seq", .int(seq))], keeping: Self.maxResumePending,
-            whileMoving: true)
+        var fields: [(String, JSON)] = [("instance", .string(instance)), ("seq", .int(seq))]
+        let held = open ?? (instance == openInstance ? openPresses : [])
+        if !held.isEmpty {
+            fields.append(
+                (
+                    "open",
+                    .array(
+                        held.prefix(Self.maxOpenPresses).map { p in
+                            .object(
+                                [("press", .int(p.press))]
+                                    + (p.handler.map { [("handler", .string($0.rawValue))] } ?? []))
+                        })
+                ))
+        }
+        let reply = try request("resume", fields, keeping: Self.maxResumePending, whileMoving: true)
         guard let from = reply["from"]?.intValue, let through = reply["through"]?.intValue else {
             throw .malformed("a resume reply without from and through")
         }
         unansweredResume = nil
         pending = Self.inSeqOrder(pending)
-        return ResumeReply(from: from, through: through)
+        let ended = reply["ended"]?.arrayValue?.compactMap(\.intValue) ?? []
+        openPresses.removeAll { ended.contains($0.press) }
+        return ResumeReply(from: from, through: through, ended: ended)
     }
 
     /// Events kept while a resume waits for its reply, at most: more than any history
@@ -329,11 +371,28 @@ public final class Client {
         return droppedSeqs
     }
 
+    /// Notes a press opened (a began, `active`) or closed (its end) in this run.
+    func track(_ press: Int64, opens: Bool, handler: Handler?) {
+        let run = hello.instance ?? ""
+        if run != openInstance {
+            openPresses = []
+            openInstance = run
+        }
+        openPresses.removeAll { $0.press == press }
+        if opens { openPresses.append(OpenPress(press: press, handler: handler)) }
+    }
+
     /// Notes where an event leaves this client in the stream.
     func advance(_ event: Event) {
         switch event {
-        case .capture(let c): position = (hello.instance ?? "", c.seq)
-        case .control(let c): position = (hello.instance ?? "", c.seq)
+        case .capture(let c):
+            position = (hello.instance ?? "", c.seq)
+            track(c.press, opens: c.phase == .began, handler: c.handler)
+        case .control(let c):
+            position = (hello.instance ?? "", c.seq)
+            if let press = c.press, c.event != .slider { track(press, opens: c.event == .active, handler: nil) }
+        case .gap(let g) where g.reason == "restart":
+            openPresses = []  // that run is gone, and its presses with it
         case .overflow(let o):
             if let instance = o.resumeInstance, var seq = o.resumeSeq {
                 if let asked = unansweredResume, asked.instance == instance { seq = Swift.min(seq, asked.seq) }

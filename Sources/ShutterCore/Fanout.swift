@@ -70,11 +70,16 @@ package struct Fanout: ~Copyable {
         /// Presses numbered below this began before the history's oldest occurrence
         /// (`Fanout.evictedBelow`); of those, a connection sent events live takes only
         /// presses up to `joinedPress` (it had the others' began live, and their end).
-        let evictedBelow: UInt64
+        var evictedBelow: UInt64
         let joinedPress: UInt64
         /// The run the client asked for, gone (shutterd restarted): its `restart` gap, not
         /// yet queued.
         var restart: (instance: String, seq: UInt64)?
+        /// Presses the client said it holds that this resume will not end for it (its
+        /// interaction no longer selects them): each is cancelled for it alone, numbered
+        /// after `cancelsAfter` (the last seq when it asked), so queued in seq order there.
+        var cancels: [(cancel: Occurrence, handler: Handler?)] = []
+        var cancelsAfter: UInt64 = 0
         /// The reply to the `resume`, queued once the history has been given: everything
         /// that can come out of `seq` order (events sent live before the request, the
         /// history) is before it, so that a client sorts what it received until the reply.
@@ -326,11 +331,13 @@ package struct Fanout: ~Copyable {
     /// waits): the socket owner sends what the socket takes of it and says how much
     /// (`sent`), and asks again until the socket takes no more or nothing is left, then
     /// ends the write (`endWrite`). A resuming client whose buffer went is given more of
-    /// the history here, as it reads what it was given. The slice shares the buffer's
-    /// storage: the socket owner drops it before its next call.
-    package mutating func nextPiece(of id: UInt64) -> ArraySlice<UInt8> {
+    /// the history here, as it reads what it was given (`held`: the presses held now,
+    /// `Engine.heldBegan`, read only when the history dropped some of what it was to be
+    /// given). The slice shares the buffer's storage: the socket owner drops it before its
+    /// next call.
+    package mutating func nextPiece(of id: UInt64, held: @autoclosure () -> [Occurrence]) -> ArraySlice<UInt8> {
         guard let peer = peer(id) else { return [] }
-        if peer.out.isEmpty && peer.resume != nil && !peer.closing { refill(peer, planWrite: false) }
+        if peer.out.isEmpty && peer.resume != nil && !peer.closing { refill(peer, planWrite: false, held: held) }
         return peer.out.piece()
     }
 

@@ -29,8 +29,13 @@ extension Fanout {
     /// the client reads (`resume(_:after:reply:restartOf:held:)`), then the reply (what it
     /// was given), then the live stream. Returns what it gives, or why it is refused
     /// (nothing queued then).
+    /// A press in `open` (the presses the client says it holds of that run) that the
+    /// interaction in force will not end for it is cancelled for it (`filtered`, or
+    /// `disabled`), numbered by `nextSeq` (the engine's: as many as it has such presses), at
+    /// `now`, as `setInteraction` cancels.
     package mutating func resume(
         _ id: UInt64, asked instance: String, seq: UInt64, lastSeq: UInt64, held: [Occurrence] = [],
+        open: [ClientOpenPress] = [], now: Int64 = 0, nextSeq: () -> UInt64 = { 0 },
         request: Request, requestID: RequestID?
     ) -> Result<ResumeSpan, RequestError> {
         guard mayResume(id) else {
@@ -46,10 +51,23 @@ extension Fanout {
         }
         let after = sameRun ? seq : 0
         let span = resumeSpan(after: after)
-        // The reply comes after the history, the gaps before it.
-        let reply = Message.reply(
-            request, id: requestID, [("from", .int(Int64(span.from))), ("through", .int(Int64(span.through)))])
-        resume(id, after: after, reply: reply, restartOf: sameRun ? nil : (instance, seq), held: held)
+        // The reply comes after the history, the gaps before it. It names the presses the
+        // client holds that have ended where the history no longer holds their end: none
+        // of them is held now, and their seqs are unknown.
+        var fields: [(String, JSON)] = [("from", .int(Int64(span.from))), ("through", .int(Int64(span.through)))]
+        if sameRun && !open.isEmpty {
+            let known = presses(open.map(\.press), held: held)
+            var gone: [UInt64] = []
+            for claim in open where known[claim.press] == nil && claim.press <= lastBegan && !gone.contains(claim.press)
+            {
+                gone.append(claim.press)
+            }
+            if !gone.isEmpty { fields.append(("ended", .array(gone.map { .int(Int64($0)) }))) }
+        }
+        let reply = Message.reply(request, id: requestID, fields)
+        resume(
+            id, after: after, reply: reply, restartOf: sameRun ? nil : (instance, seq), held: held,
+            open: sameRun ? open : [], now: now, nextSeq: nextSeq)
         return .success(span)
     }
 
@@ -66,7 +84,7 @@ extension Fanout {
     /// began before it came are.
     package mutating func resume(
         _ id: UInt64, after seq: UInt64, reply: [UInt8] = [], restartOf: (instance: String, seq: UInt64)? = nil,
-        held: [Occurrence] = []
+        held: [Occurrence] = [], open: [ClientOpenPress] = [], now: Int64 = 0, nextSeq: () -> UInt64 = { 0 }
     ) {
         guard let peer = peer(id), !peer.closing, !peer.resumed else { return }
         peer.resumed = true
@@ -84,16 +102,33 @@ extension Fanout {
         // live keeps them and is given what it could not have had.
         let fresh = live.linesSent == 0
         if !fresh { session.merge(live) }
-        let r = Resume(
+        var r = Resume(
             next: seq &+ 1, joined: fresh ? 0 : peer.joined, caughtUp: fresh ? 0 : history.last,
             evictedBelow: evictedBelow(held: held), joinedPress: fresh ? .max : peer.joinedPress, restart: restartOf,
             reply: reply)
         for h in held where r.adopts(h) { session.adopt(h) }
+        r.cancelsAfter = history.last
+        let known = open.isEmpty ? [:] : presses(open.map(\.press), held: held)
+        for (i, claim) in open.enumerated() where !open[..<i].contains(where: { $0.press == claim.press }) {
+            guard let o = known[claim.press] else { continue }
+            // Held now, or ended after `seq`: its end reaches the client if its interaction
+            // selects it. Ended by `seq`: the client was not given the end (the interaction
+            // of the connection that had it did not select it).
+            let ended = o.isEnd && o.seq <= seq
+            guard let reason = Self.unselected(o, by: session.interaction) ?? (ended ? .filtered : nil) else {
+                continue
+            }
+            var handler: Handler? = nil
+            if case .capture(let role, _) = o.kind {
+                handler = claim.handler ?? (role == .secondary ? .secondary : .primary)
+            }
+            r.cancels.append((o.cancelled(seq: nextSeq(), reason: reason, receiveTime: now), handler))
+        }
         peer.session = session
         peer.resuming = true
         peer.resume = r
         if peer.asksLongPresses { planLongPress() }
-        refill(peer, planWrite: true)
+        refill(peer, planWrite: true) { held }
     }
 
     /// The presses whose began the history no longer holds: those numbered below the
@@ -110,6 +145,47 @@ extension Fanout {
         return below
     }
 
+    /// Queues a resuming client's cancels (`Resume.cancels`) while its queue has room, as
+    /// the history is given; returns whether all of them are.
+    mutating func queueCancels(_ peer: Peer, _ r: inout Resume, queued: inout Bool) -> Bool {
+        while !r.cancels.isEmpty {
+            guard peer.out.count < limits.queueMessages / 2, peer.out.pending < limits.queueBytes / 2 else {
+                return false
+            }
+            let (cancel, handler) = r.cancels.removeFirst()
+            var line: [UInt8] = []
+            peer.session.write(cancel, handler: handler, text: Wire.SharedPart(cancel), into: &line)
+            // At most half the queue is used: it fits.
+            _ = peer.out.push(line)
+            queued = true
+        }
+        return true
+    }
+
+    /// Why `interaction` does not select the press of `o` (`disabled`, `filtered`), or nil
+    /// when it does: then its end reaches the client as any press's it selects (with the
+    /// handler it gives, which may not be the one the client had).
+    static func unselected(_ o: Occurrence, by interaction: Interaction) -> CancelReason? {
+        if !interaction.enabled { return .disabled }
+        if !interaction.filter.matches(o.device, key: o.key.name) { return .filtered }
+        if case .capture(let role, _) = o.kind, interaction.handler(for: role) == nil { return .filtered }
+        return nil
+    }
+
+    /// Each of `presses` as the engine holds it now (its began, from `held`), or as it
+    /// ended (its end in the history); one the history no longer holds the end of is not
+    /// known (a gap names its end, or it ended long before what the client asked for).
+    func presses(_ presses: [UInt64], held: [Occurrence]) -> [UInt64: Occurrence] {
+        let wanted = Set(presses)
+        var out: [UInt64: Occurrence] = [:]
+        for h in held where wanted.contains(h.press) { out[h.press] = h }
+        for i in 0..<history.count {
+            let o = history[i]
+            if o.isEnd && wanted.contains(o.press) { out[o.press] = o }
+        }
+        return out
+    }
+
     /// Whether a resuming client is given `o` of the history (if its interaction selects
     /// it): not an event it was sent live before its resume, but for the end of a press
     /// begun before it came. The end of a press whose began left the history is the
@@ -122,8 +198,10 @@ extension Fanout {
 
     /// Queues more of a resuming client's history, until half its queue is used or it has
     /// caught up (then it is live again): first the resume's `restart` gap, and a `gap` for
-    /// the part of the history dropped before it was given.
-    mutating func refill(_ peer: Peer, planWrite: Bool) {
+    /// the part of the history dropped before it was given. Presses whose began went with
+    /// that part are then the client's as those of the resume's own gap are: those held
+    /// now (`held`) are adopted, and the ends of the others as the history gives them.
+    mutating func refill(_ peer: Peer, planWrite: Bool, held: () -> [Occurrence]) {
         guard var r = peer.resume else { return }
         var queued = false
         if let gone = r.restart {
@@ -141,6 +219,12 @@ extension Fanout {
             }
             queued = true
             r.next = history.reachesBack
+            let held = held()
+            let below = evictedBelow(held: held)
+            if below > r.evictedBelow {
+                r.evictedBelow = below
+                for h in held where r.adopts(h) { peer.session.adopt(h) }
+            }
         }
         let text = Wire.SharedPart()
         var i = history.index(after: r.next &- 1)
@@ -149,6 +233,9 @@ extension Fanout {
             // more: what is written here never overflows the queue.
             guard peer.out.count < limits.queueMessages / 2, peer.out.pending < limits.queueBytes / 2 else { break }
             let o = history[i]
+            if o.seq > r.cancelsAfter && !r.cancels.isEmpty {
+                guard queueCancels(peer, &r, queued: &queued) else { break }
+            }
             i += 1
             r.next = o.seq &+ 1
             guard Self.owed(o, r, &peer.session) else { continue }
@@ -169,7 +256,8 @@ extension Fanout {
                 return overflow(peer, missing: o.seq)
             }
         }
-        if i == history.count {
+        // Caught up once the cancels are queued too (those left come at the next refill).
+        if i == history.count && (r.cancels.isEmpty || queueCancels(peer, &r, queued: &queued)) {
             // Caught up: the reply (at most half the queue is used: it fits), then live from
             // the next occurrence published.
             if !r.reply.isEmpty {

@@ -91,7 +91,7 @@ package struct Gestures: Equatable, Sendable {
     }
 }
 
-enum Handler: String, CaseIterable, Sendable {
+package enum Handler: String, CaseIterable, Sendable {
     case primary, secondary
 }
 

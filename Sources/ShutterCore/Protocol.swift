@@ -6,7 +6,7 @@ package let shutterdVersion = "0.1.0"
 /// The protocol version spoken; see docs/PROTOCOL.md.
 package enum ProtocolVersion {
     package static let major = 1
-    package static let minor = 5
+    package static let minor = 6
 }
 
 /// The longest request line accepted, without its newline.
@@ -19,8 +19,9 @@ package enum Request: Equatable, Sendable {
     case ping
     /// Since 1.3: playback of `shutterd --replay --replay-wait`'s recordings.
     case replay(ReplayAction)
-    /// Since 1.5: the history after `seq` of run `instance`, then the live stream.
-    case resume(instance: String, seq: UInt64)
+    /// Since 1.5: the history after `seq` of run `instance`, then the live stream. Since
+    /// 1.6, `open`: the presses of that run the client was given the began of and not the end.
+    case resume(instance: String, seq: UInt64, open: [ClientOpenPress] = [])
 
     var name: String {
         switch self {
@@ -31,6 +32,21 @@ package enum Request: Equatable, Sendable {
         case .resume: "resume"
         }
     }
+}
+
+/// A press a resuming client holds (it was given its began, not its end): its number and,
+/// for a capture, the handler it was given to.
+package struct ClientOpenPress: Equatable, Hashable, Sendable {
+    package let press: UInt64
+    package let handler: Handler?
+
+    package init(press: UInt64, handler: Handler?) {
+        self.press = press
+        self.handler = handler
+    }
+
+    /// The most a `resume` may list: more than any rig holds down at once.
+    package static let limit = 256
 }
 
 /// What a `replay` request asks of the playback.
@@ -173,7 +189,41 @@ extension Request {
         guard let seq = seqValue.intValue, seq >= 0 else {
             throw FieldError(message: "\"seq\" must be an integer of 0 or more, not \(seqValue.typeName)")
         }
-        return .resume(instance: instance, seq: UInt64(seq))
+        return .resume(instance: instance, seq: UInt64(seq), open: try heldPresses(r["open"]))
+    }
+
+    /// Reads `open` of a resume request (optional): an array of at most `ClientOpenPress.limit`
+    /// objects, each `press` (an integer of 1 or more) and, for a capture, `handler`.
+    static func heldPresses(_ value: JSON?) throws(FieldError) -> [ClientOpenPress] {
+        guard let value else { return [] }
+        guard let items = value.arrayValue else {
+            throw FieldError(message: "\"open\" must be an array, not \(value.typeName)")
+        }
+        guard items.count <= ClientOpenPress.limit else {
+            throw FieldError(message: "\"open\" lists \(items.count) presses (at most \(ClientOpenPress.limit))")
+        }
+        var out: [ClientOpenPress] = []
+        for (i, item) in items.enumerated() {
+            guard item.objectValue != nil else {
+                throw FieldError(message: "\"open\"[\(i)] must be an object, not \(item.typeName)")
+            }
+            guard let pressValue = item["press"] else { throw FieldError(message: "\"open\"[\(i)].press is missing") }
+            guard let press = pressValue.intValue, press >= 1 else {
+                throw FieldError(
+                    message: "\"open\"[\(i)].press must be an integer of 1 or more, not \(pressValue.typeName)")
+            }
+            var handler: Handler?
+            if let h = item["handler"] {
+                let known = Handler.allCases.map { quoted($0.rawValue) }.joined(separator: ", ")
+                guard let name = h.stringValue, let parsed = Handler(rawValue: name) else {
+                    throw FieldError(message: "\"open\"[\(i)].handler must be one of \(known)")
+                }
+                handler = parsed
+            }
+            let held = ClientOpenPress(press: UInt64(press), handler: handler)
+            if !out.contains(where: { $0.press == held.press }) { out.append(held) }
+        }
+        return out
     }
 }
 

@@ -29,6 +29,8 @@ package struct FieldSpec: Sendable {
         case devices
         /// An array of held presses (`Schema.held`).
         case held
+        /// An array of integers.
+        case ints
         /// An object of these fields.
         case object([FieldSpec])
         /// An object the reply of a request carries, described with the request in
@@ -290,6 +292,10 @@ package enum Schema {
                     "through", .int,
                     "For resume (1.5): the newest seq the history held; later events follow live (from - 1 when none).",
                     presence: .sometimes),
+                FieldSpec(
+                    "ended", .ints,
+                    "For resume (1.6): the presses the request's open named that ended where the history no longer holds their end; absent when none.",
+                    presence: .sometimes),
             ]),
         MessageSpec(
             type: "error", doc: "A request that could not be carried out, or a line that is not a request.",
@@ -359,6 +365,7 @@ extension FieldSpec {
         case .key: m.append(("kind", .string("key")))
         case .devices: m.append(("kind", .string("devices")))
         case .held: m.append(("kind", .string("held")))
+        case .ints: m.append(("kind", .string("ints")))
         case .interaction: m.append(("kind", .string("interaction")))
         case .object(let fields):
             m.append(("kind", .string("object")))

@@ -128,19 +128,21 @@ extension ClientHub {
             peerLine("replay requests", "\(client.label): replay \(action.rawValue)")
             fanout.send(
                 Message.reply(line.request, id: line.id, [("action", .string(action.rawValue))]), to: client.id)
-        case .resume(let instance, let seq):
-            resume(client, line, instance: instance, seq: seq)
+        case .resume(let instance, let seq, let open):
+            resume(client, line, instance: instance, seq: seq, open: open)
             return
         }
         carryOut()
     }
 
     /// A client asks for the history after `seq` of run `instance`: the fan-out decides
-    /// (`Fanout.resume(_:asked:seq:lastSeq:request:requestID:)`); a refusal is told.
-    func resume(_ client: Client, _ line: RequestLine, instance: String, seq: UInt64) {
+    /// (`Fanout.resume(_:asked:seq:lastSeq:held:open:now:nextSeq:request:requestID:)`,
+    /// numbering the cancels of the presses it says it holds from the engine's seqs); a
+    /// refusal is told.
+    func resume(_ client: Client, _ line: RequestLine, instance: String, seq: UInt64, open: [ClientOpenPress]) {
         switch fanout.resume(
-            client.id, asked: instance, seq: seq, lastSeq: engine.lastSeq, held: engine.heldBegan,
-            request: line.request, requestID: line.id)
+            client.id, asked: instance, seq: seq, lastSeq: engine.lastSeq, held: engine.heldBegan, open: open,
+            now: Sys.monotonicMicros(), nextSeq: engine.nextSeq, request: line.request, requestID: line.id)
         {
         case .failure(let error):
             refuse(client, error)

@@ -267,7 +267,7 @@ struct MessageTests {
         let m = try oneLine(Message.hello(version: "1.2.3", devices: [DeviceRecord(handle: 1, info: info)]))
         #expect(m["type"] == .string("hello"))
         #expect(m["protocol"]?["major"] == .int(1))
-        #expect(m["protocol"]?["minor"] == .int(5))
+        #expect(m["protocol"]?["minor"] == .int(6))
         #expect(m["daemon"]?["name"] == .string("shutterd"))
         #expect(m["daemon"]?["version"] == .string("1.2.3"))
         #expect(m["devices"]?.arrayValue == [info.json])

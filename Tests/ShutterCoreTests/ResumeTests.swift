@@ -51,7 +51,7 @@ struct ResumeTests {
     /// Sends all client `id` has waiting (and a resuming client is given) to `written`, as
     /// the hub sends a client's buffer to a socket that takes everything.
     static func drain(_ f: inout Fanout, _ id: UInt64, into written: inout [UInt8]) {
-        while case let piece = f.nextPiece(of: id), !piece.isEmpty {
+        while case let piece = f.nextPiece(of: id, held: []), !piece.isEmpty {
             written += piece
             f.sent(piece.count, to: id)
         }
@@ -253,7 +253,7 @@ struct ResumeTests {
         // A batch goes through the buffer: seq 1, 2 and 5 queued; 10 bytes of seq 1 taken.
         _ = f.publish(Array(os.prefix(5)))
         var sent: [UInt8] = []
-        sent += f.nextPiece(of: 1).prefix(10)
+        sent += f.nextPiece(of: 1, held: []).prefix(10)
         f.sent(10, to: 1)  // then the socket is full
         _ = f.endWrite(1)
         // 8 is queued (4 waiting, the partly sent one counted), 9 does not fit: 2, 5, 8 and 9

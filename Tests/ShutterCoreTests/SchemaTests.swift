@@ -84,6 +84,9 @@ struct SchemaTests {
             Message.overflow(queued: 600, bytes: 262_100, limits: ClientLimits()),
             Message.reply(
                 .resume(instance: "0123456789abcdef", seq: 3), id: "6", [("from", .int(4)), ("through", .int(9))]),
+            Message.reply(
+                .resume(instance: "0123456789abcdef", seq: 3), id: "7",
+                [("from", .int(4)), ("through", .int(9)), ("ended", .array([.int(2)]))]),
             Message.gap(history: 4...9, instance: "0123456789abcdef"),
             Message.gap(restartOf: "fedcba9876543210", seq: 12, run: RunInstance(name: "0123456789abcdef", started: 1)),
         ]
@@ -222,6 +225,10 @@ extension Schema {
                     break
                 }
                 for (i, h) in items.enumerated() { out += problems(h, fields: held, at: "\(here)[\(i)]") }
+            case .ints:
+                if v.arrayValue?.allSatisfy({ $0.intValue != nil }) != true {
+                    out.append("\(here) is not an array of integers")
+                }
             }
         }
         return out

@@ -192,6 +192,8 @@ final class StandIn: @unchecked Sendable {
     let beforeReply: [String?]
     let silent: Bool
     let firstReplies: Int?
+    /// Members added to a resume's reply.
+    let resumeExtra: [(String, JSON)]
     /// Between the lines sent before a reply (`beforeReply`).
     let pace: Duration
     let stopping = Atomic<Bool>(false)
@@ -208,9 +210,11 @@ final class StandIn: @unchecked Sendable {
 
     init(
         _ dir: String, hello: String? = StandIn.standardHello, afterHello: [String?] = [], beforeReply: [String?] = [],
-        silent: Bool = false, firstReplies: Int? = nil, accepting: Bool = true, pace: Duration = .zero
+        silent: Bool = false, firstReplies: Int? = nil, accepting: Bool = true, pace: Duration = .zero,
+        resumeExtra: [(String, JSON)] = []
     ) throws {
         self.firstReplies = firstReplies
+        self.resumeExtra = resumeExtra
         self.pace = pace
         path = dir + "/stand-in.sock"
         self.hello = hello
@@ -290,7 +294,9 @@ final class StandIn: @unchecked Sendable {
                 let type = request["type"]?.stringValue ?? "?"
                 var reply: [(String, JSON)] = [("type", .string("reply")), ("request", .string(type))]
                 if let id = request["id"] { reply.append(("id", id)) }
-                if type == "resume" { reply += [("from", .int(1)), ("through", .int(Int64(beforeReply.count)))] }
+                if type == "resume" {
+                    reply += [("from", .int(1)), ("through", .int(Int64(beforeReply.count)))] + resumeExtra
+                }
                 if type == "setInteraction",
                     let inForce = try? ShutterCore.Interaction(request: request["interaction"] ?? .object([]))
                 {
@@ -490,6 +496,38 @@ struct ClientStandInTests {
         #expect(client.takeDroppedSeqs().isEmpty, "taken")
         // Not while moving: the same silence-free 1.2 s is a daemon that did not answer in time.
         #expect(throws: ClientError.self) { try client.request("ping") }
+    }
+
+    @Test(
+        "a resume names the presses the client holds, and a press its reply says ended is held no longer (protocol 1.6)"
+    )
+    func resumeNamesOpenPresses() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let (run, hello) = (StandIn.run, StandIn.hello15)
+        // Press 1 began; press 2 began and ended; press 3 began: the client holds 1 and 3.
+        let s = try StandIn(
+            dir, hello: hello,
+            afterHello: [
+                captureLine("began", press: 1), captureLine("began", press: 2), captureLine("ended", press: 2),
+                captureLine("began", press: 3),
+            ], resumeExtra: [("ended", .array([.int(3)]))])
+        defer { s.stop() }
+        let client = try Client(socketPath: s.path, timeout: .seconds(2))
+        for _ in 0..<4 { _ = try client.next(timeout: .seconds(2)) }
+        #expect(client.openPresses == [.init(press: 1, handler: .secondary), .init(press: 3, handler: .secondary)])
+        let reply = try client.resume(instance: run, seq: 6)
+        let open = s.requests.last?["open"]
+        #expect(
+            open
+                == .array([
+                    .object([("press", .int(1)), ("handler", .string("secondary"))]),
+                    .object([("press", .int(3)), ("handler", .string("secondary"))]),
+                ]), "\(String(describing: open))")
+        #expect(reply.ended == [3] && client.openPresses == [.init(press: 1, handler: .secondary)])
+        // Another run's resume names none.
+        _ = try? client.resume(instance: "fedcba9876543210", seq: 0)
+        #expect(s.requests.last?["open"] == nil)
     }
 
     @Test("an overflow read before a resume's reply does not move the client past what it asked (issue 43)")

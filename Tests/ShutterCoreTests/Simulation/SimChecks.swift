@@ -83,7 +83,7 @@ struct SimChecks {
                         + "never given seq \(Self.list(missing, run)), and no overflow or gap said so")
             }
             if let o = c.overflow, let range = o.missed {
-                let lost = range.filter { seq in
+                var lost = range.filter { seq in
                     run.truth[seq].map { Self.selected(c, $0, in: run) } == true && !c.received.contains(seq)
                 }
                 // Each event the history still held when it fell behind is counted. One it no
@@ -91,11 +91,16 @@ struct SimChecks {
                 // the next resume), and the end of a press whose began lay in a gap it was told
                 // of may be counted or not (shutterd cannot tell whether the client had that
                 // began: it gives such an end when the press began before its history).
-                let either = lost.filter { seq in
+                var either = lost.filter { seq in
                     if seq < c.historyAtOverflow { return true }
                     guard let t = run.truth[seq], let began = run.began[t.press], began != seq else { return false }
                     return c.named.contains { $0.contains(began) && !$0.contains(seq) }
                 }
+                // The cancels of presses its resume said it holds are counted when they were
+                // queued (the next resume cancels them again), not when they were yet to be.
+                let ownLost = c.ownSeqs.filter { range.contains($0) && !c.received.contains($0) }
+                lost += ownLost
+                either += ownLost
                 if o.count < lost.count - either.count || o.count > lost.count {
                     throw world.fail(
                         "overflow-count",

@@ -49,6 +49,12 @@ final class SimConnection {
     var received: Set<UInt64> = []
     var began: [UInt64: UInt64] = [:]
     var ended: [UInt64: UInt64] = [:]
+    /// The handler each capture press it read the began of was given to.
+    var handlers: [UInt64: Handler] = [:]
+    /// The presses its resume said it holds, and the seqs shutterd numbered their cancels
+    /// with (numbers no run published: this connection's alone).
+    var claimed: [ClientOpenPress] = []
+    var ownSeqs: Set<UInt64> = []
     var maxSeq: UInt64 = 0
     /// Seqs of its run that a gap or overflow said are lost.
     var named: [ClosedRange<UInt64>] = []
@@ -132,6 +138,13 @@ final class SimConnection {
         case "reply":
             guard m["request"]?.stringValue == "resume" else { return }
             replied = true
+            // Presses it holds that ended where the history no longer holds their end.
+            for press in m["ended"]?.arrayValue ?? [] {
+                guard let p = press.intValue.map(UInt64.init), claimed.contains(where: { $0.press == p }) else {
+                    throw world.fail("ended", "\(who): a resume reply names a press it did not hold: \(press)")
+                }
+                ended[p] = 0
+            }
             let through = UInt64(m["through"]?.intValue ?? 0)
             move(to: Swift.max(maxSeq, through))
         case "error":
@@ -175,6 +188,7 @@ final class SimConnection {
     }
 
     func event(_ seq: UInt64, _ m: JSON, who: String, world: SimWorld) throws(SimViolation) {
+        if ownSeqs.contains(seq) { return try ownCancel(seq, m, who: who, world: world) }
         guard let run = world.runs[self.run], let t = run.truth[seq] else {
             throw world.fail("unknown", "\(who) was sent seq \(seq), which run \(self.run) never published")
         }
@@ -195,12 +209,32 @@ final class SimConnection {
         received.insert(seq)
         maxSeq = Swift.max(maxSeq, seq)
         switch t.kind {
-        case .capture(_, .began), .focus(.began): began[t.press] = seq
-        case .capture, .focus: ended[t.press] = seq
+        case .capture(_, .began), .focus(.began):
+            began[t.press] = seq
+            if let h = m["handler"]?.stringValue.flatMap(Handler.init(rawValue:)) { handlers[t.press] = h }
+        case .capture, .focus:
+            if ended[t.press] != nil { throw world.fail("twice", "\(who) was sent a second end of press \(t.press)") }
+            ended[t.press] = seq
         case .slider, .gesture: break
         }
         // Until the reply it holds what it asked from (it does not know which lines were live).
         if asked == nil && pendingResume == nil || replied { move(to: seq) }
+    }
+
+    /// A cancel shutterd numbered for this connection alone: of a press its resume said it
+    /// holds, that its interaction no longer selects (reason `filtered` or `disabled`), once.
+    func ownCancel(_ seq: UInt64, _ m: JSON, who: String, world: SimWorld) throws(SimViolation) {
+        guard let press = m["press"]?.intValue.map(UInt64.init), claimed.contains(where: { $0.press == press }),
+            m["phase"]?.stringValue == "cancelled" || m["event"]?.stringValue == "inactive",
+            let reason = m["reason"]?.stringValue, reason == "filtered" || reason == "disabled"
+        else { throw world.fail("own-cancel", "\(who) was sent seq \(seq), no run's, and not a cancel it asked for") }
+        if ended[press] != nil { throw world.fail("twice", "\(who) was sent a second end of press \(press)") }
+        if asked != nil && replied && seq <= maxSeq {
+            throw world.fail("order", "\(who): seq \(seq) after \(maxSeq), after the reply")
+        }
+        received.insert(seq)
+        maxSeq = Swift.max(maxSeq, seq)
+        ended[press] = seq
     }
 
     /// The client holds everything up to `seq` of its run.
@@ -246,6 +280,21 @@ final class SimClient {
             guard last.pendingResume == nil, !last.resumeIgnored else { return held }
             return last.overflow.map { ($0.instance, $0.seq) } ?? held
         }
+    }
+
+    /// The presses of run `instance` its current chain was given the began of and not the
+    /// end, as a client library tracks them for its resume.
+    func openPresses(of instance: String) -> [ClientOpenPress] {
+        guard let start = chainStarts.last else { return [] }
+        let same = conns[start...].filter { $0.run == instance }
+        var out: [ClientOpenPress] = []
+        for c in same {
+            for press in c.began.keys.sorted()
+            where !same.contains(where: { $0.ended[press] != nil }) && !out.contains(where: { $0.press == press }) {
+                out.append(ClientOpenPress(press: press, handler: c.handlers[press]))
+            }
+        }
+        return out
     }
 
     /// Sends the resume its connection holds back (a late one), if any.

@@ -309,7 +309,7 @@ final class SimWorld {
         while true {
             // Asked for even when the socket is full, as the hub does: a resuming client's
             // buffer is given more history here, and a full socket then leaves it waiting.
-            let piece = Array(fanout.nextPiece(of: conn.id))
+            let piece = Array(fanout.nextPiece(of: conn.id, held: run.engine.heldBegan))
             if piece.isEmpty { break }
             let n = conn.take(piece)
             if n == 0 { break }
@@ -376,9 +376,12 @@ final class SimWorld {
         // A request that reaches a client being closed (it fell behind first) is not taken:
         // its overflow notice says where the stream it had stood.
         conn.resumeIgnored = fanout.isClosing(conn.id)
+        let claimed = clients[conn.client].openPresses(of: instance)
+        conn.claimed = claimed
         let result = fanout.resume(
             conn.id, asked: instance, seq: seq, lastSeq: run.engine.lastSeq, held: run.engine.heldBegan,
-            request: .resume(instance: instance, seq: seq), requestID: nil)
+            open: claimed, now: now, nextSeq: { [run] in conn.ownSeqs.insert(run.engine.nextSeq()).memberAfterInsert },
+            request: .resume(instance: instance, seq: seq, open: claimed), requestID: nil)
         if case .failure(let e) = result {
             throw fail("refused", "client \(conn.client)'s resume after \(instance) \(seq) was refused: \(e.message)")
         }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ._protocol import (MAX_LINE, ClientCore, ConnectError, Device, Disconnected, ExpectedPress, Held, Hello,
                         Interaction, Judge, Message, Press, ProtocolError, Reconnected, Reply, Slider, Timeout, check_hello,
@@ -187,21 +187,33 @@ class Client:
         return self.request("replay", timeout, action="start")
 
     def resume(self, instance: Optional[str] = None, seq: Optional[int] = None,
-               timeout: Optional[float] = None) -> Reply:
+               timeout: Optional[float] = None, open_presses: Optional[Dict[int, Optional[str]]] = None) -> Reply:
         """Asks for what this client's interaction (set it first) would have been sent after
         ``seq`` of run ``instance`` (protocol 1.5; by default this client's ``position``),
         then the live stream: iteration yields them in order, nothing twice, a Gap for what
         the daemon no longer has. The reply's ``from_`` and ``through`` say what the
         history gives. The events that came until the reply are put in seq order: shutterd
         replies once it has sent the history, and events sent live before the request came
-        may be later than some of the history's."""
-        with self._core.resuming(instance, seq) as fields:
-            return self.request("resume", timeout, **fields)
+        may be later than some of the history's. The request names the presses this client
+        holds of that run (``open_presses``, by default ``open_presses`` of this client:
+        protocol 1.6); those the interaction in force no longer selects come as a Capture
+        ``cancelled`` (or a Control ``inactive``) with reason ``filtered`` or ``disabled``,
+        and those that ended where the history no longer holds their end are listed in the
+        reply's ``ended``."""
+        with self._core.resuming(instance, seq, open_presses) as fields:
+            return self._core.resume_replied(self.request("resume", timeout, **fields))
 
     @property
     def position(self) -> Optional[Tuple[str, int]]:
         """The run and the seq of the last event received (the hello's before any)."""
         return self._core.position
+
+    @property
+    def open_presses(self) -> Dict[int, Optional[str]]:
+        """The presses of the run of ``position`` whose began (or active) this client was
+        given and not the end: press to handler (None for the light press). A resume names
+        them."""
+        return dict(self._core.open)
 
     # --- events --------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from ._base import CaptureMethods, DeviceMethods, Message, objects_field, get_fi
 #: The protocol this package speaks: a daemon with another major is refused, a newer
 #: minor accepted (what it adds is kept in ``raw``).
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 5
+PROTOCOL_MINOR = 6
 
 
 @dataclass
@@ -380,6 +380,9 @@ class Reply(Message):
     #: For resume (1.5): the newest seq the history held; later events follow live (from - 1
     #: when none).
     through: Optional[int] = None
+    #: For resume (1.6): the presses the request's open named that ended where the history no
+    #: longer holds their end; absent when none.
+    ended: Optional[List[int]] = None
 
     @classmethod
     def from_json(cls, obj: Any) -> "Reply":
@@ -394,6 +397,7 @@ class Reply(Message):
             action=get_field(obj, "action", str, None),
             from_=get_field(obj, "from", int, None),
             through=get_field(obj, "through", int, None),
+            ended=get_field(obj, "ended", list),
         )
 
 

@@ -23,7 +23,8 @@ from ._messages import (MESSAGE_TYPES, PROTOCOL_MAJOR, PROTOCOL_MINOR, Capture, 
 #: classes come from the daemon's schema (_messages.py, generated). 1.2: gestures,
 #: ``Device.replayed``, a device's link (``Device.connected``, ``.battery``, ``.alias``;
 #: ``DeviceChanged``). 1.3: the ``replay`` request (``Client.start_replay``). 1.4: the
-#: presses held, in a listDevices reply (``Client.held``).
+#: presses held, in a listDevices reply (``Client.held``). 1.5: resuming. 1.6: a resume
+#: names the presses the client holds (``ClientCore.open``).
 
 #: Where the daemon listens unless told otherwise.
 DEFAULT_SOCKET = "/run/shutterd/shutterd.sock"
@@ -37,6 +38,8 @@ MAX_PENDING = 4096
 # Events kept while a resume waits for its reply: more than any history shutterd keeps by
 # default (about 10,900 events in 1 MiB).
 MAX_RESUME_PENDING = 1 << 20
+# The most presses a resume names as held: as many as shutterd takes.
+MAX_OPEN = 256
 
 HANDLERS = ("primary", "secondary")
 
@@ -418,6 +421,11 @@ class ClientCore:
         # predate the request (which shutterd then ignored), so its point is taken only
         # where it is not past what was asked.
         self.unanswered: Optional[Tuple[str, int]] = None
+        # The presses of run open_instance this client was given the began of and not the
+        # end (press: handler, None for the light press): a resume names them (protocol
+        # 1.6), so that those its interaction no longer selects are cancelled for it.
+        self.open: Dict[int, Optional[str]] = {}
+        self.open_instance: Optional[str] = None
 
     @property
     def devices(self) -> List[Device]:
@@ -457,6 +465,9 @@ class ClientCore:
             raise error_of(msg)
         if isinstance(msg, (Capture, Control)) and self.hello is not None and self.hello.instance is not None:
             self.position = (self.hello.instance, msg.seq)
+            self.track(self.hello.instance, msg)
+        elif isinstance(msg, Gap) and msg.reason == "restart":
+            self.open.clear()  # that run is gone, and its presses with it
         elif isinstance(msg, Overflow) and msg.resume_instance is not None and msg.resume_seq is not None:
             seq = msg.resume_seq
             if self.unanswered is not None and self.unanswered[0] == msg.resume_instance:
@@ -464,21 +475,56 @@ class ClientCore:
             self.position = (msg.resume_instance, seq)
         return msg if isinstance(msg, EVENT_TYPES) else None
 
-    def resume_fields(self, instance: Optional[str], seq: Optional[int]) -> dict:
-        """A resume request's fields: those given, else this client's position."""
+    def resume_replied(self, reply: Reply) -> Reply:
+        """A resume's reply: the presses it names as ``ended`` (their end left the history;
+        none is held) are this client's no longer."""
+        for press in reply.ended or []:
+            self.open.pop(press, None)
+        return reply
+
+    def track(self, instance: str, msg: Message) -> None:
+        """Keeps the presses open: a began (active) opens one, its end closes it."""
+        if instance != self.open_instance:
+            self.open.clear()
+            self.open_instance = instance
+        press = getattr(msg, "press", None)
+        if not press:
+            return
+        if isinstance(msg, Capture):
+            if msg.phase == "began":
+                self.open[press] = msg.handler
+            else:
+                self.open.pop(press, None)
+        elif msg.event == "active":
+            self.open[press] = None
+        elif msg.event == "inactive":
+            self.open.pop(press, None)
+
+    def resume_fields(self, instance: Optional[str], seq: Optional[int],
+                      open_presses: Optional[Dict[int, Optional[str]]] = None) -> dict:
+        """A resume request's fields: those given, else this client's position; and the
+        presses held of that run (``open_presses``, else this client's ``open`` when the
+        run is the one it holds them of), at most MAX_OPEN."""
         if instance is None or seq is None:
             if self.position is None:
                 raise ValueError("resume: no instance and seq given, and none seen (the daemon is older than 1.5)")
             instance, seq = self.position
-        return {"instance": instance, "seq": seq}
+        fields: dict = {"instance": instance, "seq": seq}
+        if open_presses is None:
+            open_presses = self.open if instance == self.open_instance else {}
+        if open_presses:
+            fields["open"] = [{"press": p} if h is None else {"press": p, "handler": h}
+                              for p, h in sorted(open_presses.items())[:MAX_OPEN]]
+        return fields
 
     @contextlib.contextmanager
-    def resuming(self, instance: Optional[str], seq: Optional[int]) -> Iterator[dict]:
+    def resuming(self, instance: Optional[str], seq: Optional[int],
+                 open_presses: Optional[Dict[int, Optional[str]]] = None) -> Iterator[dict]:
         """Around a resume request (its fields given to the with block): while it waits for
         its reply all of the history is kept (shutterd bounds it by its history-bytes), not
         only MAX_PENDING events; once the reply came, what came before it is put in seq
         order (resumed)."""
-        fields = self.resume_fields(instance, seq)
+        fields = self.resume_fields(instance, seq, open_presses)
         self.pending_limit = MAX_RESUME_PENDING
         self.unanswered = (fields["instance"], fields["seq"])
         try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import AsyncIterator, List, Optional, Sequence, Tuple, Union
+from typing import AsyncIterator, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._protocol import (MAX_LINE, ClientCore, ConnectError, Device, Disconnected, ExpectedPress, Held, Hello,
                         Interaction, Judge, Message, Press, ProtocolError, Reconnected, Reply, Slider, Timeout, check_hello,
@@ -179,15 +179,21 @@ class AsyncClient:
         return await self.request("replay", timeout, action="start")
 
     async def resume(self, instance: Optional[str] = None, seq: Optional[int] = None,
-                     timeout: Optional[float] = None) -> Reply:
+                     timeout: Optional[float] = None,
+                     open_presses: Optional[Dict[int, Optional[str]]] = None) -> Reply:
         """As shutterd.Client.resume."""
-        with self._core.resuming(instance, seq) as fields:
-            return await self.request("resume", timeout, **fields)
+        with self._core.resuming(instance, seq, open_presses) as fields:
+            return self._core.resume_replied(await self.request("resume", timeout, **fields))
 
     @property
     def position(self) -> Optional[Tuple[str, int]]:
         """As shutterd.Client.position."""
         return self._core.position
+
+    @property
+    def open_presses(self) -> Dict[int, Optional[str]]:
+        """As shutterd.Client.open_presses."""
+        return dict(self._core.open)
 
     # --- events --------------------------------------------------------------------------
 

@@ -346,21 +346,34 @@ def test_a_client_that_leaves_and_resumes_gets_what_a_client_that_stayed_got(rep
     assert "resume" in daemon.log()
 
 
+def _small_history(sockdir):
+    """A config of a history of 10 events (history-bytes 960)."""
+    conf = os.path.join(sockdir, "small-history.conf")
+    with open(conf, "w") as f:
+        f.write("[daemon]\nhistory-bytes = 960\n")
+    return conf
+
+
+def _enter_recording(sockdir, name, before, clicks, start, after=""):
+    """A recording of the remote (volume up and Enter): ``before``, then ``clicks`` clicks of
+    Enter 20 ms apart from ``start`` seconds, then ``after``."""
+    enter = "E: %s 0004 0004 458792\nE: %s 0001 001c %04d\nE: %s 0000 0000 0000\n"
+    played = "".join(enter % (t, t, v, t) for i in range(clicks)
+                     for v, t in ((1, "%.6f" % (start + 0.02 * i)), (0, "%.6f" % (start + 0.01 + 0.02 * i))))
+    head = RECORDING_HEAD.replace("B: 01 00 00 00 00 00 00 00 00\n", "B: 01 00 00 00 10 00 00 00 00\n", 1)
+    rec = os.path.join(sockdir, name)
+    with open(rec, "w") as f:
+        f.write(head + before + played + after)
+    return rec
+
+
 def test_a_press_held_while_its_began_leaves_the_history_ends_for_a_client_that_resumes(replaying, sockdir):
     # Issue 43, hole 1: a history of 10 events (history-bytes 960); volume up held while 30
     # clicks of Enter play (60 events); the client leaves at seq 57, when the history no
     # longer holds the began (seq 1), and resumes after the release (seq 62). The history
     # still reaches seq 58, so no gap is owed: the release must come.
-    conf = os.path.join(sockdir, "small-history.conf")
-    with open(conf, "w") as f:
-        f.write("[daemon]\nhistory-bytes = 960\n")
-    rec = os.path.join(sockdir, "held-through-clicks.evemu")
-    enter = "E: %s 0004 0004 458792\nE: %s 0001 001c %04d\nE: %s 0000 0000 0000\n"
-    clicks = "".join(enter % (t, t, v, t) for i in range(30) for v, t in ((1, "%.6f" % (0.2 + 0.02 * i)),
-                                                                            (0, "%.6f" % (0.21 + 0.02 * i))))
-    head = RECORDING_HEAD.replace("B: 01 00 00 00 00 00 00 00 00\n", "B: 01 00 00 00 10 00 00 00 00\n", 1)
-    with open(rec, "w") as f:
-        f.write(head + key_event(0.1, 1) + clicks + key_event(1.0, 0))
+    conf = _small_history(sockdir)
+    rec = _enter_recording(sockdir, "held-through-clicks.evemu", key_event(0.1, 1), 30, 0.2, key_event(1.0, 0))
     daemon = replaying("--config", conf, "--replay", rec, "--replay-wait", "--replay-speed", "50")
     with shutterd.Client(daemon.path) as stayed:
         left = shutterd.Client(daemon.path)
@@ -373,6 +386,64 @@ def test_a_press_held_while_its_began_leaves_the_history_ends_for_a_client_that_
         reply = back.resume(stayed.hello.instance, 57)
         assert (reply.from_, reply.through) == (58, 62)
         assert _events(back, 5) == everything[57:], "the held press's release, seq 62, is the last"
+
+
+@pytest.mark.parametrize("released", [True, False])
+def test_a_press_a_resume_names_that_its_new_interaction_does_not_select_is_cancelled(replaying, sockdir, released):
+    # Issue 43: volume up held, Enter clicked, volume up released (or held 30 s longer). The
+    # client had volume up's began, left, and resumes with a filter of Enter only: shutterd
+    # cannot know what its old interaction selected, so the resume names the press it
+    # holds (``open``, protocol 1.6) and the press is cancelled for it (reason filtered),
+    # numbered after the history's events, with the handler it had. Its release is not given.
+    rec = _enter_recording(sockdir, "held-then-filtered.evemu", key_event(0.1, 1), 1, 0.2,
+                           key_event(0.5 if released else 30.0, 0))
+    daemon = replaying("--replay", rec, "--replay-wait", "--replay-speed", "10")
+    with shutterd.Client(daemon.path) as stayed:
+        left = shutterd.Client(daemon.path)
+        stayed.start_replay()
+        began = _events(left, 1)[0]
+        held = left.open_presses
+        assert held == {began[2]: "secondary"}, held
+        left.close()
+        everything = _events(stayed, 4 if released else 3)
+        assert everything[0] == began
+        with shutterd.Client(daemon.path) as back:
+            back.set_interaction(keys=["KEY_ENTER"])
+            reply = back.resume(stayed.hello.instance, began[0], open_presses=held)
+            assert (reply.from_, reply.through) == (began[0] + 1, everything[-1][0])
+            got = [back.next_event(timeout=10) for _ in range(3)]
+            assert [(e.seq, e.phase, e.press) for e in got[:2]] == everything[1:3], got
+            cancel = got[2]
+            assert (cancel.phase, cancel.reason, cancel.handler, cancel.press) == \
+                ("cancelled", "filtered", "secondary", began[2]), cancel
+            assert cancel.seq > everything[-1][0] and cancel.device.name == "Replayed Shutter"
+            assert back.open_presses == {}
+            with pytest.raises(shutterd.Timeout):
+                back.next_event(timeout=0.7)
+
+
+def test_a_press_a_resume_names_whose_end_left_the_history_is_said_ended_in_the_reply(replaying, sockdir):
+    # Issue 43: a history of 10 events (history-bytes 960). The client had volume up's
+    # began, left; volume up was released (seq 2) and 30 clicks of Enter followed: the
+    # release is no longer in the history. A resume after seq 1 that names the press is
+    # told it ended (the reply's "ended"), after the gap for what the history lost.
+    conf = _small_history(sockdir)
+    rec = _enter_recording(sockdir, "released-then-clicks.evemu", key_event(0.1, 1) + key_event(0.2, 0), 30, 0.3)
+    daemon = replaying("--config", conf, "--replay", rec, "--replay-wait", "--replay-speed", "50")
+    with shutterd.Client(daemon.path) as stayed:
+        left = shutterd.Client(daemon.path)
+        stayed.start_replay()
+        began = _events(left, 1)[0]
+        held = left.open_presses
+        left.close()
+        everything = _events(stayed, 62)
+        assert everything[1] == (2, "ended", began[2])
+        with shutterd.Client(daemon.path) as back:
+            back.set_interaction(keys=["KEY_ENTER"])
+            reply = back.resume(stayed.hello.instance, began[0], open_presses=held)
+            assert reply.ended == [began[2]], reply.raw
+            gap = back.next_event(timeout=10)
+            assert isinstance(gap, shutterd.Gap) and gap.from_ == 2, gap
 
 
 def test_a_reconnecting_client_resumes_by_itself_and_is_told_of_a_restart(daemon):

@@ -447,3 +447,36 @@ def test_an_overflow_read_before_a_resume_reply_is_not_taken_past_what_was_asked
         pass  # the reply came
     core.event_of(overflow)
     assert core.position == (run, 40), "after the reply the overflow's point holds"
+
+
+def test_a_resume_names_the_presses_the_client_holds_of_that_run():
+    # Issue 43 (protocol 1.6): a began (or active) opens a press, its end closes it; a
+    # resume of the same run names those open, with their handler; another run's resume,
+    # or one after a restart gap, names none.
+    from shutterd._protocol import ClientCore, parse
+    run, other = "0123456789abcdef", "fedcba9876543210"
+    core = ClientCore(None, 1.0, False, 0.1)
+    core.hello = parse(hello_of(1, 6, instance=run, seq=0))
+
+    def capture(seq, phase, press, handler="primary"):
+        return parse({"type": "capture", "seq": seq, "clientSeq": seq, "handler": handler, "phase": phase,
+                      "press": press, "device": {}, "key": {}})
+
+    def control(seq, event, press):
+        return parse({"type": "control", "seq": seq, "clientSeq": seq, "event": event, "press": press,
+                      "device": {}, "key": {}})
+
+    for m in (capture(1, "began", 1, "secondary"), capture(2, "began", 2), control(3, "active", 3),
+              capture(4, "ended", 2), control(5, "inactive", 3), control(6, "active", 4)):
+        core.event_of(m)
+    assert core.resume_fields(None, None) == {
+        "instance": run, "seq": 6, "open": [{"press": 1, "handler": "secondary"}, {"press": 4}]}
+    assert core.resume_fields(other, 0) == {"instance": other, "seq": 0}
+    core.event_of(capture(7, "cancelled", 1, "secondary"))
+    assert core.resume_fields(None, None)["open"] == [{"press": 4}]
+    core.event_of(parse({"type": "gap", "reason": "restart", "instance": other, "started": 1,
+                         "askedInstance": run, "askedSeq": 7, "message": "restarted"}))
+    assert core.resume_fields(run, 7) == {"instance": run, "seq": 7}
+    core.event_of(capture(8, "began", 9))
+    core.resume_replied(parse({"type": "reply", "request": "resume", "id": 1, "from": 9, "through": 9, "ended": [9]}))
+    assert core.resume_fields(run, 8) == {"instance": run, "seq": 8}, "a press the reply says ended is not held"

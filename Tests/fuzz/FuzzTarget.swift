@@ -106,11 +106,19 @@ func checkRequest(_ line: [UInt8]) {
         guard json["type"]?.stringValue == parsed.request.name else {
             broken("an accepted request is of the type it names", parsed.request.name)
         }
-        if case .resume(let instance, let seq) = parsed.request {
+        if case .resume(let instance, let seq, let open) = parsed.request {
             // Only a run's name, and the seq as the client wrote it.
             guard RunInstance.isName(instance), json["instance"]?.stringValue == instance,
                 json["seq"]?.intValue == Int64(seq)
             else { broken("a resume holds the instance and seq written", "\(instance) \(seq)") }
+            // The presses it holds: those written, each once, in their order, at most the limit.
+            let written = (json["open"]?.arrayValue ?? []).compactMap { $0["press"]?.intValue.map(UInt64.init) }
+            var once: [UInt64] = []
+            for p in written where !once.contains(p) { once.append(p) }
+            guard open.map(\.press) == once, open.count <= ClientOpenPress.limit, open.allSatisfy({ $0.press >= 1 })
+            else {
+                broken("a resume holds the presses written", "\(open) of \(json.serialized)")
+            }
         }
         if case .setInteraction(let interaction) = parsed.request {
             // What the reply says is in force reads back as the same interaction.

@@ -96,6 +96,9 @@ package struct Continuity: Equatable, Sendable {
         return nil
     }
 
+    /// The `mayRepeat` notice of `Place.unsure` is held: the place written next has no marker.
+    package mutating func forgetUnsure() { place.unsure = nil }
+
     /// The broker acknowledged an event: the place moves on (true when it did).
     package mutating func acknowledged(seq: Int64?, instance: String?) -> Bool {
         guard let seq else { return false }

@@ -196,9 +196,25 @@ package enum MQTTPayload {
             : "seq went back from \(lastSeq.map(String.init) ?? "none") to \(firstSeq.map(String.init) ?? "none")"
         let message =
             "shutterd restarted (\(which)): events of the old one after seq \(lastSeq.map(String.init) ?? "none") "
-            + "that it sent while the bridge was not connected are missing; the broker acknowledged up to seq "
-            + "\(lastAcknowledged.map(String.init) ?? "none") of it"
+            + "that it sent while the bridge was not connected are missing (and all of any run between the two); the "
+            + "broker acknowledged up to seq \(lastAcknowledged.map(String.init) ?? "none") of it"
         return notice("restart", members, message, host: host, wallMicros: wallMicros)
+    }
+
+    /// The state directory took no more writes while the bridge ran from memory, and the
+    /// bridge stopped since (`Place.unsure`): what it published after seq `after` of
+    /// `instance`, and of any later run, had no record on disk; the broker had not
+    /// acknowledged it, so it is taken from shutterd again and may come twice, out of
+    /// order, with another `time`, or a `gap` says what shutterd no longer has.
+    package static func mayRepeat(instance: String?, after: Int64?, host: String, wallMicros: Int64) -> Notice {
+        let message =
+            "the state directory took no more writes (a full disk?) while the bridge ran from memory, then the bridge "
+            + "stopped: events after seq \(after.map(String.init) ?? "none")\(instance.map { " of \($0)" } ?? "") (and of "
+            + "any later run) that it published meanwhile may come again, out of order and with another time"
+        return notice(
+            "mayRepeat",
+            [("instance", instance.map(JSON.string) ?? .null), ("afterSeq", after.map(JSON.int) ?? .null)], message,
+            host: host, wallMicros: wallMicros)
     }
 
     /// The bridge keeps no place (no state directory): it starts live, and nothing shutterd

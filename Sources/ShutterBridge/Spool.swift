@@ -139,12 +139,31 @@ package struct Place: Equatable, Sendable {
     /// up to this seq were never its own. Kept until the broker acknowledges one.
     package var since: Int64?
     package var dropped: Spool.Dropped?
+    /// The state directory stopped taking writes (a full disk) while the bridge ran on from
+    /// memory: what it published after `seq` of `instance` (and of any later run) had no
+    /// record left on disk, so after a stop it is taken from shutterd again, and may come
+    /// twice, out of order, with another `time`. The next start says so (a `mayRepeat`
+    /// notice).
+    package var unsure: Unsure?
 
-    package init(instance: String?, seq: Int64?, since: Int64? = nil, dropped: Spool.Dropped? = nil) {
+    package struct Unsure: Equatable, Sendable {
+        package var instance: String?
+        package var seq: Int64?
+
+        package init(instance: String?, seq: Int64?) {
+            self.instance = instance
+            self.seq = seq
+        }
+    }
+
+    package init(
+        instance: String?, seq: Int64?, since: Int64? = nil, dropped: Spool.Dropped? = nil, unsure: Unsure? = nil
+    ) {
         self.instance = instance
         self.seq = seq
         self.since = since
         self.dropped = dropped
+        self.unsure = unsure
     }
 
     package var serialized: String {
@@ -153,6 +172,13 @@ package struct Place: Equatable, Sendable {
         ]
         if let since { members.append(("since", .int(since))) }
         if let d = dropped { members.append(("dropped", d.json)) }
+        if let u = unsure {
+            members.append(
+                (
+                    "unsure",
+                    .object([("instance", u.instance.map(JSON.string) ?? .null), ("seq", u.seq.map(JSON.int) ?? .null)])
+                ))
+        }
         return JSON.object(members).serialized + "\n"
     }
 
@@ -163,6 +189,9 @@ package struct Place: Equatable, Sendable {
         seq = json["seq"]?.intValue
         since = json["since"]?.intValue
         if let d = json["dropped"].flatMap(Spool.Dropped.init(json:)), d.count > 0 { dropped = d }
+        if let u = json["unsure"], case .object = u {
+            unsure = Unsure(instance: u["instance"]?.stringValue, seq: u["seq"]?.intValue)
+        }
     }
 }
 

@@ -23,6 +23,12 @@ extension Sys {
         try check("fsync", subject) { Glibc.fsync(fd) }
     }
 
+    /// ftruncate(2): `fd`'s file is cut to `length` bytes (a full disk does not stop it:
+    /// it needs no room).
+    package static func truncateFile(_ fd: Int32, _ length: Int, _ subject: String? = nil) throws(SystemError) {
+        try check("ftruncate", subject) { Glibc.ftruncate(fd, off_t(length)) }
+    }
+
     /// rename(2): `to` is replaced by `from` in one step (both in one file system).
     package static func renameFile(_ from: String, _ to: String) throws(SystemError) {
         try check("rename", "\(from) to \(to)") { Glibc.rename(from, to) }

@@ -6,36 +6,23 @@ import ShutterCore
 import ShutterMQTT
 import ShutterSys
 
-/// shutterd's socket on one side, the broker on the other, one epoll loop between them.
-/// Events go into the spool (and, with a state directory, its file, fsync'd) and out to the
-/// broker, oldest first, while it is connected and fewer than `window` publications await
-/// its acknowledgement; they leave the spool once the broker acknowledged them.
-final class Bridge {
+/// shutterd's socket on one side, the broker on the other, one epoll loop between them; what
+/// is held, written, published and said lost is decided by `BridgeCore` (ShutterBridge),
+/// for which this is the world: SpoolStore's files, libmosquitto, the log and the timers.
+final class Bridge: BridgeWorld {
     let loop: EventLoop
     let socketPath: String
     let host: String
     let topics: MQTTTopics
     let settings: MQTTSettings
     var broker: Broker!
-    var spool: Spool
     /// The spool's file and the place, in the state directory; nil: in memory only.
     let store: SpoolStore?
-    /// Entries in the spool not yet written to its file (written and fsync'd together, once
-    /// the events that arrived together are in).
-    var unwritten: [Spool.Entry] = []
-    /// Where the bridge is in shutterd's stream, and what it lost.
-    var continuity: Continuity
-    /// The place changed since it was last written.
-    var placeChanged = false
-    /// Dropping since the last dropped notice (logged once when it starts).
-    var overBound = false
+    var core: BridgeCore!
     /// Rewrites the spool's file without what the broker acknowledged, a second after the
     /// first acknowledgement since it was last written.
     let compactTimer: Timer
-    var compactArmed = false
     var devices = RetainedDevices()
-    /// At most this many publications await the broker's acknowledgement.
-    static let window = 100
     /// Whether, on this connection to the broker, the bridge subscribed to the retained
     /// device messages to clear those of devices shutterd no longer has.
     var sweeping = false
@@ -68,27 +55,10 @@ final class Bridge {
         self.socketPath = socketPath
         self.host = host
         topics = settings.prefix.map(MQTTTopics.init(prefix:)) ?? MQTTTopics(hostname: host)
-        spool = Spool(capacity: settings.spool, byteCapacity: settings.spoolBytes)
-        var place = Place(instance: nil, seq: nil)
+        var loaded: (place: Place, entries: [Spool.Entry])?
         if let stateDirectory {
             let s = try SpoolStore(directory: stateDirectory, spoolBytes: settings.spoolBytes)
-            let (p, entries) = s.load()
-            place = p
-            // The dropped notices in the file: what they name is not published (they say it
-            // was dropped); one that is the place's count says it already (a kill -9 came
-            // between its record and the place written without it).
-            let said = entries.compactMap { $0.seq == nil ? Spool.Dropped(noticePayload: $0.payload) : nil }
-            if let d = p.dropped, said.contains(d) {
-                Log.info("spool: the dropped notice of the place is in the file already: said once")
-                place.dropped = nil
-            }
-            let (dead, counted) = spool.restore(dropped: place.dropped, file: entries, said: said)
-            s.dead += dead
-            if counted > 0 {
-                Log.info(
-                    "spool: \(counted) records in the file were dropped before the bridge stopped (the place counts "
-                        + "them): not published")
-            }
+            loaded = s.load()
             store = s
         } else {
             store = nil
@@ -96,7 +66,6 @@ final class Bridge {
                 "spool: no state directory (\(noPlace ?? "none")): the spool is in memory only, and what it holds is "
                     + "lost if the bridge stops")
         }
-        continuity = Continuity(place: place, newest: spool.entries.last { $0.seq != nil })
         do {
             shutterdRetry = try Timer()
             compactTimer = try Timer()
@@ -106,8 +75,11 @@ final class Bridge {
         broker = try Broker(
             settings: settings, clientID: settings.clientID ?? "shutterd-mqtt-" + host,
             will: (topics.status, "offline"), loop: loop)
-        broker.onConnect = { [unowned self] in brokerConnected() }
-        broker.onPublished = { [unowned self] mid in acknowledged(mid) }
+        core = BridgeCore(
+            world: self, host: host, noticeTopic: topics.notice, qos: settings.qos, capacity: settings.spool,
+            byteCapacity: settings.spoolBytes, loaded: loaded)
+        broker.onConnect = { [unowned self] in brokerCameUp() }
+        broker.onPublished = { [unowned self] mid in core.acknowledged(mid) }
         broker.onMessage = { [unowned self] topic, empty, retained in
             clearIfStale(topic, empty: empty, retained: retained)
         }
@@ -118,8 +90,7 @@ final class Bridge {
             }
             try loop.add(compactTimer.raw, events: EventLoop.readable) { [unowned self] _ in
                 compactTimer.acknowledge()
-                compactArmed = false
-                compact()
+                core.compactDue()
             }
         } catch {
             throw BridgeError("\(error)")
@@ -128,13 +99,28 @@ final class Bridge {
 
     func start() {
         Log.info("shutterd-mqtt: \(socketPath) to \(broker.endpoint) under \(topics.prefix)/")
-        if let store, store.cut > 0 {
-            say(MQTTPayload.spoolCut(bytes: store.cut, limit: store.limit, host: host, wallMicros: wallMicros()))
-        }
-        if let noPlace { say(MQTTPayload.noPlace(why: noPlace, host: host, wallMicros: wallMicros())) }
+        core.start(cut: store?.cut ?? 0, limit: store?.limit ?? 0, noPlace: noPlace)
         connectShutterd()
         broker.connect()
     }
+
+    // MARK: the core's world
+
+    var keeps: Bool { store != nil }
+    func append(_ entries: [Spool.Entry]) { store?.append(entries) }
+    func rewrite(_ entries: [Spool.Entry]) { store?.rewrite(entries) }
+    func savePlace(_ place: Place) { store?.savePlace(place) }
+    var dead: Int {
+        get { store?.dead ?? 0 }
+        set { store?.dead = newValue }
+    }
+    var failed: Bool { store?.failed ?? false }
+    func abandon(_ place: Place) { store?.abandon(place) }
+    var brokerConnected: Bool { broker.connected }
+    func publish(_ topic: String, _ payload: String) -> Int32? { broker.publish(topic, payload, retain: false) }
+    func armCompact() { compactTimer.arm(after: 1_000_000) }
+    func log(_ line: String, error: Bool) { error ? Log.error(line) : Log.info(line) }
+    func wallMicros() -> Int64 { Sys.wallClockMicros() }
 
     // MARK: shutterd
 
@@ -158,17 +144,7 @@ final class Bridge {
             clientFD = fd
             lastShutterdProblem = ""
             shutterdBackoff.reset()
-            let place = continuity.place
-            if let loss = continuity.connected(instance: instance, helloSeq: hello?["seq"]?.intValue, resumed: resumed)
-            {
-                say(loss)
-            }
-            if continuity.place != place {
-                // The first place this bridge has: kept now, so that a restart resumes from here.
-                Log.info("shutterd: no place yet: starting at seq \(continuity.place.since ?? 0) of \(instance ?? "")")
-                placeChanged = true
-                compact()
-            }
+            core.connected(instance: instance, helloSeq: hello?["seq"]?.intValue, resumed: resumed)
             publishDevices(devices.replace(with: c.hello.devices.map { ($0.id, $0.json) }, connected: broker.connected))
             sweepStaleDevices()
             // Lines that came with the hello (or the resume's reply) are in the client's buffer
@@ -195,16 +171,14 @@ final class Bridge {
     /// it was sent and taken; a refusal is logged and the connection is then checked as one
     /// to a shutterd of 1.4 (its first event says what may be missing).
     func resume(_ c: Client, protocolMinor: Int) throws(ClientError) -> Bool {
-        guard let request = continuity.resumeRequest(protocolMinor: protocolMinor, instance: instance),
+        guard let request = core.resumeRequest(protocolMinor: protocolMinor, instance: instance),
             let instance = request["instance"]?.stringValue, let seq = request["seq"]?.intValue
         else { return false }
         do throws(ClientError) {
             let reply = try c.resume(instance: instance, seq: seq)
             // What the client could not keep until the reply is a loss: said, not silent.
             for (run, d) in c.takeDroppedSeqs().sorted(by: { $0.key < $1.key }) {
-                say(
-                    MQTTPayload.resumeDropped(
-                        count: d.count, instance: run, seqs: d.seqs, host: host, wallMicros: wallMicros()))
+                core.resumeDropped(count: d.count, instance: run, seqs: d.seqs)
             }
             Log.info(
                 reply.from > reply.through
@@ -223,8 +197,8 @@ final class Bridge {
     func readShutterd() {
         guard let c = client else { return }
         defer {
-            flush()
-            pump()
+            core.flush()
+            core.pump()
         }
         do {
             while let (event, line) = try c.nextMessage(timeout: .zero) {
@@ -263,8 +237,7 @@ final class Bridge {
                 seq = c.seq
                 topic = topics.events(c.device.id)
             }
-            if let seq, let loss = continuity.event(seq: seq) { say(loss) }
-            hold(Spool.Entry(topic: topic, payload: payload, seq: seq, instance: instance))
+            core.event(topic: topic, payload: payload, seq: seq, instance: instance)
         case .deviceAdded(let d), .deviceChanged(let d):
             // A changed device's retained object is published again.
             publishDevices(devices.added(id: d.id, json: d.json, connected: broker.connected))
@@ -277,100 +250,13 @@ final class Bridge {
         case .gap(let g):
             // After a resume: what shutterd no longer had (its history is bounded), or a
             // resume that named another run (not sent: the bridge resumes only its own).
-            say(
-                MQTTPayload.gap(
-                    reason: g.reason, from: g.from, through: g.through, instance: g.instance, message: g.message,
-                    lastAcknowledged: continuity.place.seq, host: host, wallMicros: wallMicros()))
+            core.gap(reason: g.reason, from: g.from, through: g.through, instance: g.instance, message: g.message)
         }
     }
 
     // MARK: broker
 
-    /// Into the spool (its file once `flush` runs).
-    func hold(_ e: Spool.Entry) {
-        let before = spool.droppedTotal
-        let freed = spool.append(e)
-        if spool.droppedTotal > before {
-            if !overBound {
-                Log.error(
-                    "spool: over its bound (\(spool.capacity) events waiting, \(spool.byteCapacity) bytes held): dropping "
-                        + "the oldest; a notice says how many once the broker is back")
-            }
-            overBound = true
-            placeChanged = true
-        }
-        if let store {
-            store.dead += freed
-            unwritten.append(e)
-        }
-    }
-
-    func flush() {
-        guard let store else { return }
-        store.append(unwritten)
-        unwritten = []
-        compactIfMostlyDead()
-    }
-
-    /// Rewrites the spool's file at once when most of it is dead; else a second after the
-    /// first dead record.
-    func compactIfMostlyDead() {
-        guard let store, store.dead > 0 else { return }
-        if store.dead >= 1 << 16 && store.dead >= spool.bytes {
-            compact()
-        } else if !compactArmed {
-            compactArmed = true
-            compactTimer.arm(after: 1_000_000)
-        }
-    }
-
-    /// What was lost, as a notice (held in the spool, in order) and in the log.
-    func say(_ loss: Continuity.Loss) {
-        let notice: MQTTPayload.Notice
-        switch loss {
-        case .restart(let previous, let instance, let lastSeq, let lastAcknowledged, let firstSeq):
-            notice = MQTTPayload.restart(
-                previous: previous, instance: instance, lastSeq: lastSeq, lastAcknowledged: lastAcknowledged,
-                firstSeq: firstSeq, host: host, wallMicros: wallMicros())
-        case .missing(let from, let through, let lastAcknowledged):
-            notice = MQTTPayload.missing(
-                from: from, through: through, lastAcknowledged: lastAcknowledged, host: host, wallMicros: wallMicros())
-        }
-        say(notice)
-    }
-
-    func say(_ notice: MQTTPayload.Notice) {
-        Log.error("notice: \(notice.message)")
-        hold(Spool.Entry(topic: topics.notice, payload: notice.payload, seq: nil))
-    }
-
-    /// The broker acknowledged `mid`: what it acknowledged leaves the spool, the place moves.
-    func acknowledged(_ mid: Int32) {
-        if let (entries, bytes) = spool.acknowledge(mid: mid) {
-            for e in entries where continuity.acknowledged(seq: e.seq, instance: e.instance) { placeChanged = true }
-            store?.dead += bytes
-            compactIfMostlyDead()
-        }
-        pump()
-    }
-
-    /// Writes the place (with what was dropped and not yet said), then the spool's file again
-    /// with only what is still held: a crash between the two leaves the dropped records in
-    /// the file, dropped again (and counted) when it is read back.
-    func compact() {
-        guard let store else { return }
-        store.append(unwritten)
-        unwritten = []
-        if placeChanged {
-            var place = continuity.place
-            place.dropped = spool.pendingDropped
-            store.savePlace(place)
-            placeChanged = false
-        }
-        if store.dead > 0 { store.rewrite(spool.entries) }
-    }
-
-    func brokerConnected() {
+    func brokerCameUp() {
         sweeping = false
         broker.publish(topics.status, "online", retain: true)
         publishDevices(devices.brokerConnected())
@@ -378,7 +264,7 @@ final class Bridge {
             broker.publish(topic, payload, retain: true)
         }
         sweepStaleDevices()
-        pump()
+        core.pump()
     }
 
     /// Once per connection to the broker, and once shutterd's device list is known:
@@ -413,57 +299,10 @@ final class Bridge {
         for (id, json) in list { broker.publish(topics.device(id), json ?? "", retain: true) }
     }
 
-    /// Hands spooled events to libmosquitto, oldest first, while the broker is there and the
-    /// window open. Those in flight when the broker goes stay in the spool and with
-    /// libmosquitto, which sends them again first after the reconnection (Broker.onConnect).
-    func pump() {
-        while broker.connected, spool.inFlight < Bridge.window, let next = spool.next {
-            if let d = spool.takeDropped() {
-                // Held like an event (after those waiting), so that it is published, acknowledged
-                // and kept across a crash as they are: its record is fsync'd before the place
-                // stops counting the drop (compact), so that a kill -9 between the two says it
-                // twice at worst (and the next start sees that and says it once: init).
-                say(
-                    MQTTPayload.dropped(
-                        d, capacity: spool.capacity, byteCapacity: spool.byteCapacity, host: host,
-                        wallMicros: wallMicros()))
-                overBound = false
-                placeChanged = true
-                compact()
-                continue
-            }
-            guard let mid = broker.publish(next.topic, next.payload, retain: false) else { return }
-            if settings.qos > 0 {
-                spool.sent(mid: mid)
-            } else {
-                let size = spool.sentUnacknowledged()
-                store?.dead += size
-            }
-        }
-    }
-
     func stop() {
-        if let d = spool.pendingDropped {
-            let notice = MQTTPayload.dropped(
-                d, capacity: spool.capacity, byteCapacity: spool.byteCapacity, host: host, wallMicros: wallMicros())
-            Log.error(
-                "spool: stopping before this was published (" + (store != nil ? "kept for the next run" : "lost")
-                    + "): \(notice.message)")
-        }
-        placeChanged = true
-        compact()
-        if !spool.isEmpty {
-            Log.info(
-                "spool: stopping with \(spool.count) events not acknowledged by the broker"
-                    + (store.map { ", kept in \($0.spoolPath)" } ?? ", lost (no state directory)"))
-        }
+        core.stop(spoolPath: store?.spoolPath)
         client?.close()
         broker.publish(topics.status, "offline", retain: true)
         broker.stop()
     }
-}
-
-/// Microseconds of CLOCK_REALTIME.
-func wallMicros() -> Int64 {
-    Sys.wallClockMicros()
 }

@@ -44,58 +44,35 @@ final class SpoolStore {
     }
 
     /// What the directory held: the place, and the spool's entries not yet acknowledged
-    /// (damage past its whole records logged and dropped). The file is written again with
-    /// exactly those, and opened for appending.
+    /// (damage past its whole records logged and dropped: `StateFiles.read`). The file is
+    /// written again with exactly those, and opened for appending.
     func load() -> (place: Place, entries: [Spool.Entry]) {
-        var place = Place(instance: nil, seq: nil)
+        var placeBytes: [UInt8]?
         do {
-            let bytes = try Sys.readFile(placePath, limit: 65_536)
-            if let p = Place(text: String(decoding: bytes, as: UTF8.self)) {
-                place = p
-            } else {
-                Log.error("spool: \(placePath) is not a place; starting without one")
-            }
+            placeBytes = try Sys.readFile(placePath, limit: 65_536)
         } catch  where error.errno == Errno.ENOENT {
         } catch {
             Log.error("spool: \(error); starting without a place")
         }
-        var entries: [Spool.Entry] = []
+        var spool: (bytes: [UInt8], whole: Bool)?
         do {
-            let (bytes, whole) = try Sys.readPrefix(spoolPath, limit: limit)
-            let recovered = SpoolFile.recover(bytes)
-            if let damage = recovered.damage, whole { Log.error("spool: \(spoolPath): \(damage)") }
-            if !whole {
-                cut = (try? Sys.status(spoolPath)).map { Int($0.size) - recovered.valid } ?? 0
-                Log.error(
-                    "spool: \(spoolPath) is larger than \(limit) bytes: its \(recovered.entries.count) whole records up "
-                        + "to byte \(recovered.valid) are kept, the \(cut) bytes past them dropped")
-            }
-            entries = recovered.entries
+            spool = try Sys.readPrefix(spoolPath, limit: limit)
         } catch  where error.errno == Errno.ENOENT {
         } catch {
             Log.error("spool: \(error); starting with an empty spool")
         }
-        // What the broker acknowledged before the file was written again.
-        let held = entries.count
-        if let instance = place.instance, let seq = place.seq {
-            entries.removeAll { $0.instance == instance && ($0.seq ?? Int64.max) <= seq }
-        }
-        if held > 0 {
-            let seqs = entries.compactMap(\.seq)
-            Log.info(
-                "spool: \(entries.count) events from \(spoolPath) to publish"
-                    + (seqs.isEmpty ? "" : " (seq \(seqs.first!) to \(seqs.last!))")
-                    + (held > entries.count ? "; \(held - entries.count) the broker had acknowledged" : ""))
-        } else {
-            Log.info("spool: in \(spoolPath), empty")
-        }
-        rewrite(entries)
-        return (place, entries)
+        let size = spool.map { $0.whole ? $0.bytes.count : ((try? Sys.status(spoolPath)).map { Int($0.size) } ?? 0) }
+        let state = StateFiles.read(
+            place: placeBytes, spool: spool?.bytes, size: size ?? 0, directory: directory, limit: limit)
+        for (line, error) in state.notes { error ? Log.error(line) : Log.info(line) }
+        cut = state.cut
+        rewrite(state.entries)
+        return (state.place, state.entries)
     }
 
     /// Appends `entries` and fsyncs: once this returns they survive a crash.
     func append(_ entries: [Spool.Entry]) {
-        guard let fd, !entries.isEmpty else { return }
+        guard let fd, !failed, !entries.isEmpty else { return }
         var bytes: [UInt8] = []
         for e in entries { bytes += SpoolFile.encode(e) }
         do {
@@ -125,7 +102,7 @@ final class SpoolStore {
     }
 
     func savePlace(_ place: Place) {
-        guard fd != nil else { return }
+        guard fd != nil, !failed else { return }
         do {
             try Sys.replaceFile(placePath, Array(place.serialized.utf8), directory: directory)
         } catch {
@@ -133,12 +110,33 @@ final class SpoolStore {
         }
     }
 
-    /// A write failed (a full disk, an I/O error): the spool stays in memory only.
+    /// A write failed (a full disk, an I/O error): the spool stays in memory only (the
+    /// bridge then abandons the files: `abandon`).
     func give(up error: SystemError) {
-        Log.error(
-            "spool: \(error); the spool is in memory only from now on: what it holds is lost if the bridge stops")
-        if let fd { Sys.close(fd) }
-        fd = nil
+        Log.error("spool: \(error); the spool is in memory only from now on")
         failed = true
+    }
+
+    /// The spool's file cut to its header (ftruncate needs no room) and fsync'd, then
+    /// `place` written if it can be: a stop then leaves no record that disagrees with
+    /// what the bridge publishes from memory.
+    func abandon(_ place: Place) {
+        // A failed rewrite closed it: opened again (opening needs no room).
+        if fd == nil { fd = try? Sys.open(spoolPath, Sys.writeOnly | Sys.noFollow) }
+        if let fd {
+            do {
+                try Sys.truncateFile(fd, SpoolFile.header.count, spoolPath)
+                try Sys.syncFile(fd, spoolPath)
+            } catch {
+                Log.error("spool: \(error)")
+            }
+            Sys.close(fd)
+            self.fd = nil
+        }
+        do {
+            try Sys.replaceFile(placePath, Array(place.serialized.utf8), directory: directory)
+        } catch {
+            Log.error("spool: \(error): the place could not be written either")
+        }
     }
 }

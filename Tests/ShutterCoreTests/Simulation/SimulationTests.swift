@@ -19,20 +19,22 @@ func simulate(_ schedule: SimSchedule, trace: Bool = false) -> (SimViolation?, [
     }
 }
 
-/// The shortest schedule found that fails the same check: steps removed in chunks, halved
-/// while none can go (ddmin, A. Zeller's delta debugging, simplified).
-func shrink(_ schedule: SimSchedule, _ violation: SimViolation) -> (SimSchedule, SimViolation) {
-    var best = schedule
+/// The shortest list of steps found that fails check `violation.check` (`run` says how a
+/// list fails): steps removed in chunks, halved while none can go (ddmin, A. Zeller's delta
+/// debugging, simplified). Any subsequence of a schedule is one.
+func shrinkSteps<Step>(_ steps: [Step], _ violation: SimViolation, _ run: ([Step]) -> SimViolation?) -> (
+    [Step], SimViolation
+) {
+    var best = steps
     var found = violation
-    var chunk = max(1, schedule.steps.count / 2)
+    var chunk = max(1, steps.count / 2)
     while true {
         var removed = false
         var i = 0
-        while i < best.steps.count {
-            var steps = best.steps
-            steps.removeSubrange(i..<min(i + chunk, steps.count))
-            let trial = SimSchedule(seed: best.seed, settings: best.settings, steps: steps)
-            if let v = simulate(trial).0, v.check == violation.check {
+        while i < best.count {
+            var trial = best
+            trial.removeSubrange(i..<min(i + chunk, trial.count))
+            if let v = run(trial), v.check == violation.check {
                 best = trial
                 found = v
                 removed = true
@@ -46,6 +48,14 @@ func shrink(_ schedule: SimSchedule, _ violation: SimViolation) -> (SimSchedule,
         }
     }
     return (best, found)
+}
+
+/// The shortest schedule found that fails the same check.
+func shrink(_ schedule: SimSchedule, _ violation: SimViolation) -> (SimSchedule, SimViolation) {
+    let (steps, v) = shrinkSteps(schedule.steps, violation) { steps in
+        simulate(SimSchedule(seed: schedule.seed, settings: schedule.settings, steps: steps)).0
+    }
+    return (SimSchedule(seed: schedule.seed, settings: schedule.settings, steps: steps), v)
 }
 
 /// A failure as the simulation reports it: the seed that makes it, the violation, and the

@@ -22,8 +22,10 @@ package protocol BridgeWorld: AnyObject {
     var dead: Int { get set }
     /// A write failed (a full disk, an I/O error): the files take no more writes.
     var failed: Bool { get }
-    /// After a failed write: the spool's file emptied (cut to its header, which needs no
-    /// room), then `place` written if it can be.
+    /// After a failed write: `place` written (through room kept for it, if there is some),
+    /// then the spool's file cut to nothing (ftruncate needs no room, and an empty spool
+    /// file is the mark of files left so: `StateFiles.read`), then, if it was not, `place`
+    /// written if it can be now.
     func abandon(_ place: Place)
     var brokerConnected: Bool { get }
     /// Hands a publication to the broker's library: its message id, or nil when not taken.
@@ -87,6 +89,9 @@ package final class BridgeCore {
             }
             let (dead, counted) = spool.restore(dropped: place.dropped, file: entries, said: said)
             world.dead += dead
+            // What the bound dropped while reading back is counted in the place before the
+            // file is rewritten without it (seed 2427 of the bridge's simulation).
+            if spool.pendingDropped != place.dropped { placeChanged = true }
             if counted > 0 {
                 world.log(
                     "spool: \(counted) records in the file were dropped before the bridge stopped (the place counts "
@@ -352,6 +357,16 @@ package enum StateFiles {
         guard let spool else {
             out.notes.append(("spool: in \(spoolPath), empty", false))
             return out
+        }
+        if spool.isEmpty {
+            // Not even its header: the bridge left its files when a write failed (a whole file
+            // always has one), and ran on from memory.
+            out.place.unsure = out.place.unsure ?? Place.Unsure(instance: out.place.instance, seq: out.place.seq)
+            out.notes.append(
+                (
+                    "spool: \(spoolPath) is empty: the bridge left its files when a write failed, and ran on from memory",
+                    true
+                ))
         }
         let recovered = SpoolFile.recover(spool)
         let whole = size <= spool.count

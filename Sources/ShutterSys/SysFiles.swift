@@ -29,6 +29,13 @@ extension Sys {
         try check("ftruncate", subject) { Glibc.ftruncate(fd, off_t(length)) }
     }
 
+    /// posix_fallocate(3): `fd`'s file has room for `length` bytes from its start, taken now,
+    /// so that writing there later needs none.
+    package static func allocateFile(_ fd: Int32, _ length: Int, _ subject: String? = nil) throws(SystemError) {
+        let e = Glibc.posix_fallocate(fd, 0, off_t(length))
+        guard e == 0 else { throw failure("posix_fallocate", subject, e) }
+    }
+
     /// rename(2): `to` is replaced by `from` in one step (both in one file system).
     package static func renameFile(_ from: String, _ to: String) throws(SystemError) {
         try check("rename", "\(from) to \(to)") { Glibc.rename(from, to) }

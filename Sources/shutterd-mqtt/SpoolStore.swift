@@ -29,6 +29,11 @@ final class SpoolStore {
     let limit: Int
     /// The bytes of the file past `limit` that were not read when it was loaded.
     private(set) var cut = 0
+    /// `place.spare`: room taken for a place (`spareBytes`), for `abandon` to write the
+    /// place through when the disk has none left.
+    var sparePath: String { directory + "/place.spare" }
+    var spareReady = false
+    static let spareBytes = 4096
 
     init(directory: String, spoolBytes: Int = 16 << 20) throws(BridgeError) {
         self.directory = directory
@@ -66,8 +71,32 @@ final class SpoolStore {
             place: placeBytes, spool: spool?.bytes, size: size ?? 0, directory: directory, limit: limit)
         for (line, error) in state.notes { error ? Log.error(line) : Log.info(line) }
         cut = state.cut
+        if state.place.unsure != nil {
+            // The mark (an empty spool file) goes with the rewrite: kept in the place first.
+            do {
+                try Sys.replaceFile(placePath, Array(state.place.serialized.utf8), directory: directory)
+            } catch {
+                Log.error("spool: \(error)")
+            }
+        }
         rewrite(state.entries)
+        makeSpare()
         return (state.place, state.entries)
+    }
+
+    /// Takes the room of a place beside it (`place.spare`): writing into room a file has
+    /// needs none, so that a full disk does not stop the place that says what was dropped.
+    func makeSpare() {
+        do {
+            let fd = try Sys.open(sparePath, Sys.writeOnly | Sys.create | Sys.noFollow, mode: 0o600)
+            defer { Sys.close(fd) }
+            try Sys.allocateFile(fd, Self.spareBytes, sparePath)
+            try Sys.syncFile(fd, sparePath)
+            spareReady = true
+        } catch {
+            spareReady = false
+            Log.error("spool: \(error): no room kept for the place (a full disk may then lose what it would say)")
+        }
     }
 
     /// Appends `entries` and fsyncs: once this returns they survive a crash.
@@ -117,15 +146,35 @@ final class SpoolStore {
         failed = true
     }
 
-    /// The spool's file cut to its header (ftruncate needs no room) and fsync'd, then
-    /// `place` written if it can be: a stop then leaves no record that disagrees with
-    /// what the bridge publishes from memory.
+    /// `place` written through the room kept for it (`makeSpare`), then the spool's file cut
+    /// to nothing (ftruncate needs no room; an empty file is the mark, `StateFiles.read`)
+    /// and fsync'd, then, without a spare, `place` written if it can be now: a stop then
+    /// leaves no record that disagrees with what the bridge publishes from memory.
     func abandon(_ place: Place) {
+        // The place first, through the room kept for it: a kill before the spool's file is
+        // cut leaves the old records with a place that says they may come again.
+        let bytes = Array(place.serialized.utf8)
+        var placed = false
+        if spareReady && bytes.count <= Self.spareBytes {
+            do {
+                let spare = try Sys.open(sparePath, Sys.writeOnly | Sys.noFollow)
+                defer { Sys.close(spare) }
+                try Sys.writeAll(spare, bytes)
+                try Sys.truncateFile(spare, bytes.count, sparePath)
+                try Sys.syncFile(spare, sparePath)
+                try Sys.renameFile(sparePath, placePath)
+                try Sys.syncDirectory(directory)
+                placed = true
+            } catch {
+                Log.error("spool: \(error)")
+            }
+            spareReady = false
+        }
         // A failed rewrite closed it: opened again (opening needs no room).
         if fd == nil { fd = try? Sys.open(spoolPath, Sys.writeOnly | Sys.noFollow) }
         if let fd {
             do {
-                try Sys.truncateFile(fd, SpoolFile.header.count, spoolPath)
+                try Sys.truncateFile(fd, 0, spoolPath)
                 try Sys.syncFile(fd, spoolPath)
             } catch {
                 Log.error("spool: \(error)")
@@ -133,8 +182,9 @@ final class SpoolStore {
             Sys.close(fd)
             self.fd = nil
         }
+        guard !placed else { return }
         do {
-            try Sys.replaceFile(placePath, Array(place.serialized.utf8), directory: directory)
+            try Sys.replaceFile(placePath, bytes, directory: directory)
         } catch {
             Log.error("spool: \(error): the place could not be written either")
         }

@@ -380,10 +380,16 @@ package enum StateFiles {
                 ))
         }
         var entries = recovered.entries
-        // What the broker acknowledged before the file was written again.
+        // What the broker acknowledged before the file was written again: the place's record
+        // and everything before it (records leave the spool in the order they came, and the
+        // place moves with each), an older run's and notices too (seed 761404 of the bridge's
+        // simulation: an older run's record kept made the bridge resume the new run from 0);
+        // and any later record of the place's run at or before its seq.
         let held = entries.count
         if let instance = out.place.instance, let seq = out.place.seq {
-            entries.removeAll { $0.instance == instance && ($0.seq ?? Int64.max) <= seq }
+            let isAcknowledged = { (e: Spool.Entry) in e.instance == instance && (e.seq ?? Int64.max) <= seq }
+            if let last = entries.lastIndex(where: isAcknowledged) { entries.removeSubrange(...last) }
+            entries.removeAll(where: isAcknowledged)
         }
         if held > 0 {
             let seqs = entries.compactMap(\.seq)

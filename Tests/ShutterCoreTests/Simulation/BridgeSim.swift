@@ -841,4 +841,23 @@ struct BridgeSimulationHoles {
             }
         }
     }
+
+    @Test(
+        "an older run's record the broker acknowledged is not read back, nor taken for where the bridge is (seed 761404)"
+    )
+    func olderRunAcknowledged() {
+        // A spool of one event: shutterd restarted while seq 3 of the first run was held;
+        // the broker acknowledged it and the new run's 1 to 4 (the place: seq 4 of the new
+        // run). Killed before a rewrite, the file still held seq 3 of the old run: read back,
+        // it was the newest record, and the bridge resumed the new run from 0 (1 to 4 again,
+        // with other times).
+        let v = Self.run(
+            BridgeSettings(history: 1000, spool: 1, spoolBytes: 2_000),
+            [
+                .start, .publish(count: 3), .brokerUp, .shutterdRestart, .publish(count: 4), .shutterdConnect,
+                .deliver(count: 6), .ack(count: 5), .deliver(count: 5), .ack(count: 2), .kill(write: 1, cut: 359),
+                .compactTimer,
+            ])
+        #expect(v == nil, "\(v.map(String.init(describing:)) ?? "")")
+    }
 }

@@ -314,7 +314,8 @@ package final class BridgeCore {
                 d, capacity: spool.capacity, byteCapacity: spool.byteCapacity, host: host,
                 wallMicros: world.wallMicros())
             world.log(
-                "spool: stopping before this was published (" + (world.keeps ? "kept for the next run" : "lost")
+                "spool: stopping before this was published ("
+                    + (world.keeps && !abandoned ? "kept for the next run" : "counted in the place, if it was written")
                     + "): \(notice.message)", error: true)
         }
         placeChanged = true
@@ -322,7 +323,10 @@ package final class BridgeCore {
         if !spool.isEmpty {
             world.log(
                 "spool: stopping with \(spool.count) events not acknowledged by the broker"
-                    + (spoolPath.map { ", kept in \($0)" } ?? ", lost (no state directory)"), error: false)
+                    + (abandoned
+                        ? ": the state directory takes no writes; the next start takes them from shutterd again"
+                        : spoolPath.map { ", kept in \($0)" } ?? ", lost (no state directory)"),
+                error: false)
         }
     }
 }

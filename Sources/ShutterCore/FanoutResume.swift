@@ -35,7 +35,8 @@ extension Fanout {
     /// `now`, as `setInteraction` cancels.
     package mutating func resume(
         _ id: UInt64, asked instance: String, seq: UInt64, lastSeq: UInt64, held: [Occurrence] = [],
-        open: [ClientOpenPress] = [], now: Int64 = 0, nextSeq: () -> UInt64 = { 0 },
+        open: [ClientOpenPress] = [], now: Int64 = 0,
+        nextSeq: () -> UInt64 = { preconditionFailure("a resume naming open presses needs the engine's seqs") },
         request: Request, requestID: RequestID?
     ) -> Result<ResumeSpan, RequestError> {
         guard mayResume(id) else {
@@ -55,8 +56,9 @@ extension Fanout {
         // client holds that have ended where the history no longer holds their end: none
         // of them is held now, and their seqs are unknown.
         var fields: [(String, JSON)] = [("from", .int(Int64(span.from))), ("through", .int(Int64(span.through)))]
+        // The claimed presses found once (one pass over the history), for the reply and the cancels.
+        let known = sameRun && !open.isEmpty ? presses(open.map(\.press), held: held) : [:]
         if sameRun && !open.isEmpty {
-            let known = presses(open.map(\.press), held: held)
             var gone: [UInt64] = []
             for claim in open where known[claim.press] == nil && claim.press <= lastBegan && !gone.contains(claim.press)
             {
@@ -67,7 +69,7 @@ extension Fanout {
         let reply = Message.reply(request, id: requestID, fields)
         resume(
             id, after: after, reply: reply, restartOf: sameRun ? nil : (instance, seq), held: held,
-            open: sameRun ? open : [], now: now, nextSeq: nextSeq)
+            open: sameRun ? open : [], known: known, now: now, nextSeq: nextSeq)
         return .success(span)
     }
 
@@ -84,7 +86,8 @@ extension Fanout {
     /// began before it came are.
     package mutating func resume(
         _ id: UInt64, after seq: UInt64, reply: [UInt8] = [], restartOf: (instance: String, seq: UInt64)? = nil,
-        held: [Occurrence] = [], open: [ClientOpenPress] = [], now: Int64 = 0, nextSeq: () -> UInt64 = { 0 }
+        held: [Occurrence] = [], open: [ClientOpenPress] = [], known: [UInt64: Occurrence]? = nil, now: Int64 = 0,
+        nextSeq: () -> UInt64 = { preconditionFailure("a resume naming open presses needs the engine's seqs") }
     ) {
         guard let peer = peer(id), !peer.closing, !peer.resumed else { return }
         peer.resumed = true
@@ -108,7 +111,7 @@ extension Fanout {
             reply: reply)
         for h in held where r.adopts(h) { session.adopt(h) }
         r.cancelsAfter = history.last
-        let known = open.isEmpty ? [:] : presses(open.map(\.press), held: held)
+        let known = open.isEmpty ? [:] : known ?? presses(open.map(\.press), held: held)
         for (i, claim) in open.enumerated() where !open[..<i].contains(where: { $0.press == claim.press }) {
             guard let o = known[claim.press] else { continue }
             // Held now, or ended after `seq`: its end reaches the client if its interaction

@@ -296,7 +296,7 @@ check-deb:
 
 # The Swift sources as swift-format (the toolchain's own) writes them: .swift-format's
 # rules, no warning. `swift format format -i -r` fixes most of what it reports.
-FORMAT_PATHS = Package.swift Sources Tests/ShutterCoreTests Tests/ShutterDaemonTests \
+FORMAT_PATHS = Package.swift Sources Tests/ShutterCoreTests Tests/ShutterDaemonTests Tests/ShutterctlTests \
 	Tests/ShutterClientTests Tests/ClientFixture bench/presspath Tests/fuzz/FuzzTarget.swift
 check-format:
 	@out=$$($(SWIFT) format lint -r $(FORMAT_PATHS) 2>&1); \

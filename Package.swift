@@ -67,9 +67,7 @@ let package = Package(
 
         .executableTarget(
             name: "shutterd",
-            dependencies: [
-                "ShutterDaemon", "ShutterEvdev", "ShutterSystemd", "ShutterSys", "ShutterRecording", "ShutterCore",
-            ]),
+            dependencies: ["ShutterDaemon", "ShutterEvdev", "ShutterSys", "ShutterRecording", "ShutterCore"]),
         // Records from devices (libevdev, libudev); no daemon, no libsystemd.
         .executableTarget(
             name: "shutterctl",
@@ -98,5 +96,7 @@ let package = Package(
                 "ShutterCore", "ShutterClient",
             ]),
         .testTarget(name: "ShutterClientTests", dependencies: ["ShutterClient", "ShutterCore"]),
+        // shutterctl's own pure parts: its latency figures and its JUnit report.
+        .testTarget(name: "ShutterctlTests", dependencies: ["shutterctl"]),
     ]
 )

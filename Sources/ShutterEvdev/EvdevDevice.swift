@@ -173,8 +173,10 @@ package final class EvdevDevice {
         guard !keyCodes.isEmpty else { return }
         let count = keyBits.count
         do {
+            // EVIOCGKEY: the state of every key, one bit per code (CLinux, as the ioctl's
+            // request is a function-like macro Swift cannot import).
             try keyBits.withUnsafeMutableBufferPointer { (p) throws(SystemError) in
-                try Sys.evdevKeyState(fd.raw, into: UnsafeMutableBufferPointer(rebasing: p[..<count]), node)
+                try Sys.check("ioctl EVIOCGKEY", node) { shutterd_evdev_key_state(fd.raw, p.baseAddress, Int32(count)) }
             }
         } catch {
             Log.error("\(nodeName) - \(name): cannot read the keys' state after dropped events: \(error)")

@@ -17,21 +17,13 @@ func sizeInWords(_ bytes: Int) -> String {
     return "\(unit) (\(bytes) bytes)"
 }
 
-/// The config file shutterd and shutterd-mqtt read, and its text: the file named by
-/// `--config` (`option`) or else `$SHUTTERD_CONFIG`, which was meant to be read, so any
-/// failure is thrown; or else the built-in default, /etc/shutterd/shutterd.conf, whose
-/// absence (nothing there, not even a link to nothing) means the defaults: nil text. One
-/// that is there but cannot be read (its mode, a directory, too large, not UTF-8) may hold
-/// allow-lists, so that is thrown too.
-package func readConfigText(option: String?, defaultPath: String = "/etc/shutterd/shutterd.conf")
-    throws(FileReadError) -> (path: String, text: String?)
-{
-    let named = option ?? Sys.environment("SHUTTERD_CONFIG").flatMap { $0.isEmpty ? nil : $0 }
-    let path = named ?? defaultPath
+/// Reads a text file as `readTextFile` does; with `absentIsNil`, nothing at `path` (not
+/// even a link to nothing) is nil rather than ENOENT.
+package func readTextFile(_ path: String, absentIsNil: Bool) throws(FileReadError) -> String? {
     do {
-        return (path, try readTextFile(path))
-    } catch  where error.errno == Errno.ENOENT && named == nil && !Sys.exists(path) {
-        return (path, nil)
+        return try readTextFile(path)
+    } catch  where error.errno == Errno.ENOENT && absentIsNil && !Sys.exists(path) {
+        return nil
     }
 }
 

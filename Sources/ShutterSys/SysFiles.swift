@@ -259,14 +259,3 @@ extension Sys {
         return names
     }
 }
-
-// MARK: Devices
-
-extension Sys {
-    /// EVIOCGKEY: the state of every key of an evdev node, one bit per code, into `bits`.
-    package static func evdevKeyState(_ fd: Int32, into bits: UnsafeMutableBufferPointer<UInt8>, _ subject: String?)
-        throws(SystemError)
-    {
-        try check("ioctl EVIOCGKEY", subject) { shutterd_evdev_key_state(fd, bits.baseAddress, Int32(bits.count)) }
-    }
-}

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import CSystemd
-import ShutterCore
 import ShutterSys
 
 /// The systemd service protocol: readiness, status, watchdog, socket activation.
@@ -32,30 +31,6 @@ package enum Systemd {
             )
         }
         return fd
-    }
-
-    /// shutterd cannot start: each connection waiting on the socket systemd passed is told
-    /// why (`unavailable`, as the only message) and closed; returns how many. Left waiting,
-    /// a connection keeps the socket readable, and systemd starts the service again at
-    /// once, and again: five failed starts in ten seconds and it gives up on the socket too
-    /// (the start limit), whose node goes, and no client can start shutterd after the
-    /// config is mended. Told and closed, each connection is one start; a client's next
-    /// connection is the next.
-    package static func turnAway(_ why: String) -> Int {
-        guard let fd = try? listenSocket() else { return 0 }
-        let line = Message.error(RequestError(.unavailable, why))
-        var told = 0
-        do throws(SystemError) {
-            try Sys.setNonBlocking(fd)
-            while told < 1024, let client = try Sys.accept(fd) {
-                try? Sys.writeAll(client, line)
-                Sys.close(client)
-                told += 1
-            }
-        } catch {
-            Log.error("cannot turn away the clients waiting on the socket: \(error)")
-        }
-        return told
     }
 
     /// The watchdog interval systemd asks for, in microseconds, or nil.

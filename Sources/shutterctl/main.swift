@@ -311,47 +311,6 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
 
 // MARK: verify
 
-@MainActor func xmlEscape(_ s: String) -> String {
-    var r = ""
-    for c in s {
-        switch c {
-        case "&": r += "&amp;"
-        case "<": r += "&lt;"
-        case ">": r += "&gt;"
-        case "\"": r += "&quot;"
-        case "'": r += "&apos;"
-        default: r.append(c)
-        }
-    }
-    return r
-}
-
-/// Writes the report; false (and why, on stderr) when it could not be written whole. A
-/// wrong press or none is a `failure`; a shutterd that could not be reached, or refused, is
-/// an `error`: the test could not be run.
-@MainActor func writeJUnit(_ path: String, name: String, seconds: Double, failure: String?, error: Bool = false)
-    -> Bool
-{
-    let failures = failure != nil && !error ? 1 : 0
-    let errors = failure != nil && error ? 1 : 0
-    var xml = """
-        <?xml version="1.0" encoding="UTF-8"?>
-        <testsuites tests="1" failures="\(failures)" errors="\(errors)">
-          <testsuite name="shutterctl verify" tests="1" failures="\(failures)" errors="\(errors)" time="\(seconds)">
-            <testcase classname="shutterctl.verify" name="\(xmlEscape(name))" time="\(seconds)">
-
-        """
-    if let failure { xml += "      <\(error ? "error" : "failure") message=\"\(xmlEscape(failure))\"/>\n" }
-    xml += "    </testcase>\n  </testsuite>\n</testsuites>\n"
-    do {
-        try Sys.writeFile(path, xml)
-        return true
-    } catch {
-        say("shutterctl: cannot write the JUnit report \(path): \(error.message)")
-        return false
-    }
-}
-
 @MainActor func verifyCommand() -> Int32 {
     if flagSet("--help") {
         out(verifyUsage)

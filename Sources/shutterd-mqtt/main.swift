@@ -134,12 +134,14 @@ while let arg = args.popFirst() {
 }
 
 let env = { (name: String) -> String? in Sys.environment(name).flatMap { $0.isEmpty ? nil : $0 } }
-// Only a missing built-in default means the defaults (readConfigText says which file and why).
+// Only a missing built-in default (/etc/shutterd/shutterd.conf) means the defaults
+// (ConfigFile says which file, and readTextFile why it cannot be read).
 var settings = MQTTSettings()
 let file: String
 do {
-    let (path, text) = try readConfigText(option: configPath)
-    file = path
+    let source = ConfigFile(option: configPath, environment: Sys.environment(ConfigFile.environmentVariable))
+    file = source.path
+    let text = try readTextFile(source.path, absentIsNil: source.absentMeansDefaults)
     if let text {
         do {
             settings = try Config(text: text, keyCode: KeyNames.keyCode).mqtt

@@ -5,7 +5,6 @@ import ShutterDaemon
 import ShutterEvdev
 import ShutterRecording
 import ShutterSys
-import ShutterSystemd
 
 let usage = """
     Usage: shutterd [--socket PATH] [--config FILE] [--verbose]
@@ -57,9 +56,9 @@ func fail(_ message: String, code: Int32) -> Never {
 }
 
 /// The config cannot be read or does not parse: exit 78, after telling the clients that
-/// systemd's socket holds why (`Systemd.turnAway`).
+/// systemd's socket holds why (`Daemon.turnAwayWaitingClients`).
 @MainActor func configFailed(_ message: String) -> Never {
-    let told = checkConfig ? 0 : Systemd.turnAway("shutterd cannot start: \(message)")
+    let told = checkConfig ? 0 : Daemon.turnAwayWaitingClients("shutterd cannot start: \(message)")
     if told > 0 { Log.info("told \(told) waiting client\(told == 1 ? "" : "s") that shutterd cannot start") }
     fail(message, code: 78)
 }
@@ -149,12 +148,13 @@ let path =
     } ?? "/run/shutterd/shutterd.sock"
 
 // Only a missing built-in default (/etc/shutterd/shutterd.conf) means the defaults
-// (readConfigText says which file and why).
+// (ConfigFile says which file, and readTextFile why it cannot be read).
 var config = Config()
 let file: String
 do {
-    let (path, text) = try readConfigText(option: configPath)
-    file = path
+    let source = ConfigFile(option: configPath, environment: Sys.environment(ConfigFile.environmentVariable))
+    file = source.path
+    let text = try readTextFile(source.path, absentIsNil: source.absentMeansDefaults)
     if let text {
         do {
             config = try Config(text: text, keyCode: KeyNames.keyCode)

@@ -52,6 +52,21 @@ private let example = """
 
 @Suite("Config")
 struct ConfigTests {
+    @Test(
+        "which config file: --config, else $SHUTTERD_CONFIG (empty is unset), else the default, whose absence alone is the defaults"
+    )
+    func whichFile() {
+        let byDefault = ConfigFile(option: nil, environment: nil)
+        #expect(byDefault == ConfigFile(option: nil, environment: ""))
+        #expect(byDefault.path == "/etc/shutterd/shutterd.conf" && byDefault.absentMeansDefaults)
+        let named = ConfigFile(option: nil, environment: "/tmp/e.conf")
+        #expect(named.path == "/tmp/e.conf" && !named.absentMeansDefaults)
+        let option = ConfigFile(option: "/tmp/o.conf", environment: "/tmp/e.conf")
+        #expect(option.path == "/tmp/o.conf" && !option.absentMeansDefaults)
+        #expect(ConfigFile(option: "", environment: nil).path == "", "an empty --config is a name, and fails as one")
+        #expect(ConfigFile(option: nil, environment: nil, defaultPath: "/x.conf").path == "/x.conf")
+    }
+
     @Test("the empty file is the defaults")
     func defaults() throws {
         let c = try parse("")

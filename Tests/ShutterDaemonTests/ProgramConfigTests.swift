@@ -71,22 +71,20 @@ extension ProgramTests {
         #expect(!Sys.exists(dir + "/s.sock"), "nothing was started")
     }
 
-    @Test("the config both programs read: no default is the defaults; a link to nothing or a named file missing fails")
+    @Test(
+        "the config file read: nothing at the default is the defaults; a link to nothing or a named file missing fails")
     func configText() throws {
-        try #require(Sys.environment("SHUTTERD_CONFIG") == nil, "the default is read only without $SHUTTERD_CONFIG")
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
         let conf = dir + "/shutterd.conf"
-        let missing = try readConfigText(option: nil, defaultPath: conf)
-        #expect(missing.path == conf && missing.text == nil)
+        #expect(try readTextFile(conf, absentIsNil: true) == nil)
+        #expect(throws: FileReadError.self) { try readTextFile(conf, absentIsNil: false) }
         symlink(dir + "/moved.conf", conf)
-        #expect(throws: FileReadError.self) { try readConfigText(option: nil, defaultPath: conf) }
+        #expect(throws: FileReadError.self) { try readTextFile(conf, absentIsNil: true) }
         removeTree(conf)
         writeTextFile(conf, "[daemon]\n")
-        #expect(try readConfigText(option: nil, defaultPath: conf).text == "[daemon]\n")
-        let named = dir + "/none.conf"
-        #expect(throws: FileReadError.self) { try readConfigText(option: named, defaultPath: conf) }
-        #expect(try readConfigText(option: conf, defaultPath: named).text == "[daemon]\n")
+        #expect(try readTextFile(conf, absentIsNil: true) == "[daemon]\n")
+        #expect(try readTextFile(conf, absentIsNil: false) == "[daemon]\n")
     }
 
     @Test(

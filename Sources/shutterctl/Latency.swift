@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
-/// Latency figures for `shutterctl latency`: percentiles and a text histogram. Pure.
-package enum Latency {
+/// Latency figures for `shutterctl latency`: percentiles and a text histogram.
+enum Latency {
     /// The nearest-rank percentile `p` (0 < p <= 100) of `values`, or nil for none.
     static func percentile(_ p: Double, of values: [Int64]) -> Int64? {
         guard !values.isEmpty else { return nil }
@@ -11,16 +11,16 @@ package enum Latency {
     }
 
     /// `label  p50  p90  p99  max`, microseconds, in fixed columns.
-    package static func row(_ label: String, _ values: [Int64]) -> String {
+    static func row(_ label: String, _ values: [Int64]) -> String {
         let cells = [50.0, 90, 99, 100].map { percentile($0, of: values).map(String.init) ?? "-" }
         return pad(label, 20) + cells.map { leftPad($0, 9) }.joined()
     }
 
-    package static var header: String { pad("", 20) + ["p50", "p90", "p99", "max"].map { leftPad($0, 9) }.joined() }
+    static var header: String { pad("", 20) + ["p50", "p90", "p99", "max"].map { leftPad($0, 9) }.joined() }
 
     /// A histogram in power-of-two buckets of microseconds (below 64, 64-127, 128-255, ...),
     /// from the lowest bucket used to the highest, with bars up to `width` characters.
-    package static func histogram(_ values: [Int64], width: Int = 40) -> [String] {
+    static func histogram(_ values: [Int64], width: Int = 40) -> [String] {
         guard !values.isEmpty else { return [] }
         func bucket(_ v: Int64) -> Int { v < 64 ? 0 : (63 - v.leadingZeroBitCount) - 5 }
         var counts: [Int: Int] = [:]

@@ -2,7 +2,7 @@
 
 import Testing
 
-@testable import ShutterCore
+@testable import shutterctl
 
 @Suite("Latency figures")
 struct LatencyTests {

@@ -22,21 +22,48 @@ package struct AccessPolicy {
 
     static func uid(_ s: String) -> UInt32? {
         if let n = UInt32(s) { return n }
-        if let uid = Sys.userID(s) { return uid }
-        Log.error("config: unknown user '\(s)', ignoring")
+        do {
+            if let uid = try Sys.userID(s) { return uid }
+            Log.error("config: unknown user '\(s)', ignoring")
+        } catch {
+            Log.error("config: cannot look up user '\(s)': \(error), ignoring")
+        }
         return nil
     }
 
     static func gid(_ s: String) -> UInt32? {
         if let n = UInt32(s) { return n }
-        if let gid = Sys.groupID(s) { return gid }
-        Log.error("config: unknown group '\(s)', ignoring")
+        do {
+            if let gid = try Sys.groupID(s) { return gid }
+            Log.error("config: unknown group '\(s)', ignoring")
+        } catch {
+            Log.error("config: cannot look up group '\(s)': \(error), ignoring")
+        }
         return nil
     }
 
-    /// The peer's primary group and the supplementary groups of its user.
+    /// The peer's primary group and the supplementary groups of its user; its primary group
+    /// alone when its user cannot be looked up (said).
     static func groups(of peer: PeerCredentials) -> Set<UInt32> {
-        Set(Sys.groups(ofUser: peer.uid, primary: peer.gid)).union([peer.gid])
+        do {
+            return Set(try Sys.groups(ofUser: peer.uid, primary: peer.gid)).union([peer.gid])
+        } catch {
+            Log.error(
+                "cannot look up the groups of uid \(peer.uid) (pid \(peer.pid)): \(error); its primary group \(peer.gid) alone counts"
+            )
+            return [peer.gid]
+        }
+    }
+
+    /// A new client's credentials, nil (said) when the kernel does not give them: such a
+    /// client may not grab, and is not checked against allow-users and allow-groups.
+    static func peer(_ fd: Int32) -> PeerCredentials? {
+        do {
+            return try Sys.peerCredentials(fd)
+        } catch {
+            Log.error("a new client's credentials: \(error)")
+            return nil
+        }
     }
 
     func mayConnect(_ peer: PeerCredentials) -> Bool {

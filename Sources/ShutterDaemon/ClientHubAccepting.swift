@@ -89,14 +89,14 @@ extension ClientHub {
     /// A connection that is not taken: its one message, sent if the socket takes it now
     /// (never waited for), then closed.
     func turnAway(_ socket: FileDescriptor, _ error: RequestError) {
-        _ = try? UnixSocket.send(socket.raw, Message.error(error))
+        _ = try? Sys.send(socket.raw, Message.error(error)[...])
         socket.close()
     }
 
     @discardableResult
     func admit(_ fd: Int32) -> Bool {
         let socket = FileDescriptor(fd)  // Closed with the client, or when refused below.
-        let peer = UnixSocket.peerCredentials(fd)
+        let peer = AccessPolicy.peer(fd)
         accepted += 1
         let client = Client(
             serial: accepted, socket: socket, peer: peer, mayGrab: peer.map(access.mayGrab) ?? false)

@@ -101,7 +101,7 @@ extension ClientHub {
             let n: Int
             do throws(SystemError) {
                 // The piece is a temporary, gone before the fan-out is called again.
-                n = try UnixSocket.send(fd, fanout.nextPiece(of: client.id, held: engine.heldBegan))
+                n = try Sys.send(fd, fanout.nextPiece(of: client.id, held: engine.heldBegan)) ?? 0
             } catch {
                 failure = error
                 break

@@ -62,7 +62,7 @@ extension ClientHub {
             didRead = true
             let n: Int?
             do {
-                n = try UnixSocket.receive(client.fd, into: &readBuffer)
+                n = try Sys.recv(client.fd, into: &readBuffer)
             } catch {
                 closeClient(client, why: error.errno == Errno.ECONNRESET ? "disconnected" : error.description)
                 return

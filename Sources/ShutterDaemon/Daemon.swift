@@ -134,7 +134,7 @@ package final class Daemon {
             for record in present { addDevice(record) }
             // Played on a client's request: the devices are there for every hello.
             if options.replay?.onRequest == true { addRecordings() }
-            if let usec = Systemd.watchdogMicros() {
+            if let usec = try Systemd.watchdogMicros() {
                 let t = try Timer()
                 t.arm(after: usec / 2, interval: usec / 2)
                 try loop.add(t.raw, events: EventLoop.readable) { _ in

@@ -22,8 +22,14 @@ func sizeInWords(_ bytes: Int) -> String {
 package func readTextFile(_ path: String, absentIsNil: Bool) throws(FileReadError) -> String? {
     do {
         return try readTextFile(path)
-    } catch  where error.errno == Errno.ENOENT && absentIsNil && !Sys.exists(path) {
-        return nil
+    } catch  where error.errno == Errno.ENOENT && absentIsNil {
+        // ENOENT from a link to nothing is not absence: the link is there.
+        do {
+            if try !Sys.exists(path) { return nil }
+        } catch let failure {
+            throw FileReadError(path, failure)
+        }
+        throw error
     }
 }
 

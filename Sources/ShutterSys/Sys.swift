@@ -111,10 +111,14 @@ extension Sys {
 
     /// CLOCK_MONOTONIC now, in microseconds.
     @inlinable
-    public static func monotonicMicros() -> Int64 {
+    public static func monotonicMicros() -> Int64 { clockMicros(CLOCK_MONOTONIC) }
+
+    /// clock_gettime(2) of `clock`, in microseconds: the one call of it. It fails only for a
+    /// clock the kernel lacks, or a bad pointer: neither is a condition, so it traps.
+    @inlinable
+    static func clockMicros(_ clock: clockid_t) -> Int64 {
         var ts = timespec()
-        // Fails only for a clock the kernel lacks, or a bad pointer: neither is a condition.
-        if clock_gettime(CLOCK_MONOTONIC, &ts) != 0 { preconditionFailure("clock_gettime(CLOCK_MONOTONIC)") }
+        if clock_gettime(clock, &ts) != 0 { preconditionFailure("clock_gettime(\(clock)): errno \(Glibc.errno)") }
         return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
     }
 
@@ -136,11 +140,7 @@ extension Sys {
     }
 
     /// CLOCK_REALTIME now, in microseconds since 1970.
-    package static func wallClockMicros() -> Int64 {
-        var ts = timespec()
-        if clock_gettime(CLOCK_REALTIME, &ts) != 0 { preconditionFailure("clock_gettime(CLOCK_REALTIME)") }
-        return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
-    }
+    package static func wallClockMicros() -> Int64 { clockMicros(CLOCK_REALTIME) }
 }
 
 // MARK: epoll, timerfd, signalfd
@@ -204,8 +204,10 @@ extension Sys {
     @inlinable
     public static func timerAcknowledge(_ fd: Int32) throws(SystemError) -> UInt64? {
         var count: UInt64 = 0
-        guard try nonBlocking("read", "timerfd", { Glibc.read(fd, &count, 8) }) != nil else { return nil }
-        return count
+        let n = try withUnsafeMutableBytes(of: &count) { raw in
+            Result { () throws(SystemError) in try read(fd, raw, "timerfd") }
+        }.get()
+        return n == nil ? nil : count
     }
 
     package static let terminate = SIGTERM
@@ -225,9 +227,10 @@ extension Sys {
     /// The next signal a signalfd holds, nil when none.
     package static func nextSignal(_ fd: Int32) throws(SystemError) -> Int32? {
         var info = signalfd_siginfo()
-        let size = MemoryLayout<signalfd_siginfo>.size
-        let n = try nonBlocking("read", "signalfd") { Glibc.read(fd, &info, size) }
-        return n == size ? Int32(info.ssi_signo) : nil
+        let n = try withUnsafeMutableBytes(of: &info) { raw in
+            Result { () throws(SystemError) in try read(fd, raw, "signalfd") }
+        }.get()
+        return n == MemoryLayout<signalfd_siginfo>.size ? Int32(info.ssi_signo) : nil
     }
 
     /// Gives the heap's free memory back to the system (malloc_trim, through CLinux).
@@ -261,8 +264,18 @@ extension Sys {
 
     package static func effectiveUID() -> UInt32 { geteuid() }
 
-    /// Whether anything is at `path`, a symbolic link not followed (a dangling one is there).
-    package static func exists(_ path: String) -> Bool { faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0 }
+    /// Whether anything is at `path`, a symbolic link not followed (a dangling one is
+    /// there): false for ENOENT and ENOTDIR; any other failure (EACCES on a directory on the
+    /// way) is thrown, since it does not say.
+    package static func exists(_ path: String) throws(SystemError) -> Bool {
+        while true {
+            if faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0 { return true }
+            let e = Glibc.errno
+            if e == EINTR { continue }
+            if e == ENOENT || e == ENOTDIR { return false }
+            throw failure("faccessat", path, e)
+        }
+    }
 
     /// Descriptors 0 to 2 that are closed are opened on /dev/null, so that sockets opened
     /// later do not take them (and the log is not written into one).
@@ -274,9 +287,10 @@ extension Sys {
         }
     }
 
-    package static func hostName() -> String? {
+    /// gethostname(2).
+    package static func hostName() throws(SystemError) -> String {
         var name = [CChar](repeating: 0, count: 256)
-        guard gethostname(&name, name.count - 1) == 0 else { return nil }
+        try check("gethostname") { gethostname(&name, name.count - 1) }
         return String(cString: name)
     }
 
@@ -309,16 +323,40 @@ extension Sys {
         return (UInt64(r.rlim_cur), UInt64(r.rlim_max))
     }
 
-    /// A user's uid by name (getpwnam), nil when there is no such user.
-    package static func userID(_ name: String) -> UInt32? { getpwnam(name)?.pointee.pw_uid }
+    /// A user's uid by name (getpwnam), nil when there is no such user; a failure to look
+    /// (the user database unreadable) is thrown.
+    package static func userID(_ name: String) throws(SystemError) -> UInt32? {
+        try lookUp("getpwnam", name) { getpwnam(name) }?.pointee.pw_uid
+    }
 
-    /// A group's gid by name (getgrnam), nil when there is no such group.
-    package static func groupID(_ name: String) -> UInt32? { getgrnam(name)?.pointee.gr_gid }
+    /// A group's gid by name (getgrnam), nil when there is no such group; a failure to look
+    /// is thrown.
+    package static func groupID(_ name: String) throws(SystemError) -> UInt32? {
+        try lookUp("getgrnam", name) { getgrnam(name) }?.pointee.gr_gid
+    }
+
+    /// A lookup in the user or group database (getpwnam, getgrnam, getpwuid): its entry, nil
+    /// when there is none, which these calls say by NULL with errno 0, ENOENT, ESRCH, EBADF
+    /// or EPERM (getpwnam(3)); NULL with another errno is a failure, thrown (EBADF is not a
+    /// programming error here: it is not this program's descriptor).
+    static func lookUp<T>(_ call: String, _ subject: String, _ body: () -> UnsafeMutablePointer<T>?)
+        throws(SystemError) -> UnsafeMutablePointer<T>?
+    {
+        while true {
+            Glibc.errno = 0
+            if let entry = body() { return entry }
+            let e = Glibc.errno
+            if e == EINTR { continue }
+            if [0, ENOENT, ESRCH, EBADF, EPERM].contains(e) { return nil }
+            throw SystemError(call, errno: e, subject: subject)
+        }
+    }
 
     /// The groups of the user `uid`, with `gid` (getpwuid, then getgrouplist, the list
-    /// grown when it does not fit); just `gid` when there is no such user.
-    package static func groups(ofUser uid: UInt32, primary gid: UInt32) -> [UInt32] {
-        guard let pw = getpwuid(uid) else { return [gid] }
+    /// grown when it does not fit); just `gid` when there is no such user. A failure to look
+    /// the user up is thrown.
+    package static func groups(ofUser uid: UInt32, primary gid: UInt32) throws(SystemError) -> [UInt32] {
+        guard let pw = try lookUp("getpwuid", "uid \(uid)", { getpwuid(uid) }) else { return [gid] }
         // When the list does not fit, getgrouplist returns -1 and sets `count` to the size it
         // needs: grow the list and ask again (the group file may change in between).
         var list = [gid_t](repeating: 0, count: 64)

@@ -120,7 +120,14 @@ extension Sys {
     public static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, _ subject: String? = nil)
         throws(SystemError) -> Int?
     {
-        try nonBlocking("write", subject) { Glibc.write(fd, bytes.baseAddress, bytes.count) }
+        try nonBlocking("write", subject) { writeOnce(fd, bytes) }
+    }
+
+    /// The one call of write(2): its result as it is, -1 with errno on failure, for `write`
+    /// and the log's `writeLog`.
+    @inlinable
+    static func writeOnce(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int {
+        Glibc.write(fd, bytes.baseAddress, bytes.count)
     }
 
     /// At most PIPE_BUF bytes, a pipe with room takes whole, without waiting.
@@ -131,10 +138,9 @@ extension Sys {
     /// is the caller's, which may have closed it). On a socket, send(2) with MSG_NOSIGNAL.
     package static func writeLog(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, socket: Bool) -> Int? {
         while true {
-            let n =
-                socket
-                ? Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL))
-                : Glibc.write(fd, bytes.baseAddress, bytes.count)
+            // Not `send` or `write`, whose failures trap on EBADF: the same calls, and the
+            // errno looked at here.
+            let n = socket ? sendOnce(fd, bytes, wait: false) : writeOnce(fd, bytes)
             if n >= 0 { return n }
             switch Glibc.errno {
             case EINTR: continue

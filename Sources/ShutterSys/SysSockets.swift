@@ -72,13 +72,13 @@ extension Sys {
         }
     }
 
-    /// SO_PEERCRED: the pid, uid and gid of the peer, nil when the kernel does not say.
-    package static func peerCredentials(_ fd: Int32) -> (pid: Int32, uid: UInt32, gid: UInt32)? {
+    /// SO_PEERCRED: the pid, uid and gid of the peer.
+    package static func peerCredentials(_ fd: Int32) throws(SystemError) -> PeerCredentials {
         var pid: Int32 = 0
         var uid: UInt32 = 0
         var gid: UInt32 = 0
-        guard shutterd_peercred(fd, &pid, &uid, &gid) == 0 else { return nil }
-        return (pid, uid, gid)
+        try check("getsockopt(SO_PEERCRED)") { shutterd_peercred(fd, &pid, &uid, &gid) }
+        return PeerCredentials(pid: pid, uid: uid, gid: gid)
     }
 
     /// send(2) with MSG_NOSIGNAL, never raising SIGPIPE: the bytes sent, nil when the
@@ -88,8 +88,21 @@ extension Sys {
     public static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, wait: Bool = false) throws(SystemError)
         -> Int?
     {
-        let flags = Int32(MSG_NOSIGNAL) | (wait ? 0 : Int32(MSG_DONTWAIT))
-        return try nonBlocking("send") { Glibc.send(fd, bytes.baseAddress, bytes.count, flags) }
+        try nonBlocking("send") { sendOnce(fd, bytes, wait: wait) }
+    }
+
+    /// send(2) of a part of a buffer, as `send(_:_:wait:)`: nothing is sent for an empty
+    /// part (0).
+    package static func send(_ fd: Int32, _ bytes: ArraySlice<UInt8>) throws(SystemError) -> Int? {
+        guard !bytes.isEmpty else { return 0 }
+        return try bytes.withUnsafeBytes { raw in Result { () throws(SystemError) in try send(fd, raw) } }.get()
+    }
+
+    /// The one call of send(2), with MSG_NOSIGNAL (and MSG_DONTWAIT without `wait`): its
+    /// result as it is, -1 with errno on failure, for `send` and the log's `writeLog`.
+    @inlinable
+    static func sendOnce(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, wait: Bool) -> Int {
+        Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL) | (wait ? 0 : Int32(MSG_DONTWAIT)))
     }
 
     /// recv(2): the count, 0 at end of stream, nil when nothing is there now. Without
@@ -101,13 +114,10 @@ extension Sys {
         try nonBlocking("recv") { Glibc.recv(fd, buffer.baseAddress, buffer.count, wait ? 0 : Int32(MSG_DONTWAIT)) }
     }
 
-    /// recv(2), MSG_DONTWAIT, into all of `buffer`: the count, 0 at end of stream, nil when
-    /// nothing is there now.
+    /// recv(2), MSG_DONTWAIT, into all of `buffer`, as `recv(_:_:wait:)`.
     @inlinable
     public static func recv(_ fd: Int32, into buffer: inout [UInt8]) throws(SystemError) -> Int? {
-        try nonBlocking("recv") {
-            buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-        }
+        try buffer.withUnsafeMutableBytes { raw in Result { () throws(SystemError) in try recv(fd, raw) } }.get()
     }
 
     /// shutdown(SHUT_RDWR).

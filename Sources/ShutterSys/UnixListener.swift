@@ -122,7 +122,7 @@ package final class UnixListener {
         fd = FileDescriptor(raw)
         lock = nil
         bound = nil
-        UnixSocket.setNonBlocking(raw)
+        logged { () throws(SystemError) in try Sys.setNonBlocking(raw) }
     }
 
     static func makeDirectories(_ dir: String) {

@@ -48,7 +48,9 @@ package final class BluezWatcher {
             guard r >= 0 else { return fail("sd_bus_add_match_async", r) }
         }
         askForObjects()
-        fd = sd_bus_get_fd(b)
+        let descriptor = sd_bus_get_fd(b)
+        guard descriptor >= 0 else { return fail("sd_bus_get_fd", descriptor) }
+        fd = descriptor
         do {
             try loop.add(fd, events: EventLoop.readable) { [unowned self] _ in process() }
             let t = try Timer()
@@ -95,7 +97,9 @@ package final class BluezWatcher {
         if events < 0 { return fail("sd_bus_get_events", events) }
         loop.modify(fd, events: UInt32(events))
         var deadline: UInt64 = 0
-        if sd_bus_get_timeout(bus, &deadline) >= 0, deadline != UInt64.max {
+        let timeout = sd_bus_get_timeout(bus, &deadline)
+        if timeout < 0 { return fail("sd_bus_get_timeout", timeout) }
+        if deadline != UInt64.max {
             let now = UInt64(max(Sys.monotonicMicros(), 0))
             timer?.arm(after: deadline > now ? deadline - now : 1)
         } else {
@@ -127,8 +131,21 @@ package final class BluezWatcher {
 
     // MARK: Messages
 
-    func objectsReply(_ m: OpaquePointer) {
-        if sd_bus_message_is_method_error(m, nil) > 0 {
+    /// A message from the bus, read: what it changed is noted as it is read; a message that
+    /// cannot be read (sd-bus finds it is not what its signature says) is one log line
+    /// naming it and the call that failed, and the rest of it is not read.
+    func received(_ m: OpaquePointer, _ reading: (OpaquePointer) throws(SystemError) -> Void) {
+        do {
+            try reading(m)
+        } catch {
+            let member = Sys.string(sd_bus_message_get_member(m)) ?? "a reply"
+            let path = Sys.string(sd_bus_message_get_path(m)).map { " of \($0)" } ?? ""
+            Log.error("BlueZ: \(member)\(path) cut short, the rest of it not read: \(error)")
+        }
+    }
+
+    func objectsReply(_ m: OpaquePointer) throws(SystemError) {
+        if try isError(m) {
             let e = sd_bus_message_get_error(m)
             let name = e?.pointee.name.map { String(cString: $0) } ?? "?"
             let text = e?.pointee.message.map { String(cString: $0) } ?? ""
@@ -136,39 +153,39 @@ package final class BluezWatcher {
             return
         }
         // a{oa{sa{sv}}}
-        guard sd_bus_message_enter_container(m, Character("a").cChar, "{oa{sa{sv}}}") > 0 else { return }
+        guard try enter(m, "a", "{oa{sa{sv}}}") else { return }
         var count = 0
-        while sd_bus_message_enter_container(m, Character("e").cChar, "oa{sa{sv}}") > 0 {
-            guard let path = readString(m, "o") else { return }
-            readInterfaces(m, path: path)
-            guard leave(m) else { break }
+        while try enter(m, "e", "oa{sa{sv}}") {
+            guard let path = try readString(m, "o") else { return }
+            try readInterfaces(m, path: path)
+            try leave(m)
             count += 1
         }
         Log.info("BlueZ: \(count) objects")
     }
 
-    func signal(_ m: OpaquePointer) {
+    func signal(_ m: OpaquePointer) throws(SystemError) {
         let member = sd_bus_message_get_member(m).map { String(cString: $0) } ?? ""
         switch member {
         case "PropertiesChanged":
             guard let path = sd_bus_message_get_path(m).map({ String(cString: $0) }),
-                let interface = readString(m, "s")
+                let interface = try readString(m, "s")
             else { return }
-            note(links.update(path: path, interface: interface, readProperties(m)))
+            note(links.update(path: path, interface: interface, try readProperties(m)))
         case "InterfacesAdded":
-            guard let path = readString(m, "o") else { return }
-            readInterfaces(m, path: path)
+            guard let path = try readString(m, "o") else { return }
+            try readInterfaces(m, path: path)
         case "InterfacesRemoved":
-            guard let path = readString(m, "o") else { return }
+            guard let path = try readString(m, "o") else { return }
             var interfaces: [String] = []
-            if sd_bus_message_enter_container(m, Character("a").cChar, "s") > 0 {
-                while let s = readString(m, "s") { interfaces.append(s) }
+            if try enter(m, "a", "s") {
+                while let s = try readString(m, "s") { interfaces.append(s) }
             }
             note(links.remove(path: path, interfaces: interfaces))
         case "NameOwnerChanged":
-            _ = readString(m, "s")
-            _ = readString(m, "s")
-            let owner = readString(m, "s") ?? ""
+            _ = try readString(m, "s")
+            _ = try readString(m, "s")
+            let owner = try readString(m, "s") ?? ""
             if owner.isEmpty {
                 Log.info("BlueZ left the system bus")
                 for address in links.removeAll() { changed(address) }
@@ -190,60 +207,83 @@ package final class BluezWatcher {
         changed(address)
     }
 
-    /// a{sa{sv}}: each interface's properties.
-    func readInterfaces(_ m: OpaquePointer, path: String) {
-        guard sd_bus_message_enter_container(m, Character("a").cChar, "{sa{sv}}") > 0 else { return }
-        while sd_bus_message_enter_container(m, Character("e").cChar, "sa{sv}") > 0 {
-            guard let interface = readString(m, "s") else { return }
-            note(links.update(path: path, interface: interface, readProperties(m)))
-            guard leave(m) else { return }
+    /// a{sa{sv}}: each interface's properties, noted as each is read.
+    func readInterfaces(_ m: OpaquePointer, path: String) throws(SystemError) {
+        guard try enter(m, "a", "{sa{sv}}") else { return }
+        while try enter(m, "e", "sa{sv}") {
+            guard let interface = try readString(m, "s") else { return }
+            note(links.update(path: path, interface: interface, try readProperties(m)))
+            try leave(m)
         }
-        leave(m)
-    }
-
-    /// Leaves a container of a message being read; false (said) when sd-bus finds the
-    /// message is not what its signature says, and the rest of it is not read.
-    @discardableResult
-    func leave(_ m: OpaquePointer) -> Bool {
-        let r = sd_bus_message_exit_container(m)
-        if r < 0 { Log.debug("BlueZ: a message cut short: \(SystemError("sd_bus_message_exit_container", errno: -r))") }
-        return r >= 0
+        try leave(m)
     }
 
     /// a{sv}, the values of the types BlueZ's properties that shutterd reads have.
-    func readProperties(_ m: OpaquePointer) -> [String: BusValue] {
+    func readProperties(_ m: OpaquePointer) throws(SystemError) -> [String: BusValue] {
         var out: [String: BusValue] = [:]
-        guard sd_bus_message_enter_container(m, Character("a").cChar, "{sv}") > 0 else { return out }
-        while sd_bus_message_enter_container(m, Character("e").cChar, "sv") > 0 {
-            guard let name = readString(m, "s") else { break }
+        guard try enter(m, "a", "{sv}") else { return out }
+        while try enter(m, "e", "sv") {
+            guard let name = try readString(m, "s") else { break }
             var type: CChar = 0
             var contents: UnsafePointer<CChar>?
-            guard sd_bus_message_peek_type(m, &type, &contents) > 0, let contents,
-                sd_bus_message_enter_container(m, Character("v").cChar, contents) > 0
-            else { break }
-            switch String(cString: contents) {
+            let peeked = try Sys.negativeErrno(
+                "sd_bus_message_peek_type", name, sd_bus_message_peek_type(m, &type, &contents))
+            guard peeked > 0, let contents else { break }
+            let signature = String(cString: contents)
+            guard try enter(m, "v", signature) else { break }
+            switch signature {
             case "b":
                 var b: Int32 = 0
-                out[name] = sd_bus_message_read_basic(m, Character("b").cChar, &b) > 0 ? .bool(b != 0) : .other
+                out[name] = try readBasic(m, "b", &b) ? .bool(b != 0) : .other
             case "y":
                 var y: UInt8 = 0
-                out[name] = sd_bus_message_read_basic(m, Character("y").cChar, &y) > 0 ? .byte(y) : .other
+                out[name] = try readBasic(m, "y", &y) ? .byte(y) : .other
             case "s":
-                out[name] = readString(m, "s").map(BusValue.string) ?? .other
+                out[name] = try readString(m, "s").map(BusValue.string) ?? .other
             default:
                 out[name] = .other
-                guard sd_bus_message_skip(m, contents) >= 0 else { return out }
+                try Sys.negativeErrno("sd_bus_message_skip", signature, sd_bus_message_skip(m, contents))
             }
-            guard leave(m), leave(m) else { return out }
+            try leave(m)
+            try leave(m)
         }
-        leave(m)
+        try leave(m)
         return out
     }
 
+    // Each call of sd-bus's message reading returns a negative errno for a failure, 0 at the
+    // end of the container being read, and more than 0 for what was asked.
+
+    /// Whether the message is an error reply.
+    func isError(_ m: OpaquePointer) throws(SystemError) -> Bool {
+        try Sys.negativeErrno("sd_bus_message_is_method_error", nil, sd_bus_message_is_method_error(m, nil)) > 0
+    }
+
+    /// Enters a container of `type` (`a`, `e`, `v`) holding `contents`; false at the end of
+    /// the one it is in.
+    func enter(_ m: OpaquePointer, _ type: Character, _ contents: String) throws(SystemError) -> Bool {
+        try Sys.negativeErrno(
+            "sd_bus_message_enter_container", "\(type) \(contents)",
+            sd_bus_message_enter_container(m, type.cChar, contents)) > 0
+    }
+
+    /// Leaves the container being read.
+    func leave(_ m: OpaquePointer) throws(SystemError) {
+        try Sys.negativeErrno("sd_bus_message_exit_container", nil, sd_bus_message_exit_container(m))
+    }
+
+    /// A basic value of `type` into `value`; false at the end of its container.
+    func readBasic<T: BitwiseCopyable>(_ m: OpaquePointer, _ type: Character, _ value: inout T) throws(SystemError)
+        -> Bool
+    {
+        let r = withUnsafeMutablePointer(to: &value) { sd_bus_message_read_basic(m, type.cChar, $0) }
+        return try Sys.negativeErrno("sd_bus_message_read_basic", String(type), r) > 0
+    }
+
     /// A string-like basic value (`s` or `o`), or nil at the end of its container.
-    func readString(_ m: OpaquePointer, _ type: Character) -> String? {
+    func readString(_ m: OpaquePointer, _ type: Character) throws(SystemError) -> String? {
         var p: UnsafePointer<CChar>?
-        guard sd_bus_message_read_basic(m, type.cChar, &p) > 0, let p else { return nil }
+        guard try readBasic(m, type, &p), let p else { return nil }
         return String(cString: p)
     }
 }
@@ -257,17 +297,23 @@ private func watcher(_ userdata: UnsafeMutableRawPointer?) -> BluezWatcher? {
 }
 
 private let bluezSignal: sd_bus_message_handler_t = { m, userdata, _ in
-    if let m, let w = watcher(userdata) { w.signal(m) }
+    if let m, let w = watcher(userdata) { w.received(m, w.signal) }
     return 0
 }
 
 private let bluezObjects: sd_bus_message_handler_t = { m, userdata, _ in
-    if let m, let w = watcher(userdata) { w.objectsReply(m) }
+    if let m, let w = watcher(userdata) { w.received(m, w.objectsReply) }
     return 0
 }
 
 private let bluezMatchInstalled: sd_bus_message_handler_t = { m, _, _ in
-    if let m, sd_bus_message_is_method_error(m, nil) > 0 {
+    guard let m else { return 0 }
+    let refused = sd_bus_message_is_method_error(m, nil)
+    if refused < 0 {
+        Log.error(
+            "system bus: the reply to a match for BlueZ's signals: \(SystemError("sd_bus_message_is_method_error", errno: -refused))"
+        )
+    } else if refused > 0 {
         let name = sd_bus_message_get_error(m)?.pointee.name.map { String(cString: $0) } ?? "?"
         Log.error("system bus: a match for BlueZ's signals was refused (\(name))")
     }

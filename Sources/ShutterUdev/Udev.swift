@@ -57,13 +57,24 @@ package final class Udev {
         var out: [UdevRecord] = []
         var entry = udev_enumerate_get_list_entry(e)
         while let item = entry {
-            if let path = udev_list_entry_get_name(item), let d = udev_device_new_from_syspath(handle, path) {
-                if let record = UdevRecord(d) { out.append(record) }
-                udev_device_unref(d)
-            }
             entry = udev_list_entry_get_next(item)
+            guard let path = Sys.string(udev_list_entry_get_name(item)) else { continue }
+            // A device gone between the scan and here (ENOENT), or one libudev cannot read,
+            // is said and left out; the others are read.
+            do {
+                if let record = try record(syspath: path) { out.append(record) }
+            } catch {
+                Log.error("udev: \(error): the device is left out")
+            }
         }
         return out
+    }
+
+    /// The device at `syspath` (udev_device_new_from_syspath).
+    func record(syspath: String) throws(SystemError) -> UdevRecord? {
+        let d = try Sys.handle("udev_device_new_from_syspath", syspath, udev_device_new_from_syspath(handle, syspath))
+        defer { udev_device_unref(d) }
+        return UdevRecord(d)
     }
 }
 
@@ -88,16 +99,23 @@ package final class UdevMonitor {
             "udev_monitor_filter_add_match_subsystem_devtype", nil,
             udev_monitor_filter_add_match_subsystem_devtype(m, "power_supply", nil))
         try Sys.negativeErrno("udev_monitor_enable_receiving", nil, udev_monitor_enable_receiving(m))
-        fd = udev_monitor_get_fd(m)
+        fd = try Sys.negativeErrno("udev_monitor_get_fd", nil, udev_monitor_get_fd(m))
         // libudev's socket is non-blocking already; make sure, since the loop relies on it.
-        UnixSocket.setNonBlocking(fd)
+        try Sys.setNonBlocking(fd)
     }
 
     deinit { udev_monitor_unref(handle) }
 
-    /// The next pending device event, or nil when none is pending.
+    /// The next pending device event, or nil when none is pending. A failure to receive one
+    /// (ENOBUFS: the kernel dropped events its buffer had no room for) is said, and nil.
     package func receive() -> UdevRecord? {
-        guard let d = udev_monitor_receive_device(handle) else { return nil }
+        guard let d = udev_monitor_receive_device(handle) else {
+            let e = Sys.errno
+            if e != Errno.EAGAIN {
+                Log.error("udev monitor: \(SystemError("udev_monitor_receive_device", errno: e))")
+            }
+            return nil
+        }
         defer { udev_device_unref(d) }
         return UdevRecord(d)
     }

@@ -183,7 +183,13 @@ if checkConfig {
     Sys.exit(0)
 }
 
-let host = Sys.hostName() ?? ""
+let host: String
+do {
+    host = try Sys.hostName()
+} catch {
+    host = ""
+    Log.error("shutterd-mqtt: \(error): the topics and the client id are made without the host's name")
+}
 
 do {
     try Broker.libraryInit()

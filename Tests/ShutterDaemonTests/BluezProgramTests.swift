@@ -121,6 +121,21 @@ struct BluezProgramTests {
                     + "root.EmitSignal('org.freedesktop.DBus.ObjectManager', 'InterfacesAdded', 'oa{sa{sv}}', [\(device), {'org.bluez.Battery1': {'Percentage': dbus.Byte(100, variant_level=1)}}])"
             ) == 0)
         #expect(waitFor("connected=false battery=100") { d.stderr }, "InterfacesAdded: \(d.stderr)")
+        // A message that is not what its member says (InterfacesAdded with a string where the
+        // interfaces are): one line naming it and sd-bus's errno, and the next is read.
+        #expect(
+            bluez(
+                root
+                    + "root.EmitSignal('org.freedesktop.DBus.ObjectManager', 'InterfacesAdded', 'os', [\(device), 'x'])"
+            ) == 0)
+        #expect(
+            waitFor(
+                "BlueZ: InterfacesAdded of / cut short, the rest of it not read: sd_bus_message_enter_container a {sa{sv}}:"
+            ) {
+                d.stderr
+            }, "a message cut short: \(d.stderr)")
+        #expect(bluez("mock.ConnectDevice('hci0', 'C2:1A:55:0E:B3:05')") == 0)
+        #expect(waitFor("connected=true battery=100") { d.stderr }, "read after it: \(d.stderr)")
 
         // With the bus connected and nothing pending, the daemon still sleeps.
         expectAsleep(d.pid, "while idle on the bus")

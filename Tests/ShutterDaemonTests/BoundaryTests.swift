@@ -124,9 +124,71 @@ struct BoundaryTests {
         close(pair[1])
         defer { close(pair[0]) }
         #expect {
-            _ = try UnixSocket.send(pair[0], Array("x\n".utf8))
+            _ = try Sys.send(pair[0], Array("x\n".utf8)[...])
         } throws: { error in
             (error as? SystemError)?.errno == EPIPE
+        }
+    }
+
+    @Test("a failed C call names its errno: SO_PEERCRED of a pipe, a name too long to look at, a device udev has not")
+    func failuresNamed() throws {
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        defer {
+            close(fds[0])
+            close(fds[1])
+        }
+        #expect {
+            _ = try Sys.peerCredentials(fds[0])
+        } throws: { error in
+            let e = error as? SystemError
+            return e?.call == "getsockopt(SO_PEERCRED)" && e?.name == "ENOTSOCK"
+        }
+        let long = "/" + String(repeating: "a", count: 300)
+        #expect {
+            _ = try Sys.exists(long)
+        } throws: { error in
+            let e = error as? SystemError
+            return e?.call == "faccessat" && e?.name == "ENAMETOOLONG" && e?.subject == long
+        }
+        #expect(try !Sys.exists("/shutterd-test-nothing-here"))
+        #expect(try !Sys.exists("/etc/passwd/x"), "ENOTDIR: nothing there")
+        #expect(try Sys.exists("/etc/passwd"))
+        #expect(try !Sys.hostName().isEmpty)
+        let udev = try Udev()
+        let gone = "/sys/devices/virtual/input/shutterd-test-gone"
+        #expect {
+            _ = try udev.record(syspath: gone)
+        } throws: { error in
+            let e = error as? SystemError
+            return e?.call == "udev_device_new_from_syspath" && e?.subject == gone
+                && (e?.name == "ENOENT" || e?.name == "ENODEV")
+        }
+    }
+
+    @Test("a user or group that is not there is nil; a lookup that fails is thrown with its errno")
+    func lookups() throws {
+        #expect(try Sys.userID("root") == 0)
+        #expect(try Sys.groupID("root") == 0)
+        #expect(try Sys.userID("shutterd-test-no-such-user") == nil)
+        #expect(try Sys.groupID("shutterd-test-no-such-group") == nil)
+        #expect(try Sys.groups(ofUser: 4_000_000_000, primary: 7) == [7], "no such user: its primary group")
+        // getpwnam(3): NULL with errno 0, ENOENT, ESRCH, EBADF or EPERM is "not found"; any
+        // other errno is a failure (the user database unreadable).
+        for notFound in [0, ENOENT, ESRCH, EBADF, EPERM] {
+            #expect(
+                try Sys.lookUp("getpwnam", "x") { () -> UnsafeMutablePointer<passwd>? in
+                    errno = notFound
+                    return nil
+                } == nil)
+        }
+        #expect {
+            _ = try Sys.lookUp("getpwnam", "alice") { () -> UnsafeMutablePointer<passwd>? in
+                errno = EIO
+                return nil
+            }
+        } throws: { error in
+            "\(error)" == "getpwnam alice: Input/output error (EIO)"
         }
     }
 

@@ -17,7 +17,7 @@ struct LogTests {
         var fds: [Int32] = [0, 0]
         precondition(pipe(&fds) == 0)
         _ = fcntl(fds[1], 1031, 4096)
-        UnixSocket.setNonBlocking(fds[0])
+        try! Sys.setNonBlocking(fds[0])
         return (fds[0], fds[1])
     }
 

@@ -114,6 +114,24 @@ struct ProgramTests {
         listener.shutdown()
     }
 
+    @Test(
+        "systemd's environment that does not hold: a passed descriptor that is not open, a watchdog interval that does not parse, each named with its errno"
+    )
+    func badSystemdEnvironment() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        // The shell's pid is shutterd's after the exec: LISTEN_PID names it. Descriptors 3 to
+        // 52 said passed, and most of them not open.
+        let closed = Child(
+            ["/bin/sh", "-c", "LISTEN_PID=$$ LISTEN_FDS=50 exec \"$0\" --socket \"$1\"", shutterd, dir + "/s.sock"],
+            directory: dir)
+        #expect(closed.wait() == 1, "\(closed.stderr)")
+        #expect(closed.stderr.contains("sd_listen_fds: Bad file descriptor (EBADF)"), "\(closed.stderr)")
+        let watchdog = Child([shutterd, "--socket", dir + "/w.sock"], directory: dir, env: ["WATCHDOG_USEC=banana"])
+        #expect(watchdog.wait() == 1, "\(watchdog.stderr)")
+        #expect(watchdog.stderr.contains("sd_watchdog_enabled: Invalid argument (EINVAL)"), "\(watchdog.stderr)")
+    }
+
     @Test("socket activation onto a config that does not parse: waiting clients told why, the socket left empty")
     func socketActivationBadConfig() throws {
         let dir = temporaryDirectory()

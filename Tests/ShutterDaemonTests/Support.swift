@@ -47,7 +47,7 @@ final class RawClient {
 
     init(path: String) throws {
         fd = try UnixSocket.connect(path: path)
-        UnixSocket.setNonBlocking(fd)
+        try Sys.setNonBlocking(fd)
     }
 
     deinit { close(fd) }
@@ -71,7 +71,7 @@ final class RawClient {
         var buffer = [UInt8](repeating: 0, count: 65536)
         var got: [JSON] = []
         while true {
-            guard let n = try? UnixSocket.receive(fd, into: &buffer) else { break }
+            guard let n = try? Sys.recv(fd, into: &buffer) else { break }
             if n == 0 {
                 closedByPeer = true
                 break

@@ -45,7 +45,7 @@ func run() throws {
     var clients: [Int32] = []
     for _ in 0..<clientCount {
         let fd = try UnixSocket.connect(path: path)
-        UnixSocket.setNonBlocking(fd)
+        try Sys.setNonBlocking(fd)
         clients.append(fd)
     }
     var buffer = [UInt8](repeating: 0, count: 1 << 16)
@@ -53,7 +53,7 @@ func run() throws {
     func pumpAndRead() {
         while (try? loop.runOnce(timeout: 0)) ?? 0 > 0 {}
         for fd in clients {
-            while let n = try? UnixSocket.receive(fd, into: &buffer), n > 0 { received += n }
+            while let n = try? Sys.recv(fd, into: &buffer), n > 0 { received += n }
         }
     }
     pumpAndRead()

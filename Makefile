@@ -260,9 +260,9 @@ check-generated:
 # throws no result away (scripts/check-c-door, from the package graph, SwiftPM's plan of the
 # debug and the release build, the compiler's imports and typechecked tree with those flags,
 # and clang's tree of the C targets' C; every target, bench/ and the tests included). The
-# script is tested on copies of the package with a mistake each (about 5 minutes cold, on
-# two shared cores; the script alone: seconds with its cache in .build/check-c-door, half a
-# minute without).
+# script is tested on copies of the package with a mistake each (5 to 10 minutes on two
+# cores shared with other builds; the script alone: 5 s with its cache in
+# .build/check-c-door, half a minute without).
 check-door:
 	@SWIFT=$(SWIFT) scripts/check-c-door .
 	@SWIFT=$(SWIFT) Tests/check-c-door-test.sh >/dev/null

@@ -172,6 +172,17 @@ public final class AsyncClient: Sendable {
         get async throws(ClientError) { try await perform { s in s.position } }
     }
 
+    /// The next event, waiting at most `timeout` (nil: for ever); nil when none came in
+    /// time, as `Client.next`. Once the client is closed (or its task cancelled, which
+    /// closes it), `ClientError.closed`; what ended the connection otherwise.
+    public func next(timeout: Duration? = nil) async throws(ClientError) -> Event? {
+        switch await channel.take(until: timeout.map { ContinuousClock.now + $0 }) {
+        case .event(let e): return e
+        case .timedOut: return nil
+        case .end(let error): throw error ?? .closed
+        }
+    }
+
     /// `AsyncClient.events`: an `AsyncSequence` of `Event`, which throws `ClientError`.
     public struct Events: AsyncSequence, Sendable {
         public typealias Element = Event
@@ -197,6 +208,7 @@ public final class AsyncClient: Sendable {
                 if done { return nil }
                 switch await client.channel.take(isolation: actor) {
                 case .event(let e): return e
+                case .timedOut: preconditionFailure("a wait without a deadline timed out")
                 case .end(nil):
                     done = true
                     return nil
@@ -220,6 +232,8 @@ final class Channel: Sendable {
         case event(Event)
         /// The end: nil when closed, else the error that ended the connection.
         case end(ClientError?)
+        /// The deadline passed first.
+        case timedOut
     }
 
     struct State {
@@ -270,17 +284,25 @@ final class Channel: Sendable {
 
     // MARK: the tasks' side
 
-    /// The next event for a task, waiting for it; `.end` once closed, cancelled or ended.
-    func take(isolation actor: isolated (any Actor)? = #isolation) async -> Delivery {
+    /// The next event for a task, waiting for it until `deadline` (nil: for ever); `.end`
+    /// once closed, cancelled or ended.
+    func take(
+        until deadline: ContinuousClock.Instant? = nil, isolation actor: isolated (any Actor)? = #isolation
+    ) async -> Delivery {
         if Task.isCancelled {
             close()
             return .end(nil)
         }
         if let now = takeNow() { return now }
+        if let deadline, deadline <= .now { return .timedOut }
         let id = state.withLock { s in
             s.nextID += 1
             return s.nextID
         }
+        // Started once the task waits: it ends the wait at the deadline, unless an event or
+        // the end came first.
+        let timer = Mutex<Task<Void, Never>?>(nil)
+        defer { timer.withLock { $0?.cancel() } }
         return await withTaskCancellationHandler {
             await withCheckedContinuation(isolation: actor) { (waiting: CheckedContinuation<Delivery, Never>) in
                 let now: Delivery? = state.withLock { s in
@@ -289,19 +311,32 @@ final class Channel: Sendable {
                     s.waiters.append((id, waiting))
                     return nil
                 }
-                if let now { waiting.resume(returning: now) }
+                if let now { return waiting.resume(returning: now) }
+                if let deadline {
+                    timer.withLock {
+                        $0 = Task {
+                            try? await Task.sleep(until: deadline, clock: .continuous)
+                            self.resumeWaiter(id, with: .timedOut)
+                        }
+                    }
+                }
             }
         } onCancel: {
-            let waiting: CheckedContinuation<Delivery, Never>? = state.withLock { s in
-                guard let i = s.waiters.firstIndex(where: { $0.id == id }) else {
-                    s.cancelled.insert(id)
-                    return nil
-                }
-                return s.waiters.remove(at: i).continuation
-            }
-            waiting?.resume(returning: .end(nil))
+            if !resumeWaiter(id, with: .end(nil)) { state.withLock { _ = $0.cancelled.insert(id) } }
             close()
         }
+    }
+
+    /// Resumes the task waiting as `id` with `delivery`; false when it does not wait (it
+    /// has been given something, or has not begun to wait).
+    @discardableResult
+    private func resumeWaiter(_ id: UInt64, with delivery: Delivery) -> Bool {
+        let waiting: CheckedContinuation<Delivery, Never>? = state.withLock { s in
+            guard let i = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return s.waiters.remove(at: i).continuation
+        }
+        waiting?.resume(returning: delivery)
+        return waiting != nil
     }
 
     /// An event, or the end, without waiting; nil when the task must wait.

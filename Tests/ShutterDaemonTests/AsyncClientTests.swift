@@ -46,6 +46,26 @@ struct AsyncClientTests {
         }
     }
 
+    /// What `body` returns, if it does within `seconds`; else its task is cancelled (which
+    /// closes a client it waits on) and `TimedOut` naming `what` is thrown (and recorded).
+    static func bounded<T: Sendable>(
+        _ what: String, within seconds: Int = 20, sourceLocation: SourceLocation = #_sourceLocation,
+        _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(for: .seconds(seconds))
+                return nil
+            }
+            defer { group.cancelAll() }
+            if let done = try await group.next(), let value = done { return value }
+            let e = TimedOut(description: "waited \(seconds) s for \(what)")
+            Issue.record(e, sourceLocation: sourceLocation)
+            throw e
+        }
+    }
+
     /// A shutterd on `dir`/s.sock with `arguments`, no client seen yet.
     static func daemon(_ dir: String, _ arguments: [String]) throws -> Child {
         try startShutterdUnseen(socket: dir + "/s.sock", arguments, directory: dir)

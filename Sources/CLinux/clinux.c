@@ -80,3 +80,9 @@ const char *shutterd_errno_name(int e) {
 int shutterd_name_thread(const char *name) {
     return prctl(PR_SET_NAME, name, 0, 0, 0);
 }
+
+#include <unistd.h>
+
+int shutterd_thread_id(void) {
+    return gettid();
+}

@@ -254,6 +254,8 @@ final class Channel: Sendable {
         var hello: Hello?
         /// The connection's socket (for the tests: it is gone once the thread is).
         var socket: Int32?
+        /// The thread's id (for the tests: /proc/self/task/ID is gone once it has ended).
+        var thread: Int32?
 
         var count: Int { buffer.count - head }
     }
@@ -393,9 +395,11 @@ final class Channel: Sendable {
 
     /// The first connection is made.
     func connected(_ session: Session) {
+        let thread = Sys.threadID()
         state.withLock { s in
             s.hello = session.hello
             s.socket = session.descriptor
+            s.thread = thread
         }
     }
 

@@ -47,6 +47,9 @@ extension Sys {
         }
     }
 
+    /// The calling thread's id: its directory in /proc/self/task.
+    package static func threadID() -> Int32 { shutterd_thread_id() }
+
     /// A non-blocking eventfd (eventfd(2)): readable once `wake` was called on it, until
     /// `acknowledgeWake` reads it.
     package static func wakeDescriptor() throws(SystemError) -> Int32 {

@@ -314,21 +314,6 @@ struct AsyncClientTests {
 
     // MARK: AsyncClient
 
-    /// The threads of this process named `name`.
-    static func threads(named name: String) -> Int {
-        guard let d = opendir("/proc/self/task") else { return -1 }
-        defer { closedir(d) }
-        var n = 0
-        while let e = readdir(d) {
-            let tid = withUnsafePointer(to: e.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
-            }
-            if tid.hasPrefix(".") { continue }
-            if readFile("/proc/self/task/\(tid)/comm") == name + "\n" { n += 1 }
-        }
-        return n
-    }
-
     /// What /proc says of each open descriptor of this process: its link and its fdinfo.
     static func descriptors() -> [(link: String, info: String)] {
         guard let d = opendir("/proc/self/fd") else { return [] }
@@ -373,9 +358,9 @@ struct AsyncClientTests {
         writeTextFile(dir + "/shutter.evemu", ReplayTests.shutter.text())
         let d = try Self.daemon(dir, ["--replay", dir + "/shutter.evemu", "--replay-loop"])
         defer { Self.stop(d) }
-        let threadsBefore = Self.threads(named: Channel.threadName)
         let client = try await AsyncClient(socketPath: dir + "/s.sock")
-        #expect(Self.threads(named: Channel.threadName) == threadsBefore + 1, "the client's thread")
+        let thread = try #require(client.channel.state.withLock { $0.thread })
+        #expect(readFile("/proc/self/task/\(thread)/comm") == Channel.threadName + "\n", "the client's thread")
         let socket = try #require(client.channel.state.withLock { $0.socket })
         let (socketID, wakeID) = (Self.identity(of: socket), Self.identity(of: client.channel.wake))
         #expect(socketID.hasPrefix("socket:[") && wakeID.hasPrefix("eventfd-id:"), "\(socketID) \(wakeID)")
@@ -396,9 +381,7 @@ struct AsyncClientTests {
         try await Self.eventually("two captures") { received.load(ordering: .relaxed) >= 2 }
         iterating.cancel()
         #expect(await iterating.value == "nil", "the sequence ends, without an error")
-        try await Self.eventually("the client's thread to end") {
-            Self.threads(named: Channel.threadName) == threadsBefore
-        }
+        try await Self.eventually("the client's thread to end") { !Sys.exists("/proc/self/task/\(thread)") }
         try await Self.eventually("the socket and the wake descriptor to be closed") {
             !Self.isOpen(socketID) && !Self.isOpen(wakeID)
         }

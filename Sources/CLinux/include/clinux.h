@@ -37,4 +37,6 @@ const char *shutterd_errno_name(int e);
 /* prctl(PR_SET_NAME): the calling thread's name (ps -L, /proc/PID/task/TID/comm), cut at
    15 bytes; 0, or -1 with errno. */
 int shutterd_name_thread(const char *name);
+/* gettid(): the calling thread's id (the TID of /proc/PID/task/TID); cannot fail. */
+int shutterd_thread_id(void);
 #endif

@@ -241,6 +241,50 @@ struct AsyncClientTests {
         #expect(value == 53)
     }
 
+    @Test(
+        "the setters set the interaction: defaultCaptureSoundDisabled makes a headset's presses shouldPlaySound, isEnabled false stops the events"
+    )
+    func setters() async throws {
+        // The shipped Jabra headset's two clicks, the device marked a headset (as a udev rule
+        // would), whose clicks drive primary.
+        var jabra = try Recording(parsing: readTextFile(Self.recordings + "/jabra-headset-click.evemu"))
+        jabra.udev["SHUTTERD_KIND"] = "headset"
+        for (soundOff, enabled) in [(false, true), (true, true), (true, false)] {
+            let dir = temporaryDirectory()
+            defer { removeTree(dir) }
+            writeTextFile(dir + "/jabra.evemu", jabra.text())
+            let d = try Self.daemon(dir, ["--replay", dir + "/jabra.evemu", "--replay-wait", "--replay-speed", "0"])
+            defer { Self.stop(d) }
+            let calls = Calls()
+            let interaction = CaptureEventInteraction(socketPath: dir + "/s.sock", primary: calls.handler("primary"))
+            defer { interaction.invalidate() }
+            try await Self.eventually("the interaction to connect") { Self.connected(interaction) }
+            // Set once connected: each setter's request goes through the client's queue, so a
+            // ping answered after them says they have been applied.
+            interaction.defaultCaptureSoundDisabled = soundOff
+            interaction.isEnabled = enabled
+            #expect(interaction.defaultCaptureSoundDisabled == soundOff && interaction.isEnabled == enabled)
+            let client = try #require(interaction.core.settings.withLock { $0.client })
+            try await client.ping()
+            // The playback's end (the device removed) comes to every client, enabled or not.
+            let watcher = try await AsyncClient(socketPath: dir + "/s.sock")
+            defer { watcher.close() }
+            try Self.startReplay(dir)
+            if !enabled {
+                _ = try await Self.bounded("the Jabra's removal at the playback's end") {
+                    for try await event in watcher.events { if case .deviceRemoved = event { break } }
+                }
+                try await Task.sleep(for: .milliseconds(100))
+                #expect(calls.all == [], "disabled: no capture")
+                continue
+            }
+            try await Self.eventually("the two clicks, got \(calls.all)") { calls.count >= 4 }
+            let sounds = calls.captures.withLock { $0.map(\.shouldPlaySound) }
+            #expect(sounds == Array(repeating: soundOff, count: 4), "defaultCaptureSoundDisabled \(soundOff)")
+            #expect(calls.captures.withLock { $0.allSatisfy { $0.device.kind == "headset" } })
+        }
+    }
+
     /// An AB Shutter3 whose volume up goes down at 0.1 s and stays down for a minute.
     static var held: Recording {
         var r = ReplayTests.shutter

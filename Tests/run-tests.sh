@@ -20,7 +20,9 @@
 #      pytest suite against the built shutterd, the pytest plugin (Tests/python/run.sh)
 #   7. the Swift client: Tests/ClientFixture, a package of its own that depends on the
 #      ShutterClient library by path, built with swift build and run against the built
-#      shutterd (Tests/ClientFixture/run.sh)
+#      shutterd, then the same for the README's examples (examples/swift: the
+#      CaptureEventInteraction snippet and a button diagnostic, built with no warning)
+#      (Tests/ClientFixture/run.sh)
 #   7b. the MQTT bridge: shutterd-mqtt between the built shutterd (and a stand-in that sends
 #      captures) and a real mosquitto on a free port, mosquitto_sub as the consumer, with the
 #      bridge, the broker or both killed while a replaying shutterd's events flow

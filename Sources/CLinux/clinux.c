@@ -74,3 +74,15 @@ long shutterd_release_code(void) {
 const char *shutterd_errno_name(int e) {
     return strerrorname_np(e);
 }
+
+#include <sys/prctl.h>
+
+int shutterd_name_thread(const char *name) {
+    return prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
+#include <unistd.h>
+
+int shutterd_thread_id(void) {
+    return gettid();
+}

@@ -72,8 +72,9 @@ final class LineClient {
         case closed
     }
 
-    /// The next line, waiting until `deadline` (nil: for ever); nil when the deadline passed.
-    func receive(until deadline: ContinuousClock.Instant?) throws(ClientError) -> Line? {
+    /// The next line, waiting until `deadline` (nil: for ever); nil when the deadline passed,
+    /// or when `wake` (a `Sys.wakeDescriptor`) is readable, which it leaves readable.
+    func receive(until deadline: ContinuousClock.Instant?, wake: Int32? = nil) throws(ClientError) -> Line? {
         while true {
             switch reader.next() {
             case .line(let bytes):
@@ -93,7 +94,15 @@ final class LineClient {
             let wait = deadline.map { milliseconds(ContinuousClock.now.duration(to: $0)) } ?? -1
             let found: Sys.PollEvents?
             do {
-                found = try Sys.poll(raw, .readable, timeout: wait)
+                if let wake {
+                    guard let both = try Sys.poll([(raw, .readable), (wake, .readable)], timeout: wait) else {
+                        continue
+                    }
+                    if !both[1].isEmpty { return nil }
+                    found = both[0]
+                } else {
+                    found = try Sys.poll(raw, .readable, timeout: wait)
+                }
             } catch {
                 throw .system(error.description)
             }
@@ -112,6 +121,24 @@ final class LineClient {
             }
             if n == 0 { return .closed }
             reader.append(buffer[0..<n])
+        }
+    }
+}
+
+extension LineClient {
+    /// Waits `d` or until `wake` (a `Sys.wakeDescriptor`) is readable, whatever signals
+    /// arrive: true when it is (it is left readable).
+    static func woken(_ wake: Int32, within d: Duration) throws(ClientError) -> Bool {
+        let deadline = ContinuousClock.now + d
+        while true {
+            do {
+                let found = try Sys.poll(
+                    wake, .readable, timeout: milliseconds(ContinuousClock.now.duration(to: deadline)))
+                if let found, !found.isEmpty { return true }
+            } catch {
+                throw .system(error.description)
+            }
+            if ContinuousClock.now >= deadline { return false }
         }
     }
 }

@@ -26,6 +26,10 @@ public struct PressExpectation: Sendable, Equatable, CustomStringConvertible {
         return s
     }
 
+    /// The interaction `shutterctl verify` and `expectPress` set: both handlers, unless
+    /// primary is asked for; then volume up falls through to primary, as on iOS.
+    public var interaction: Interaction { Interaction(primary: true, secondary: handler != .primary) }
+
     func matches(_ d: Device) -> Bool {
         guard let device else { return true }
         return Glob.matches(pattern: device, d.name) || d.id == device || d.group == device
@@ -78,13 +82,78 @@ extension Client {
             } catch {
                 throw .client(error)
             }
-            guard let event else { throw judge.timedOut(after: timeout) }
-            switch judge.observe(event) {
-            case .pending: continue
-            case .passed(let press): return press
-            case .failed(let why): throw .wrong(why)
-            }
+            if let verdict = judge.verdict(event, timeout: timeout) { return try verdict.get() }
         }
+    }
+}
+
+extension AsyncClient {
+    /// As `Client.waitForPress`: one complete press as `expected` describes, with this
+    /// client's interaction as it is, judged as `shutterctl verify` judges. The client
+    /// stays open whatever the verdict.
+    public func waitForPress(_ expected: PressExpectation, timeout: Duration = .seconds(30)) async throws(PressError)
+        -> Press
+    {
+        var judge = PressJudge(expected)
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let event: Event?
+            do throws(ClientError) {
+                event = try await next(timeout: ContinuousClock.now.duration(to: deadline))
+            } catch {
+                throw .client(error)
+            }
+            if let verdict = judge.verdict(event, timeout: timeout) { return try verdict.get() }
+        }
+    }
+}
+
+/// Proves that one button works: connects to shutterd, sets the interaction
+/// `shutterctl verify` sets (`PressExpectation.interaction`), runs `action` (what presses
+/// the button: a robot, a person told to, a replay started), and waits `timeout` for one
+/// complete press of `key` from a device matching `device` (a name pattern, an id or a
+/// group), on `handler` when given. The verdicts are `shutterctl verify`'s and Python's
+/// `expect_press`'s (one judgement, `PressJudge`): `PressError.wrong` naming what arrived
+/// instead (another key, another device, the other handler, the press cancelled),
+/// `PressError.nothing` when nothing did, `PressError.client` when shutterd cannot be
+/// reached; or what `action` threw.
+///
+/// ```swift
+/// let press = try await expectPress(key: "KEY_VOLUMEUP", device: "AB Shutter3*") {
+///     try await robot.pressShutter()
+/// }
+/// print(press.ended.device.name, press.ended.key.name)
+/// ```
+public func expectPress(
+    key: String, device: String? = nil, handler: Handler? = nil, timeout: Duration = .seconds(30),
+    socketPath: String? = nil, during action: @Sendable () async throws -> Void
+) async throws -> Press {
+    let expected = PressExpectation(key: key, device: device, handler: handler)
+    let client: AsyncClient
+    do throws(ClientError) {
+        client = try await AsyncClient(socketPath: socketPath)
+        try await client.setInteraction(expected.interaction)
+    } catch {
+        throw PressError.client(error)
+    }
+    defer { client.close() }
+    try await action()
+    return try await client.waitForPress(expected, timeout: timeout)
+}
+
+/// `expectPress(key:device:handler:timeout:socketPath:during:)` for a press that comes
+/// without the program doing anything (a person presses the button).
+public func expectPress(
+    key: String, device: String? = nil, handler: Handler? = nil, timeout: Duration = .seconds(30),
+    socketPath: String? = nil
+) async throws(PressError) -> Press {
+    do {
+        return try await expectPress(
+            key: key, device: device, handler: handler, timeout: timeout, socketPath: socketPath, during: {})
+    } catch let error as PressError {
+        throw error
+    } catch {
+        preconditionFailure("an action that does nothing threw \(error)")
     }
 }
 
@@ -138,6 +207,17 @@ package struct PressJudge {
             if isExpected { return .failed("\(Self.describe(c)) began but was cancelled (\(c.reason ?? "unknown"))") }
             others.append(Self.describe(c) + " (cancelled)")
             return .pending
+        }
+    }
+
+    /// `observe`'s outcome as a wait's verdict: nil to go on waiting; an event of nil (none
+    /// came within `timeout`) is `timedOut`.
+    package mutating func verdict(_ event: Event?, timeout: Duration) -> Result<Press, PressError>? {
+        guard let event else { return .failure(timedOut(after: timeout)) }
+        switch observe(event) {
+        case .pending: return nil
+        case .passed(let press): return .success(press)
+        case .failed(let why): return .failure(.wrong(why))
         }
     }
 

@@ -175,7 +175,8 @@ package final class EvdevDevice {
         do {
             // EVIOCGKEY: the state of every key, one bit per code (CLinux, as the ioctl's
             // request is a function-like macro Swift cannot import).
-            try keyBits.withUnsafeMutableBufferPointer { (p) throws(SystemError) in
+            // The count is checked (`Sys.check`); the bits are what is wanted.
+            _ = try keyBits.withUnsafeMutableBufferPointer { (p) throws(SystemError) in
                 try Sys.check("ioctl EVIOCGKEY", node) { shutterd_evdev_key_state(fd.raw, p.baseAddress, Int32(count)) }
             }
         } catch {

@@ -352,7 +352,7 @@ let timeoutRange = (lowest: 0.001, highest: 86400.0, text: "from 0.001 to 86400"
         do throws(ClientError) {
             client = try Client(socketPath: socketPath, retryInterval: .seconds(1))
             // Both handlers unless primary is asked for: then volume up falls through, as on iOS.
-            try client.setInteraction(Interaction(primary: true, secondary: handler != .primary))
+            try client.setInteraction(expected.interaction)
             if replay { try client.startReplay() }
         } catch {
             throw PressError.client(error)

@@ -10,6 +10,14 @@
 # interaction without a secondary handler, 20 times over: every time exactly the expected
 # events, in order (Tests/ClientFixture/replay-expected.txt).
 #
+# Then examples/swift, the package the README points Swift users to, likewise: built with no
+# warning from its sources or the library's, its two programs run against shutterd playing
+# the shipped recordings: capture (the seed's AVCaptureEventInteraction snippet) takes the
+# AB Shutter3's two clicks of volume up on its secondary handler and one photo from the
+# gpio-keys camera key, naming the device; verify-button passes on volume up from
+# 'AB Shutter3*', naming the device and key that fired, and fails against the camera module
+# naming what came instead.
+#
 # Usage: Tests/ClientFixture/run.sh [SHUTTERD]    (default .build/debug/shutterd)
 #
 # Prints one PASS/FAIL line per check and last 'N passed, N failed'. A tier that cannot
@@ -19,6 +27,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 SHUTTERD=${1:-$REPO/.build/debug/shutterd}
 FIXTURE=$HERE/.build/debug/shutterd-client-fixture
+EXAMPLES=$REPO/examples/swift
 
 if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
     PATH=/opt/swift/usr/bin:$PATH
@@ -40,7 +49,9 @@ command -v swift >/dev/null 2>&1 || cannot "swift is not on PATH"
 passed=0
 failed=0
 work=$(mktemp -d)
+capture_pid=
 cleanup() {
+    [ -z "$capture_pid" ] || kill "$capture_pid" 2>/dev/null || :
     stop_shutterd >/dev/null 2>&1 || :
     rm -rf "$work"
 }
@@ -133,6 +144,71 @@ replay_rounds() {
     echo "20 rounds, each exactly as expected"
 }
 check fixture-replay-started-by-the-client-20-times 0 '^20 rounds, each exactly as expected$' -- replay_rounds
+
+# The examples: built with no warning from their sources or the client library's (the
+# modules under it are not theirs to answer for).
+examples_build() {
+    swift build --package-path "$EXAMPLES" --scratch-path "$EXAMPLES/.build" >"$work/build" 2>&1
+    got=$?
+    cat "$work/build"
+    if grep -E "(examples/swift/Sources|Sources/ShutterClient)/.*warning:" "$work/build"; then
+        echo "warnings above"
+        return 1
+    fi
+    return $got
+}
+check examples-build 0 'Build complete' -- examples_build
+
+# play RECORDING...: a shutterd playing the shipped recordings on the client's word.
+play() {
+    args=
+    for r in "$@"; do args="$args --replay $REPO/examples/recordings/$r"; done
+    # shellcheck disable=SC2086
+    start_shutterd --ready "$work/shutterd.log" "$sock" env SHUTTERD_CONFIG="$work/empty.conf" "$SHUTTERD" \
+        --socket "$sock" --replay-wait --replay-speed 0 $args
+}
+
+# capture 1, playback started once it says it is connected (its interaction, with a
+# secondary handler, is then in force); it ends after one photo. Bounded: 30 s for the
+# connection, 60 s in all.
+capture_round() {
+    play ab-shutter3-volumeup.evemu gpio-keys-focus-and-shutter.evemu || return 1
+    SHUTTERD_SOCKET=$sock timeout 60 "$EXAMPLES/.build/debug/capture" 1 >"$work/capture" 2>&1 &
+    capture_pid=$!
+    i=0
+    while ! grep -q '^connected to shutterd' "$work/capture" && [ $i -lt 300 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    PYTHONPATH=$REPO/clients/python python3 -c \
+        'import shutterd, sys; shutterd.Client(sys.argv[1]).start_replay()' "$sock"
+    wait "$capture_pid"
+    got=$?
+    [ $got != 124 ] || echo "capture did not end within 60 s"
+    capture_pid=
+    stop_shutterd || :
+    cat "$work/capture"
+    echo "$(grep -c '^secondary: KEY_VOLUMEUP$' "$work/capture") on secondary, $(grep -c '^photo' "$work/capture") photo"
+    return $got
+}
+check examples-capture-photo-on-primary-volume-up-on-secondary 0 '^connected to shutterd ' \
+    "^photo 1: KEY_CAMERA of 'gpio-keys' \[host host-0001-0001-" '^2 on secondary, 1 photo$' -- capture_round
+
+# verify-button KEY DEVICE --start-replay against one recording.
+verify_button() {
+    play "$1" || return 1
+    SHUTTERD_SOCKET=$sock timeout 60 "$EXAMPLES/.build/debug/verify-button" "$2" "$3" --start-replay
+    got=$?
+    stop_shutterd || :
+    return $got
+}
+check examples-verify-button-passes-and-says-which-fired 0 \
+    '^PASS KEY_VOLUMEUP \(code 115\) on the secondary handler$' \
+    "^from 'AB Shutter3 Keyboard' \[bluetooth 2717:0040 remote\] id bluetooth-2717-0040-c2:1a:55:0e:b3:05-ab-shutter3-keyboard$" \
+    -- verify_button ab-shutter3-volumeup.evemu KEY_VOLUMEUP 'AB Shutter3*'
+check examples-verify-button-names-what-came-instead 1 \
+    "^FAIL expected KEY_VOLUMEUP from 'AB Shutter3\*', got KEY_CAMERA from 'gpio-keys' \(primary\)$" \
+    -- verify_button gpio-keys-focus-and-shutter.evemu KEY_VOLUMEUP 'AB Shutter3*'
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

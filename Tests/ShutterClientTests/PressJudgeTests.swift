@@ -345,4 +345,21 @@ struct ResumeOrderTests {
         #expect(Client.inSeqOrder(arrived).map { $0.1 } == ["gap", "20", "30", "gesture", "40"])
         #expect(Client.inSeqOrder([]).isEmpty)
     }
+
+    @Test("a restart's gap (no from: the whole new run follows it) goes before every event of the new run")
+    func restartGapFirst() throws {
+        let gap = try #require(
+            event(
+                .object([
+                    ("type", .string("gap")), ("reason", .string("restart")), ("instance", .string("00000000000000bb")),
+                    ("started", .int(1)), ("askedInstance", .string("00000000000000aa")), ("askedSeq", .int(7)),
+                    ("message", .string("shutterd was restarted")),
+                ])))
+        let added = try #require(event(.object([("type", .string("deviceAdded")), ("device", shutter)])))
+        // The new run played before the resume came: its events came live, then the gap.
+        let arrived: [(Event, String?)] = [
+            (added, "added"), (capture("began", press: 1), "10"), (capture("ended", press: 1), "10 end"), (gap, "gap"),
+        ]
+        #expect(Client.inSeqOrder(arrived).map { $0.1 } == ["added", "gap", "10", "10 end"])
+    }
 }

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Linux interfaces Swift's Glibc module does not carry (epoll, signalfd, timerfd,
-   accept4, SO_PEERCRED, EVIOCGKEY, getrandom), and socket flags as plain ints. The functions that need
+   eventfd, accept4, SO_PEERCRED, EVIOCGKEY, getrandom), and socket flags as plain ints. The functions that need
    _GNU_SOURCE live in clinux.c so that this header declares no glibc type differently
    from other modules. */
 #ifndef SHUTTERD_CLINUX_H
 #define SHUTTERD_CLINUX_H
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -33,4 +34,9 @@ long shutterd_release_code(void);
 /* strerrorname_np (glibc 2.32, _GNU_SOURCE): the errno's name, "EACCES"; NULL for a
    number glibc has no name for. */
 const char *shutterd_errno_name(int e);
+/* prctl(PR_SET_NAME): the calling thread's name (ps -L, /proc/PID/task/TID/comm), cut at
+   15 bytes; 0, or -1 with errno. */
+int shutterd_name_thread(const char *name);
+/* gettid(): the calling thread's id (the TID of /proc/PID/task/TID); cannot fail. */
+int shutterd_thread_id(void);
 #endif

@@ -425,7 +425,9 @@ struct AsyncClientTests {
         try await Self.eventually("two captures") { received.load(ordering: .relaxed) >= 2 }
         iterating.cancel()
         #expect(await iterating.value == "nil", "the sequence ends, without an error")
-        try await Self.eventually("the client's thread to end") { (try? Sys.exists("/proc/self/task/\(thread)")) == false }
+        try await Self.eventually("the client's thread to end") {
+            (try? Sys.exists("/proc/self/task/\(thread)")) == false
+        }
         try await Self.eventually("the socket and the wake descriptor to be closed") {
             !Self.isOpen(socketID) && !Self.isOpen(wakeID)
         }

@@ -242,6 +242,14 @@ package struct Spool {
                 // spans had one) is of whichever run.
                 return (instance == nil || e.instance == instance) && firstSeq <= seq && seq <= lastSeq
             }
+
+            /// Whether the span names a seq of `b`'s run strictly between `a`'s and `b`'s.
+            func lies(between a: Entry, and b: Entry) -> Bool {
+                guard let low = a.seq, let high = b.seq, a.instance == b.instance else { return false }
+                // low < high first: low + 1 cannot overflow then (a file's seq is any Int64).
+                return (instance == nil || b.instance == instance) && low < high && low + 1 < high
+                    && low < lastSeq && firstSeq < high
+            }
         }
 
         package var count = 0
@@ -425,8 +433,10 @@ package struct Spool {
             droppedTotal += d.count
         }
         let told = said.flatMap(\.spans)
+        let named = (d?.spans ?? []) + told
         var dead = 0
         var counted = 0
+        var previous: Entry?
         for e in file {
             let counting = d?.spans.contains { $0.contains(e) } == true
             if counting || told.contains(where: { $0.contains(e) }) {
@@ -434,8 +444,15 @@ package struct Spool {
                 if counting { counted += 1 }
                 nextArrival += 1  // between the events around it: a span never grows across it
             } else {
+                // Records the place or a notice names that an earlier rewrite left out of the
+                // file lie between the two around them too: a span of a drop now must not grow
+                // across them, or it would name them again (a second notice for the same loss).
+                if e.seq != nil, let p = previous, named.contains(where: { $0.lies(between: p, and: e) }) {
+                    nextArrival += 1
+                }
                 dead += append(e)
             }
+            if e.seq != nil { previous = e }
         }
         return (dead, counted)
     }

@@ -207,6 +207,40 @@ struct SpoolTests {
             ], "not one span across a2 and a3, which the notice in the file says")
     }
 
+    @Test(
+        "what a notice in the file or the place names, no longer in the file, splits a span: each loss said once (issue 43, hole 3)"
+    )
+    func saidAndRewrittenAway() {
+        let a = "aaaaaaaaaaaaaaaa"
+        let es = (1...8).map { Spool.Entry(topic: "t", payload: "a\($0)", seq: Int64($0), instance: a) }
+        let notice = Spool.Entry(topic: "notice", payload: "n", seq: nil)
+        // a1 was in flight when a2 to a5 were dropped, said, and the file rewritten without
+        // them; a kill -9 then: the file has a1, the notice, a6 to a8. Read back into a spool
+        // of 2, a1 and a6 are dropped again: two spans, not one across a2 to a5.
+        let said = Spool.Dropped(count: 4, spans: [.init(instance: a, firstSeq: 2, lastSeq: 5, count: 4)])
+        var s = Spool(capacity: 2)
+        let r = s.restore(dropped: nil, file: [es[0], notice, es[5], es[6], es[7]], said: [said])
+        #expect(r.counted == 0 && s.entries == [notice, es[6], es[7]])
+        #expect(
+            s.takeDropped()?.spans == [
+                .init(instance: a, firstSeq: 1, lastSeq: 1, count: 1),
+                .init(instance: a, firstSeq: 6, lastSeq: 6, count: 1),
+            ], "a2 to a5, which the notice in the file says, are not named again")
+        // The same when the place counts them (no notice made yet).
+        var p = Spool(capacity: 2)
+        _ = p.restore(dropped: said, file: [es[0], es[5], es[6], es[7]])
+        #expect(
+            p.takeDropped()?.spans == [
+                .init(instance: a, firstSeq: 2, lastSeq: 5, count: 4),
+                .init(instance: a, firstSeq: 1, lastSeq: 1, count: 1),
+                .init(instance: a, firstSeq: 6, lastSeq: 6, count: 1),
+            ], "a2 to a5 in the place's span only")
+        // Nothing named between them: the span grows as before.
+        var q = Spool(capacity: 2)
+        _ = q.restore(dropped: nil, file: [es[0], es[5], es[6], es[7]])
+        #expect(q.takeDropped()?.spans == [.init(instance: a, firstSeq: 1, lastSeq: 6, count: 2)])
+    }
+
     @Test("notices are never dropped and not bounded: events make room for events only")
     func noticesKept() {
         var s = Spool(capacity: 2, byteCapacity: 300)

@@ -84,11 +84,16 @@ package final class Engine {
     @exclusivity(unchecked) var devices: [Int: DeviceState] = [:]
     @exclusivity(unchecked) package private(set) var lastSeq: UInt64 = 0
     @exclusivity(unchecked) var lastPress: UInt64 = 0
-    /// Turns an event type and code into libevdev's name for it.
-    let name: (UInt16, UInt16) -> String
+    /// The keys' and the relative axes' names (libevdev's, given by the daemon).
+    let names: EventNames
 
-    package init(name: @escaping (UInt16, UInt16) -> String) {
-        self.name = name
+    package init(names: EventNames) {
+        self.names = names
+    }
+
+    /// The engine's names made by `name` (a type and a code: libevdev's name for it).
+    package convenience init(name: (UInt16, UInt16) -> String) {
+        self.init(names: EventNames(name))
     }
 
     package func nextSeq() -> UInt64 {
@@ -103,17 +108,17 @@ package final class Engine {
         let state = DeviceState(record: record, mapping: mapping)
         for code in mapping.primaryKeys.union(mapping.secondaryKeys).union(mapping.focusKeys).sorted()
         where Int(code) < DeviceState.keyCount && state.keyNames.count < 255 {
-            state.keyNames.append(name(EventType.key, code))
+            state.keyNames.append(names.key(code))
             state.nameSlot[Int(code)] = UInt8(state.keyNames.count)
         }
-        for axis in mapping.sliderAxes where axis < 32 { state.axisNames[Int(axis)] = name(EventType.rel, axis) }
+        for axis in mapping.sliderAxes where axis < 32 { state.axisNames[Int(axis)] = names.rel(axis) }
         devices[record.handle] = state
         return state
     }
 
     func keyName(_ state: DeviceState, _ code: UInt16) -> String {
         let slot = Int(code) < DeviceState.keyCount ? Int(state.nameSlot[Int(code)]) : 0
-        return slot > 0 ? state.keyNames[slot - 1] : name(EventType.key, code)
+        return slot > 0 ? state.keyNames[slot - 1] : names.key(code)
     }
 
     /// How many of the device's mapped keys are held now (grabbing waits for zero).
@@ -237,7 +242,7 @@ package final class Engine {
             produced[last].kernelTime = time
             return
         }
-        let key = KeyInfo(code: axis, name: (axis < 32 ? state.axisNames[Int(axis)] : nil) ?? name(EventType.rel, axis))
+        let key = KeyInfo(code: axis, name: (axis < 32 ? state.axisNames[Int(axis)] : nil) ?? names.rel(axis))
         produced.append(
             Occurrence(
                 seq: nextSeq(), kind: .slider(delta: delta), press: 0, device: state.record, key: key,
@@ -336,4 +341,28 @@ extension Array {
     fileprivate mutating func empty() {
         while !isEmpty { removeLast() }
     }
+}
+
+/// The names of the key codes (below KEY_CNT) and the relative axes (below REL_CNT), as
+/// the daemon's evdev library gives them: made once, read as data, so that the engine holds
+/// nothing it calls out through.
+package struct EventNames: Sendable {
+    let keys: [String]
+    let rels: [String]
+
+    /// KEY_CNT and REL_CNT, from linux/input-event-codes.h.
+    static let keyCount = 0x300
+    static let relCount = 0x10
+
+    /// The names `name` gives (an event type and a code), for every key code and axis.
+    package init(_ name: (UInt16, UInt16) -> String) {
+        keys = (0..<UInt16(Self.keyCount)).map { name(EventType.key, $0) }
+        rels = (0..<UInt16(Self.relCount)).map { name(EventType.rel, $0) }
+    }
+
+    func key(_ code: UInt16) -> String { Int(code) < keys.count ? keys[Int(code)] : Self.unnamed(EventType.key, code) }
+    func rel(_ axis: UInt16) -> String { Int(axis) < rels.count ? rels[Int(axis)] : Self.unnamed(EventType.rel, axis) }
+
+    /// A code beyond the tables, named as libevdev's wrapper names a code it does not know.
+    static func unnamed(_ type: UInt16, _ code: UInt16) -> String { "CODE_\(type)_0x\(String(code, radix: 16))" }
 }

@@ -29,6 +29,9 @@ package struct Fanout: ~Copyable {
         @exclusivity(unchecked) var closing = false
         /// The number of the plan whose writes list it (`Fanout.planNumber`).
         @exclusivity(unchecked) var listedIn: UInt64 = 0
+        /// Its socket took less than it was offered: its buffer is written again once the
+        /// socket is writable (`writable`), not on every plan.
+        @exclusivity(unchecked) var blocked = false
         /// The newest seq in the history when it came: what is published after goes to it live.
         let joined: UInt64
         /// The number of the last press begun when it came: presses above it began while
@@ -40,20 +43,13 @@ package struct Fanout: ~Copyable {
         @exclusivity(unchecked) var resume: Resume?
         /// It has resumed once (a connection resumes at most once).
         var resumed = false
-        /// Room for the head of its line for an occurrence published alone, taken once: the
-        /// head is written here and sent from here, nothing allocated or copied.
-        let head: UnsafeMutableBufferPointer<UInt8>
-
         init(id: UInt64, mayGrab: Bool, limits: ClientLimits, joined: UInt64, joinedPress: UInt64) {
             self.id = id
             self.mayGrab = mayGrab
             self.joined = joined
             self.joinedPress = joinedPress
             out = OutBuffer(limit: limits.queueMessages, byteLimit: limits.queueBytes)
-            head = .allocate(capacity: Wire.headCapacity)
         }
-
-        deinit { head.deallocate() }
 
         var asksLongPresses: Bool { session.interaction.gestures.longPressAfter != nil }
     }
@@ -107,70 +103,138 @@ package struct Fanout: ~Copyable {
     /// (not on the press path, which walks `peers`).
     var byID: [UInt64: Peer] = [:]
     /// The shared text of the occurrence being published, reused.
-    package private(set) var text = Wire.SharedPart()
+    var text = Wire.SharedPart()
     /// Clients whose interaction asks for long presses: only they have long presses due.
     var longPressPeers = 0
     /// The earliest long press pending (CLOCK_MONOTONIC µs).
     private(set) var longPressDue: Int64?
 
-    /// The two sets of room for plans, used in turn, and which the plan being made is in.
-    var rooms = (Plan.room(8), Plan.room(8))
-    var inSecond = false
     /// The plan being made.
-    private(set) var plan: Plan
+    private(set) var plan = Plan()
+    /// The clients whose buffers the plan being made writes: their pieces are copied into
+    /// it when it is handed over.
+    var toWrite: [UInt64] = []
     /// Something is planned: `takePlan` has it.
     package private(set) var planned = false
-    /// Counts the plans handed over: a client is in the writes of the plan being made when
-    /// its `listedIn` is this.
+    /// Counts the plans handed over: a client is in `toWrite` when its `listedIn` is this.
     var planNumber: UInt64 = 1
+    /// The bytes of the clients' buffers one plan carries at most (a client's piece is
+    /// 64 KiB at most): the rest is written by the plans after it.
+    static let piecesPerPlan = 262_144
+    static let piecePerClient = 65536
 
     package init(limits: ClientLimits, instance: RunInstance = RunInstance(name: "0000000000000000", started: 0)) {
         self.limits = limits
         self.instance = instance
         history = History(bytes: limits.historyBytes)
-        plan = Plan(rooms.0)
-    }
-
-    deinit {
-        rooms.0.base.deallocate()
-        rooms.1.base.deallocate()
     }
 
     var count: Int { peers.count }
 
-    /// Hands over the plan made since the last was handed over, and begins the next in the
-    /// other set of room: the plan handed over stays as it is until the one after it is.
-    @inline(__always)
-    package mutating func takePlan() -> Plan {
-        let taken = plan
-        inSecond.toggle()
-        plan = Plan(inSecond ? rooms.1 : rooms.0)
-        if plan.capacity < peers.count { grow() }
+    /// Hands over the plan made since the last was handed over, in `other` (the plan its
+    /// owner handed over before, carried out: its room is used for the next). The pieces of
+    /// the clients' buffers it writes are copied into it here: a resuming client whose
+    /// buffer went is given more of the history first (`held`: the presses held now,
+    /// `Engine.heldBegan`, read only when the history dropped some of what it was to be
+    /// given).
+    package mutating func takePlan(into other: inout Plan, held: @autoclosure () -> [Occurrence] = []) {
         planNumber &+= 1
-        planned = false
-        return taken
+        if !toWrite.isEmpty { copyPieces(held) }
+        other.take(&plan)
+        planned = !toWrite.isEmpty
     }
 
-    /// The plan being made in room for every client, keeping what it holds (the other set
-    /// of room, which a plan handed over may be in, grows when the next plan is begun in it).
-    mutating func grow() {
-        plan = plan.larger(peers.count)
-        if inSecond { rooms.1 = (plan.base, plan.capacity) } else { rooms.0 = (plan.base, plan.capacity) }
+    /// Copies the pieces of the listed clients' buffers into the plan, at most
+    /// `piecesPerPlan` bytes: the clients left over stay listed for the next plan.
+    mutating func copyPieces(_ held: () -> [Occurrence]) {
+        // Listed meanwhile (a client closed by a refill that overflowed) stays listed too.
+        let listed = toWrite.count
+        var left = 0
+        for i in 0..<listed {
+            let id = toWrite[i]
+            // A client whose socket filled since it was listed waits to be writable.
+            guard let peer = peer(id), !peer.blocked else { continue }
+            if plan.rest.pieces.count >= Self.piecesPerPlan {
+                toWrite[left] = id
+                left += 1
+                peer.listedIn = planNumber
+                continue
+            }
+            if peer.out.isEmpty && peer.resume != nil && !peer.closing { refill(peer, planWrite: false, held: held) }
+            let piece = peer.out.piece(max: Self.piecePerClient)
+            if piece.isEmpty {
+                if peer.closing {
+                    plan.rest.closeNow.append(id)
+                    plan.rest.used = true
+                }
+                continue
+            }
+            let at = plan.rest.pieces.count
+            plan.rest.pieces.append(contentsOf: piece)
+            plan.rest.writes.append(Write(id: id, bytes: at..<plan.rest.pieces.count))
+            plan.rest.used = true
+        }
+        toWrite.removeSubrange(left..<listed)
+    }
+
+    /// What the socket owner did with a plan handed over (`plan.taken`: what each socket
+    /// took): what a send's socket did not take waits in the client's buffer, what a write's
+    /// took is dropped from it, and what follows is planned (the rest of a buffer, more of
+    /// the history, a closing client's close). A client whose socket took less than it was
+    /// offered is written again once it is writable (`writable`). The results are taken out
+    /// of the plan (its `taken` is emptied).
+    package mutating func carriedOut(_ done: inout Plan) {
+        // A press's sends, taken whole, leave nothing to do.
+        guard done.reportable else {
+            done.reported = 0
+            return
+        }
+        defer { done.forgetTaken() }
+        for k in 0..<done.shortCount {
+            let (i, n) = done.shortRoom[k]
+            let send = done.room.sends[i]
+            guard n >= 0, let peer = peer(send.id) else { continue }
+            peer.out.keep(
+                head: done.room.bytes(send.head), tail: done.room.bytes(done.tailStart..<done.lineEnd), sent: n)
+            peer.blocked = true
+        }
+        guard !done.rest.writes.isEmpty else { return }
+        for (j, w) in done.rest.writes.enumerated() {
+            let n = done.writeTaken(j)
+            guard n >= 0, let peer = peer(w.id) else { continue }
+            peer.out.advance(by: n)
+            let kept = peer.out.bytes.capacity
+            peer.out.compact()
+            if n < w.bytes.count {
+                peer.blocked = true
+            } else if !peer.out.isEmpty || (peer.resume != nil && !peer.closing) {
+                write(peer)
+            } else {
+                // A buffer emptied of a large message (a hello with many devices, a backlog)
+                // gave its room back. Not on the press path: a press's messages fit in what
+                // it keeps.
+                if kept > OutBuffer.keptCapacity {
+                    plan.intents.released += kept
+                    planned = true
+                }
+                if peer.closing {
+                    plan.rest.closeNow.append(peer.id)
+                    plan.rest.used = true
+                    planned = true
+                }
+            }
+        }
+    }
+
+    /// Client `id`'s socket, which took less than it was offered, is writable again: what
+    /// its buffer holds is written.
+    package mutating func writable(_ id: UInt64) {
+        guard let peer = peer(id) else { return }
+        peer.blocked = false
+        write(peer)
     }
 
     // MARK: Clients
-
-    /// `list`'s first `count` entries without those of client `id`, in order: the new count.
-    static func removing<T>(_ id: UInt64, from list: UnsafeMutablePointer<T>, _ count: Int32, _ idOf: (T) -> UInt64)
-        -> Int32
-    {
-        var kept = 0
-        for j in 0..<Int(count) where idOf(list[j]) != id {
-            if kept != j { list[kept] = list[j] }
-            kept += 1
-        }
-        return Int32(kept)
-    }
 
     func peer(_ id: UInt64) -> Peer? { byID[id] }
 
@@ -178,7 +242,6 @@ package struct Fanout: ~Copyable {
         let peer = Peer(id: id, mayGrab: mayGrab, limits: limits, joined: history.last, joinedPress: lastBegan)
         peers.append(peer)
         byID[id] = peer
-        if plan.capacity < peers.count { grow() }
     }
 
     /// The client is gone (its socket closed): it leaves the plan being made at once (its
@@ -190,11 +253,13 @@ package struct Fanout: ~Copyable {
         guard byID.removeValue(forKey: id) != nil, let i = peers.firstIndex(where: { $0.id == id }) else { return }
         let peer = peers.remove(at: i)
         peer.closing = true
-        plan.writeCount = Self.removing(id, from: plan.writeRoom, plan.writeCount) { $0 }
-        plan.closingCount = Self.removing(id, from: plan.closingRoom, plan.closingCount) { $0 }
-        plan.fellBehindCount = Self.removing(id, from: plan.fellBehindRoom, plan.fellBehindCount) { $0.id }
+        toWrite.removeAll { $0 == id }
+        plan.rest.closing.removeAll { $0 == id }
+        plan.rest.closeNow.removeAll { $0 == id }
+        plan.rest.fellBehind.removeAll { $0.id == id }
+        plan.dropSends(to: id)
         if peer.session.interaction.grab {
-            plan.grabsChanged = true
+            plan.intents.grabsChanged = true
             planned = true
         }
         if peer.asksLongPresses {
@@ -229,7 +294,7 @@ package struct Fanout: ~Copyable {
         let hadLong = peer.asksLongPresses
         let cancels = peer.session.setInteraction(interaction, now: now, seqs: seqs)
         if hadGrab || interaction.grab {
-            plan.grabsChanged = true
+            plan.intents.grabsChanged = true
             planned = true
         }
         longPressPeers += (peer.asksLongPresses ? 1 : 0) - (hadLong ? 1 : 0)
@@ -266,12 +331,11 @@ package struct Fanout: ~Copyable {
     mutating func close(_ peer: Peer) {
         guard !peer.closing else { return }
         peer.closing = true
-        precondition(Int(plan.closingCount) < plan.capacity, "Fanout: a plan's closing list is full")
-        plan.closingRoom[Int(plan.closingCount)] = peer.id
-        plan.closingCount += 1
+        plan.rest.closing.append(peer.id)
+        plan.rest.used = true
         planned = true
         // A client being closed no longer counts towards a grab.
-        if peer.session.interaction.grab { plan.grabsChanged = true }
+        if peer.session.interaction.grab { plan.intents.grabsChanged = true }
         write(peer)
     }
 
@@ -284,10 +348,8 @@ package struct Fanout: ~Copyable {
     /// `missing`: the seq of an event that was for it and did not fit.
     mutating func overflow(_ peer: Peer, missing: UInt64? = nil) {
         let q = peer.out
-        precondition(Int(plan.fellBehindCount) < plan.capacity, "Fanout: a plan's fell-behind list is full")
-        plan.fellBehindRoom[Int(plan.fellBehindCount)] = FellBehind(
-            id: peer.id, messages: q.count, bytes: q.pending)
-        plan.fellBehindCount += 1
+        plan.rest.fellBehind.append(FellBehind(id: peer.id, messages: q.count, bytes: q.pending))
+        plan.rest.used = true
         var missed = peer.out.discardUnstarted()
         // A gesture line that did not fit comes after its event's line, dropped already.
         if let missing, missed.count == 0 || missing != missed.latest { missed.add(missing) }
@@ -315,45 +377,12 @@ package struct Fanout: ~Copyable {
         close(peer)
     }
 
-    /// Plans a write of a client's buffer.
+    /// Plans a write of a client's buffer (once its socket is writable, when it was full).
     mutating func write(_ peer: Peer) {
-        guard peer.listedIn != planNumber else { return }
+        guard peer.listedIn != planNumber, !peer.blocked else { return }
         peer.listedIn = planNumber
-        precondition(Int(plan.writeCount) < plan.capacity, "Fanout: a plan's write list is full")
-        plan.writeRoom[Int(plan.writeCount)] = peer.id
-        plan.writeCount += 1
+        toWrite.append(peer.id)
         planned = true
-    }
-
-    // MARK: Writing
-
-    /// What client `id` has waiting, to send next (at most 256 KiB, empty when nothing
-    /// waits): the socket owner sends what the socket takes of it and says how much
-    /// (`sent`), and asks again until the socket takes no more or nothing is left, then
-    /// ends the write (`endWrite`). A resuming client whose buffer went is given more of
-    /// the history here, as it reads what it was given (`held`: the presses held now,
-    /// `Engine.heldBegan`, read only when the history dropped some of what it was to be
-    /// given). The slice shares the buffer's storage: the socket owner drops it before its
-    /// next call.
-    package mutating func nextPiece(of id: UInt64, held: @autoclosure () -> [Occurrence]) -> ArraySlice<UInt8> {
-        guard let peer = peer(id) else { return [] }
-        if peer.out.isEmpty && peer.resume != nil && !peer.closing { refill(peer, planWrite: false, held: held) }
-        return peer.out.piece()
-    }
-
-    /// The socket took `n` bytes of client `id`'s piece.
-    package mutating func sent(_ n: Int, to id: UInt64) { peer(id)?.out.advance(by: n) }
-
-    /// Ends a write of client `id`'s buffer: drops what was sent, and returns whether all of
-    /// it went, and the bytes its buffer gave back to the heap (a large message sent).
-    package mutating func endWrite(_ id: UInt64) -> (all: Bool, released: Int) {
-        guard let peer = peer(id) else { return (true, 0) }
-        let held = peer.out.bytes.capacity
-        peer.out.compact()
-        let all = peer.out.isEmpty
-        // A buffer emptied of a large message (a hello with many devices, a backlog) gave
-        // its room back. Not on the press path: a press's messages fit in what it keeps.
-        return (all, all && held > OutBuffer.keptCapacity ? held : 0)
     }
 
     // MARK: Publishing
@@ -361,11 +390,14 @@ package struct Fanout: ~Copyable {
     /// Publishes a batch of occurrences: each client gets what its interaction selects,
     /// written into its buffer (the shared tail of each occurrence written once). An
     /// occurrence published alone (a press, a release) to a client with nothing waiting and
-    /// no gestures is not buffered: its head is written into the client's `head`, to be sent
-    /// with the shared tail in one write. Returns the plan.
-    package mutating func publish(_ batch: [Occurrence]) -> Plan {
-        guard !batch.isEmpty else { return takePlan() }
-        let alone = batch.count == 1
+    /// no gestures is not buffered: its head is written into the plan's `heads`, to be sent
+    /// before the shared tail (the plan's `line`) in one write. The plan says what to do
+    /// (`takePlan(into:held:)`).
+    package mutating func publish(_ batch: [Occurrence]) {
+        guard !batch.isEmpty else { return }
+        // The sends of one plan share one tail: a plan with sends already (not handed over)
+        // has what follows buffered.
+        let alone = batch.count == 1 && plan.sendCount == 0
         for o in batch {
             history.append(o)
             if o.isBegan { lastBegan = o.press }
@@ -380,12 +412,15 @@ package struct Fanout: ~Copyable {
                         continue
                     }
                     if peer.session.roomReleased != 0 { collectReleased(peer) }
-                    var head = ShortText(peer.head)
-                    Wire.eventHead(
-                        o, text, clientSeq: h.clientSeq, handler: h.handler, shouldPlaySound: h.shouldPlaySound,
-                        sliderValue: h.sliderValue, into: &head)
-                    let written = UnsafeMutableBufferPointer(rebasing: peer.head[..<head.count])
-                    plan(Send(id: peer.id, head: UnsafeRawBufferPointer(written)))
+                    if plan.sendCount == 0 { plan.beginSends(clients: peers.count, tail: text.tail) }
+                    plan.addSend(to: peer.id) { slot in
+                        var head = ShortText(slot)
+                        Wire.eventHead(
+                            o, text, clientSeq: h.clientSeq, handler: h.handler, shouldPlaySound: h.shouldPlaySound,
+                            sliderValue: h.sliderValue, into: &head)
+                        return head.count
+                    }
+                    planned = true
                     continue
                 }
                 switch peer.out.deliver(o, text: text, to: &peer.session) {
@@ -400,31 +435,14 @@ package struct Fanout: ~Copyable {
             // Only a press's began or end can move the earliest long press.
             if longPressPeers > 0 { planLongPress() }
         }
-        return takePlan()
-    }
-
-    mutating func plan(_ send: Send) {
-        precondition(Int(plan.sendCount) < plan.capacity, "Fanout: a plan's send list is full")
-        (plan.sendRoom + Int(plan.sendCount)).initialize(to: send)
-        plan.sendCount += 1
-        planned = true
     }
 
     /// Adds to the plan the room a session gave back (at an end of a capture or a control
     /// key, when many presses at once had made it hold room for all of them).
     mutating func collectReleased(_ peer: Peer) {
-        plan.released += peer.session.roomReleased
+        plan.intents.released += peer.session.roomReleased
         peer.session.roomReleased = 0
         planned = true
-    }
-
-    /// The socket took `sent` bytes of a planned send (its head and the shared `tail`): the
-    /// rest waits in the client's buffer, and a write of it is planned.
-    package mutating func keepUnsent(_ send: Send, tail: UnsafeRawBufferPointer, sent: Int) {
-        // Rare (the socket is full): the client is looked for, not remembered in the send.
-        guard let peer = peer(send.id) else { return }
-        peer.out.keep(head: send.head, tail: tail, sent: sent)
-        write(peer)
     }
 
     // MARK: Long presses
@@ -439,8 +457,8 @@ package struct Fanout: ~Copyable {
         }
         if due != longPressDue {
             longPressDue = due
-            plan.longPressMoved = true
-            plan.longPressAt = due ?? .min
+            plan.intents.longPressMoved = true
+            plan.intents.longPressDue = due
             planned = true
         }
     }

@@ -55,16 +55,9 @@ package struct AccessPolicy {
         }
     }
 
-    /// A new client's credentials, nil (said) when the kernel does not give them: such a
-    /// client may not grab, and is not checked against allow-users and allow-groups.
-    static func peer(_ fd: Int32) -> PeerCredentials? {
-        do {
-            return try Sys.peerCredentials(fd)
-        } catch {
-            Log.error("a new client's credentials: \(error)")
-            return nil
-        }
-    }
+    /// Whether a client whose credentials the kernel did not give may connect: only when
+    /// no allow-users or allow-groups list says who may.
+    var admitsUnknown: Bool { !restricted }
 
     func mayConnect(_ peer: PeerCredentials) -> Bool {
         guard restricted else { return true }

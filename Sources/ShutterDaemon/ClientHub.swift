@@ -2,111 +2,93 @@
 import ShutterCore
 import ShutterSys
 
-/// The socket side of the daemon: accepts clients, reads their requests, and carries out
-/// the sockets' part of what the fan-out (ShutterCore's `Fanout`, which writes each client
-/// the events its interaction selects) plans, never blocking on any client. The rest of a
-/// plan, its intents, it hands to their owner (`intents`).
+/// What the client hub tells its owner (the daemon), which answers the clients: who may
+/// connect, what they asked, who left, whose socket is writable again. The hub speaks
+/// sockets only; every message it sends is bytes its owner gave it.
+package protocol ClientHubOwner: AnyObject {
+    /// A connection came (`peer`: its credentials, when the kernel gave them; `label`: its
+    /// name in the log; `connected`: the clients connected now): nil takes it, else the
+    /// bytes to send it (sent if the socket takes them now) before it is closed.
+    func admit(_ peer: PeerCredentials?, label: String, connected: Int) -> [UInt8]?
+    /// A connection taken is the client `id` from now on.
+    func connected(_ id: UInt64, label: String, peer: PeerCredentials?)
+    /// Client `id` sent a request line, read into a value (or why it is not one).
+    func request(_ line: Result<RequestLine, RequestError>, from id: UInt64)
+    /// Clients were closed (their sockets are): `ClientHub.takeDepartures()` names them.
+    func departed()
+    /// Client `id`'s socket, which took less than it was offered, is writable again.
+    func writable(_ id: UInt64)
+    /// At the process's descriptor limit (`error`): the bytes to send the connection turned
+    /// away for it.
+    func refusal(atLimit error: SystemError) -> [UInt8]
+    /// A line of the log that a client caused (`what`: its kind, for the bound on them).
+    func peerLine(_ what: String, _ line: String)
+}
+
+/// The socket side of the daemon: accepts clients, reads their requests into values, writes
+/// the bytes a plan says (`carryOut`), and closes them, never blocking on any client. What
+/// to answer, and to whom, is its owner's (`ClientHubOwner`).
 package final class ClientHub {
-    /// What a plan asks of the daemon, which owns the devices' grabs, the gesture timer and
-    /// `--replay`'s playback: set by it. The hub hands each over as it carries out the plan,
-    /// the grabs before anything is written (the reply that asked for a grab says it is in
-    /// force).
-    package struct Intents {
-        /// Some client's grab wish may have changed: every device's grab is looked at again,
-        /// by `wantsGrab`.
-        package var grabsChanged: () -> Void = {}
-        /// The earliest long press pending moved: the gesture timer is armed for it
-        /// (CLOCK_MONOTONIC µs), or disarmed (nil).
-        package var longPressDue: (Int64?) -> Void = { _ in }
-        /// A client asked for playback to start: nil when it started, or why it did not.
-        /// Nil itself when the daemon plays no recordings.
-        package var startReplay: (() -> String?)?
-
-        package init() {}
-    }
-
     final class Client {
         /// Its name while the daemon runs, never another client's, given when it is admitted
-        /// (`ClientTable.insert`): the key of `clients` and of the fan-out's plan.
+        /// (`ClientTable.insert`): the key of `clients` and of the fan-out's plans.
         var id: UInt64 = ClientTable.empty
-        /// The connection; closed when the client is (or when it is dropped, refused).
+        /// The connection; closed when the client is (or when it is refused).
         let socket: FileDescriptor
         /// Its number, for the loop and the socket calls while the client is in `clients`
         /// (once it is closed, the kernel may give the number to another).
         let fd: Int32
-        let peer: PeerCredentials?
         let label: String
-        let mayGrab: Bool
         var reader = LineReader()
         /// When a closing client is closed whether or not it read its last messages; 0 until
         /// a plan says it is closing.
         var closeDeadline: Int64 = 0
-        /// The socket took less than was queued: written when it is writable again, not on
-        /// every plan.
+        /// The socket took less than it was offered: written when it is writable again.
         var waitingWritable = false
         /// Has requests left over from its last turn (in `backlog`).
         var inBacklog = false
-        /// Its refusals, for the log: the first of each code logged, the rest counted.
-        var refusals = RefusalTally()
 
-        init(serial: Int, socket: FileDescriptor, peer: PeerCredentials?, mayGrab: Bool) {
+        var closing: Bool { closeDeadline != 0 }
+
+        init(serial: Int, socket: FileDescriptor, peer: PeerCredentials?) {
             self.socket = socket
             self.fd = socket.raw
-            self.peer = peer
-            self.mayGrab = mayGrab
             // The serial tells apart clients that get the same descriptor number in turn.
             label = "client \(serial) fd=\(fd)" + (peer.map { " pid=\($0.pid) uid=\($0.uid)" } ?? "")
         }
     }
 
+    /// A client closed, for its owner: its id, its label and why (nil: closed as planned).
+    package struct Departure {
+        package let id: UInt64
+        package let label: String
+        package let why: String?
+    }
+
+    unowned let owner: any ClientHubOwner
     let loop: EventLoop
     let listener: UnixListener
-    let access: AccessPolicy
-    let limits: ClientLimits
     let closeTimer: Timer
-    /// Numbers a client's own cancels in the daemon's sequence.
-    let engine: Engine
-    /// The plans' intents, carried out by their owner.
-    package var intents = Intents()
     // Read for every send of a press, on the loop's one thread, never across a call that
     // changes it: no runtime exclusivity check.
     @exclusivity(unchecked) var clients = ClientTable()
-    /// The devices as now open, in the order they came (by handle), for `hello` and
-    /// `listDevices`: kept from what the daemon tells every client (`deviceAdded`,
-    /// `deviceRemoved`, `deviceChanged`), not asked of it.
-    var devices: [DeviceRecord] = []
-    /// The clients' side of publishing; its plans are carried out by `carryOut`.
-    // Walked and written for every event, on the loop's one thread, never across a call that
-    // changes it: no runtime exclusivity check.
-    @exclusivity(unchecked) var fanout: Fanout
-    /// Bytes that client buffers and sessions gave back since the heap was last trimmed
-    /// (see `released`).
-    var releasedSinceTrim = 0
-    /// Bytes given back that make a trim worth its walk of the heap (glibc's own
-    /// M_TRIM_THRESHOLD for the heap's top, by default).
-    static let trimAfter = 128 * 1024
+    /// Clients closed and not yet told to the owner.
+    @exclusivity(unchecked) var departures: [Departure] = []
+    /// A plan is being carried out: clients closed on the way are told after it.
+    @exclusivity(unchecked) var carrying = false
     var accepted = 0
     /// Connections accepted in one turn of the listener, at most.
     var acceptsPerTurn = 64
+    /// At most this many clients: beyond, the clients that hung up are looked for first.
+    let maxClients: Int
     /// `reapHungUp` has looked at the clients in this turn of the listener.
     var reapedThisTurn = false
-    /// A plan is being carried out: a plan made meanwhile (a client closed on the way) is
-    /// carried out after it, by the same call.
-    @exclusivity(unchecked) var carrying = false
     var readBuffer = [UInt8](repeating: 0, count: 65536)
-    /// Where `carryOut` puts each sent line together: room for the longest head, then the
-    /// shared tail (grown, rarely, for a device whose text is longer than any before).
-    var lineRoom = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
     /// How long a client being closed may take to read its last messages (the overflow
     /// notice waits behind what the kernel already holds for a client that stopped reading).
     var closeGrace: Int64 = 120_000_000
     /// When `closeTimer` is armed for (the earliest deadline of the closing clients).
     var closeTimerDue: Int64?
-    /// The bound on the log lines clients cause (`peerLine`), and the timer that says a
-    /// minute's unlogged lines when it ends; armed only while some are unlogged.
-    var peerLog: PeerLog
-    let logTimer: Timer
-    var logTimerDue: Int64?
     /// Clients with requests left over from their last turn, served in order after the
     /// ready descriptors, one turn each per round.
     @exclusivity(unchecked) var backlog: [Client] = []
@@ -120,79 +102,38 @@ package final class ClientHub {
     /// Connections refused since the limit was reached (nil: not at a limit).
     var refusedAtLimit: Int?
 
-    package init(
-        loop: EventLoop, listener: UnixListener, access: AccessPolicy, limits: ClientLimits, engine: Engine,
-        instance: RunInstance = RunInstance(name: "0000000000000000", started: 0)
-    ) throws(SystemError) {
+    package init(owner: any ClientHubOwner, loop: EventLoop, listener: UnixListener, maxClients: Int)
+        throws(SystemError)
+    {
+        self.owner = owner
         self.loop = loop
         self.listener = listener
-        self.access = access
-        self.limits = limits
-        self.engine = engine
-        fanout = Fanout(limits: limits, instance: instance)
-        peerLog = PeerLog(perWindow: limits.clientLogLines)
+        self.maxClients = maxClients
         closeTimer = try Timer()
-        logTimer = try Timer()
         reserve = FileDescriptor.open("/dev/null")
         try loop.add(closeTimer.raw, events: EventLoop.readable) { [unowned self] _ in closeTimerFired() }
-        try loop.add(logTimer.raw, events: EventLoop.readable) { [unowned self] _ in logTimerFired() }
         loop.deferredWork = { [unowned self] in serveBacklog() }
     }
 
-    deinit { lineRoom.deallocate() }
+    package var count: Int { clients.count }
 
-    var count: Int { clients.count }
+    /// The label of client `id` in the log ("client 3 fd=9 pid=… uid=…").
+    package func label(_ id: UInt64) -> String? { clients[id]?.label }
 
-    /// Room for a line of `count` bytes at least.
-    func growLineRoom(_ count: Int) {
-        lineRoom.deallocate()
-        lineRoom = .allocate(byteCount: count * 2, alignment: 8)
+    /// The clients closed since the owner was last told, to be told now.
+    package func takeDepartures() -> [Departure] {
+        defer { departures.removeAll() }
+        return departures
     }
 
-    /// Whether a client that may grab has an enabled interaction asking to grab `device`.
-    func wantsGrab(_ device: DeviceInfo) -> Bool { fanout.wantsGrab(device) }
-
-    /// Closes every client (the daemon is stopping), after a last attempt to write.
+    /// Closes every client (the daemon is stopping: what they were to be sent was written
+    /// as far as their sockets took it); the owner is not told.
     package func closeAll() {
-        for client in clients.values {
-            flush(client)
-            closeClient(client, why: nil)
-        }
-        if let summary = peerLog.summary() { Log.info(summary) }
+        carrying = true
+        for client in clients.values { closeClient(client, why: nil) }
+        departures.removeAll()
+        carrying = false
         loop.remove(listener.raw)
         loop.remove(closeTimer.raw)
-        loop.remove(logTimer.raw)
-    }
-
-    /// Logs a line that a client caused (`what` names its kind for the count), unless the
-    /// minute's bound is reached: then it is counted, and said in the minute's summary.
-    /// Returns whether it was logged.
-    @discardableResult
-    func peerLine(_ what: String, _ line: @autoclosure () -> String) -> Bool {
-        let now = Sys.monotonicMicros()
-        let (log, summary) = peerLog.admit(what, now: now)
-        if let summary { Log.info(summary) }
-        if log { Log.info(line()) }
-        let due = peerLog.summaryDue
-        if due != logTimerDue {
-            logTimerDue = due
-            if let due { logTimer.arm(after: UInt64(max(1, due - now))) } else { logTimer.disarm() }
-        }
-        return log
-    }
-
-    /// Says a client's counted refusals (`RefusalTally`) in `line` made of them, as a line
-    /// of kind `what`; when that line is over the minute's bound, the refusals themselves are
-    /// added to the minute's count, so that its summary still says how many there were.
-    func sayRefusals(of client: Client, as what: String, _ line: (String) -> String) {
-        let total = client.refusals.total
-        guard let counted = client.refusals.take() else { return }
-        if !peerLine(what, line(counted)) { peerLog.count("refused requests", total) }
-    }
-
-    func logTimerFired() {
-        logTimer.acknowledge()
-        logTimerDue = nil
-        if let summary = peerLog.summary() { Log.info(summary) }
     }
 }

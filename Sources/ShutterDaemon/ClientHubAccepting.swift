@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 import ShutterCore
 import ShutterSys
-import ShutterSystemd
 
-// Accepting clients: the listener, the descriptor and client limits, the hello.
+// Accepting clients: the listener and the descriptor limit.
 extension ClientHub {
     /// The listening socket is readable (its owner watches it, as an input like any other):
     /// accepts the clients waiting, at most `acceptsPerTurn`; returns how many were admitted.
@@ -28,7 +27,7 @@ extension ClientHub {
                 continue
             }
             if let refused = refusedAtLimit {
-                peerLine("descriptor-limit episodes", "accepting clients again (\(refused) refused at the limit)")
+                owner.peerLine("descriptor-limit episodes", "accepting clients again (\(refused) refused at the limit)")
                 refusedAtLimit = nil
             }
             if admit(fd) { admitted += 1 }
@@ -52,16 +51,13 @@ extension ClientHub {
         }
     }
 
-    /// systemd's STATUS line: the devices and the clients (shutterd.service's status).
-    var status: String { "\(devices.count) devices, \(clients.count) clients" }
-
     /// At a descriptor or memory limit: accepts one waiting connection with the reserve
     /// descriptor, tells it why, and closes it, so the listener does not stay readable with
     /// nothing done (a busy loop). Logs once per episode. False when nothing more can be
     /// done now; without a reserve the listener is paused until a client leaves.
     func refuseAtLimit(_ error: SystemError) -> Bool {
         if refusedAtLimit == nil {
-            peerLine(
+            owner.peerLine(
                 "descriptor-limit episodes",
                 "\(error): refusing new clients until some leave (\(clients.count) connected)")
             refusedAtLimit = 0
@@ -72,12 +68,7 @@ extension ClientHub {
             let waiting = try? listener.accept()
             if let waiting {
                 refusedAtLimit! += 1
-                turnAway(
-                    FileDescriptor(waiting),
-                    RequestError(
-                        .tooManyClients,
-                        "shutterd cannot take another client now (\(error.message)); try again later"
-                    ))
+                turnAway(FileDescriptor(waiting), owner.refusal(atLimit: error))
             }
             reserve = FileDescriptor.open("/dev/null")
             if reserve != nil { return waiting != nil }
@@ -88,38 +79,29 @@ extension ClientHub {
 
     /// A connection that is not taken: its one message, sent if the socket takes it now
     /// (never waited for), then closed.
-    func turnAway(_ socket: FileDescriptor, _ error: RequestError) {
-        _ = try? Sys.send(socket.raw, Message.error(error)[...])
+    func turnAway(_ socket: FileDescriptor, _ message: [UInt8]) {
+        _ = try? Sys.send(socket.raw, message[...])
         socket.close()
     }
 
+    /// Takes a connection, if its owner admits it: it becomes a client, and the owner is
+    /// told its id.
     @discardableResult
     func admit(_ fd: Int32) -> Bool {
         let socket = FileDescriptor(fd)  // Closed with the client, or when refused below.
-        let peer = AccessPolicy.peer(fd)
-        accepted += 1
-        let client = Client(
-            serial: accepted, socket: socket, peer: peer, mayGrab: peer.map(access.mayGrab) ?? false)
-        if let peer, !access.mayConnect(peer) {
-            peerLine("refused connections", "\(client.label): refused, not in allow-users or allow-groups")
-            turnAway(
-                socket,
-                RequestError(
-                    .notPermitted,
-                    "uid \(peer.uid) is not allowed to use shutterd (see allow-users and allow-groups in shutterd.conf)"
-                ))
-            return false
+        let peer: PeerCredentials?
+        do {
+            peer = try Sys.peerCredentials(fd)
+        } catch {
+            // Said; the owner decides what a client it cannot name may do.
+            Log.error("a new client's credentials: \(error)")
+            peer = nil
         }
-        if clients.count >= limits.maxClients { reapHungUp() }
-        if clients.count >= limits.maxClients {
-            peerLine(
-                "refused connections", "\(client.label): refused, \(clients.count) clients are connected (max-clients)")
-            turnAway(
-                socket,
-                RequestError(
-                    .tooManyClients,
-                    "shutterd has \(clients.count) clients, its limit (max-clients in shutterd.conf); try again later"
-                ))
+        accepted += 1
+        let client = Client(serial: accepted, socket: socket, peer: peer)
+        if clients.count >= maxClients { reapHungUp() }
+        if let refusal = owner.admit(peer, label: client.label, connected: clients.count) {
+            turnAway(socket, refusal)
             return false
         }
         do {
@@ -132,13 +114,7 @@ extension ClientHub {
             return false
         }
         clients.insert(client)
-        fanout.add(id: client.id, mayGrab: client.mayGrab)
-        peerLine("connections", "\(client.label): connected")
-        fanout.send(
-            Message.hello(version: shutterdVersion, devices: devices, run: fanout.instance, seq: engine.lastSeq),
-            to: client.id)
-        carryOut()
-        Systemd.notify("STATUS=\(status)")
+        owner.connected(client.id, label: client.label, peer: peer)
         return true
     }
 }

@@ -54,12 +54,48 @@ package final class Daemon {
     let monitor: UdevMonitor?
     var replayer: Replayer?
     let listener: UnixListener
-    let signals: SignalSource
+    /// nil for a daemon of clients alone (`init(clientsOf:listener:options:instance:)`).
+    let signals: SignalSource?
     var watchdog: Timer?
-    var hub: ClientHub!
+    /// The clients' sockets: set once the daemon, its owner, is.
+    @exclusivity(unchecked) package private(set) var hub: ClientHub!
     /// BlueZ on the system bus; nil when replaying.
     var bluez: BluezWatcher?
-    let engine = Engine(name: { KeyNames.name(type: $0, code: $1) })
+    /// The input model: the daemon is its one writer.
+    package let engine = Engine(name: { KeyNames.name(type: $0, code: $1) })
+    /// The clients' side of publishing: what each client is sent, and the plans that say so.
+    // Walked and written for every event, on the loop's one thread, never across a call that
+    // changes it: no runtime exclusivity check.
+    @exclusivity(unchecked) package var fanout: Fanout
+    /// The plan being carried out, handed to and fro with the fan-out (its room kept).
+    @exclusivity(unchecked) var plan = Fanout.Plan()
+    /// A plan is being carried out: what is planned meanwhile waits for its loop.
+    // This and the fields below that a press touches are read and written on the loop's one
+    // thread, never across a call that changes them: no runtime exclusivity check.
+    @exclusivity(unchecked) var carrying = false
+    /// Who may connect and grab (shutterd.conf).
+    let access: AccessPolicy
+    let limits: ClientLimits
+    /// The clients, by the hub's id, as their requests and the log need them.
+    var requesters: [UInt64: Requester] = [:]
+    /// The devices as now open, in the order they came (by handle), for `hello` and
+    /// `listDevices`: the recordings' too.
+    var records: [DeviceRecord] = []
+    /// The bound on the log lines clients cause, and the timer that says a minute's
+    /// unlogged lines when it ends; armed only while some are unlogged.
+    var peerLog: PeerLog
+    let logTimer: Timer
+    var logTimerDue: Int64?
+    /// Bytes that client buffers and sessions gave back since the heap was last trimmed
+    /// (see `released`).
+    @exclusivity(unchecked) var releasedSinceTrim = 0
+    /// Bytes given back that make a trim worth its walk of the heap (glibc's own
+    /// M_TRIM_THRESHOLD for the heap's top, by default).
+    static let trimAfter = 128 * 1024
+    /// When the gesture timer is armed for (nil: disarmed), and how many times the grabs
+    /// were looked at again because a plan said so: what the tests observe of the intents.
+    @exclusivity(unchecked) package internal(set) var gestureDue: Int64?
+    @exclusivity(unchecked) package internal(set) var grabRounds = 0
     /// The open devices' grabs, looked at again when a plan's intents say grab wishes may
     /// have changed.
     let grabs: Grabs
@@ -74,18 +110,54 @@ package final class Daemon {
     var events: [RawEvent] = []
     var occurrences: [Occurrence] = []
 
+    /// The parts every daemon has: the loop, the listener, the clients' side; `udev`,
+    /// `monitor` and `signals` for a daemon of devices.
+    init(
+        options: DaemonOptions, loop: EventLoop, listener: UnixListener, udev: Udev?, monitor: UdevMonitor?,
+        signals: SignalSource?, instance: RunInstance
+    ) throws(SystemError) {
+        self.options = options
+        self.loop = loop
+        self.listener = listener
+        self.udev = udev
+        self.monitor = monitor
+        self.signals = signals
+        limits = options.config.limits
+        access = AccessPolicy(options.config)
+        fanout = Fanout(limits: limits, instance: instance)
+        peerLog = PeerLog(perWindow: limits.clientLogLines)
+        grabs = Grabs(engine: engine)
+        gestureTimer = try Timer()
+        logTimer = try Timer()
+        hub = try ClientHub(owner: self, loop: loop, listener: listener, maxClients: limits.maxClients)
+        grabs.log = { [unowned self] in peerLine("grabs and releases", $0) }
+        try loop.add(logTimer.raw, events: EventLoop.readable) { [unowned self] _ in logTimerFired() }
+        try loop.add(gestureTimer.raw, events: EventLoop.readable) { [unowned self] _ in longPressesDue() }
+        try loop.add(listener.raw, events: EventLoop.readable) { [unowned self] _ in clientsArrived() }
+    }
+
+    /// A daemon of clients alone, on `loop` and `listener`: no devices, udev, signals or
+    /// systemd; what it publishes is given to it (`publish`, `tellAdded`). For the tests
+    /// of the clients' side and the press path's benchmark.
+    package convenience init(
+        clientsOf loop: EventLoop, listener: UnixListener, options: DaemonOptions,
+        instance: RunInstance = RunInstance(name: "0000000000000000", started: 0)
+    ) throws(SystemError) {
+        try self.init(
+            options: options, loop: loop, listener: listener, udev: nil, monitor: nil, signals: nil,
+            instance: instance)
+    }
+
     /// Sets everything up: signals, socket, udev monitor, first enumeration. The daemon is
     /// ready (and says so to systemd) when this returns.
-    package init(options: DaemonOptions) throws(DaemonError) {
-        self.options = options
-        grabs = Grabs(engine: engine)
+    package convenience init(options: DaemonOptions) throws(DaemonError) {
         Sys.ignore(Sys.brokenPipe)
         Daemon.raiseDescriptorLimit(for: options.config.limits)
         do {
-            loop = try EventLoop()
-            gestureTimer = try Timer()
+            let loop = try EventLoop()
             Log.attach(to: loop)
-            signals = try SignalSource([Sys.terminate, Sys.interrupt, Sys.hangUp])
+            let signals = try SignalSource([Sys.terminate, Sys.interrupt, Sys.hangUp])
+            let listener: UnixListener
             if let fd = try Systemd.listenSocket() {
                 listener = UnixListener(adopting: fd, path: options.socketPath)
                 Log.info("listening on the socket passed by systemd")
@@ -98,18 +170,23 @@ package final class Daemon {
                 Log.info("listening on \(options.socketPath)")
             }
             var present: [UdevRecord] = []
+            var udev: Udev?
+            var monitor: UdevMonitor?
             if options.replay == nil {
-                let udev = try Udev()
+                let u = try Udev()
                 // The monitor is enabled before enumerating so that no device falls between the
                 // two; one that shows up in both is dropped the second time by its syspath.
-                let monitor = try UdevMonitor(udev)
-                present = try udev.enumerateInput()
-                self.udev = udev
-                self.monitor = monitor
+                monitor = try UdevMonitor(u)
+                present = try u.enumerateInput()
+                udev = u
+            }
+            // This run's name, for the clients that resume (random: unique per start).
+            let instance = RunInstance(random: try Sys.randomBytes(8), started: Sys.wallClockMicros())
+            try self.init(
+                options: options, loop: loop, listener: listener, udev: udev, monitor: monitor, signals: signals,
+                instance: instance)
+            if let monitor {
                 try loop.add(monitor.fd, events: EventLoop.readable) { [unowned self] _ in udevReady() }
-            } else {
-                udev = nil
-                monitor = nil
             }
             try loop.add(signals.raw, events: EventLoop.readable) { [unowned self] _ in signalReady() }
             if let replay = options.replay {
@@ -117,15 +194,6 @@ package final class Daemon {
                 try loop.add(replayer.timer.raw, events: EventLoop.readable) { [unowned self] _ in replayDue() }
                 self.replayer = replayer
             }
-            // This run's name, for the clients that resume (random: unique per start).
-            let instance = RunInstance(random: try Sys.randomBytes(8), started: Sys.wallClockMicros())
-            hub = try ClientHub(
-                loop: loop, listener: listener, access: AccessPolicy(options.config),
-                limits: options.config.limits, engine: engine, instance: instance)
-            hub.intents = intents()
-            grabs.log = { [unowned self] in hub.peerLine("grabs and releases", $0) }
-            try loop.add(listener.raw, events: EventLoop.readable) { [unowned self] _ in clientsArrived() }
-            try loop.add(gestureTimer.raw, events: EventLoop.readable) { [unowned self] _ in longPressesDue() }
             if options.replay == nil {
                 let watcher = BluezWatcher(loop: loop) { [unowned self] address in linkChanged(address: address) }
                 bluez = watcher
@@ -157,7 +225,7 @@ package final class Daemon {
         } else {
             Log.info("ready: \(devices.count) devices")
         }
-        Systemd.notify("READY=1\nSTATUS=\(hub.status)")
+        Systemd.notify("READY=1\nSTATUS=\(status)")
     }
 
     /// Most of the daemon's own code runs only to start it (options, config, enumeration,
@@ -195,8 +263,14 @@ package final class Daemon {
         }
         Systemd.notify("STOPPING=1")
         let cancels = engine.shutdown(now: Sys.monotonicMicros())
-        hub.publish(cancels)
+        publish(cancels)
+        // A last attempt to write what every client has waiting, a socket that was full
+        // included.
+        for id in hub.clients.values.map(\.id) { fanout.writable(id) }
+        carryOut()
         hub.closeAll()
+        if let summary = peerLog.summary() { Log.info(summary) }
+        loop.remove(logTimer.raw)
         grabs.log = { Log.info($0) }
         loop.remove(gestureTimer.raw)
         for device in devices.values {
@@ -282,9 +356,9 @@ package final class Daemon {
         grabs.add(device)
         bySyspath[record.syspath] = device.handle
         Log.info("\(evdev.nodeName) - \(name): added id=\(info.id) kind=\(plan.kind.rawValue) bus=\(info.busName)")
-        hub.deviceAdded(device.record)
-        grabs.update(device, wanted: hub.wantsGrab(device.info))
-        Systemd.notify("STATUS=\(hub.status)")
+        tellAdded(device.record)
+        grabs.update(device, wanted: wantsGrab(device.info))
+        Systemd.notify("STATUS=\(status)")
         // Events that arrived before the fd was watched are pending and readable: epoll
         // reports them at once, as it is level-triggered.
     }
@@ -321,11 +395,11 @@ package final class Daemon {
         // Received when the last read returned: one clock read for the whole batch.
         let now = Sys.monotonicMicros()
         for i in occurrences.indices { occurrences[i].receiveTime = now }
-        hub.publish(occurrences)
+        publish(occurrences)
         if let gone {
             removeDevice(device.handle, why: gone.errno == Errno.ENODEV ? "unplugged" : gone.description)
         } else if device.grabPending {
-            grabs.update(device, wanted: hub.wantsGrab(device.info))
+            grabs.update(device, wanted: wantsGrab(device.info))
         }
     }
 
@@ -335,7 +409,8 @@ package final class Daemon {
     func longPressesDue() {
         gestureTimer.acknowledge()
         for device in devices.values where engine.heldCount(device.handle) > 0 { deviceReady(device) }
-        hub.longPressesDue()
+        fanout.longPresses(dueBy: Sys.monotonicMicros())
+        carryOut()
     }
 
     /// One read of the device, its events handed to the engine at once: in a burst the
@@ -363,16 +438,16 @@ package final class Daemon {
     /// A device is gone (unplugged, or its recording played to the end): its held keys are
     /// cancelled, every client is told, and the STATUS line says so.
     func retire(_ record: DeviceRecord, _ label: String, why: String, now: Int64) {
-        hub.publish(engine.removeDevice(handle: record.handle, now: now))
+        publish(engine.removeDevice(handle: record.handle, now: now))
         Log.info("\(label): removed (\(why))")
-        hub.deviceRemoved(record)
-        Systemd.notify("STATUS=\(hub.status)")
+        tellRemoved(record)
+        Systemd.notify("STATUS=\(status)")
     }
 
     // MARK: Signals
 
     func signalReady() {
-        while let s = signals.next() {
+        while let s = signals?.next() {
             switch s {
             case Sys.hangUp:
                 Log.info("SIGHUP: re-reading devices and batteries, reporting dropped events")
@@ -392,20 +467,6 @@ package final class Daemon {
 }
 
 extension Daemon {
-    /// What the daemon carries out of the hub's plans: the devices' grabs, by the clients'
-    /// wishes; the gesture timer; `--replay`'s playback on a client's request.
-    func intents() -> ClientHub.Intents {
-        var intents = ClientHub.Intents()
-        intents.grabsChanged = { [unowned self] in grabs.updateAll { hub.wantsGrab($0) } }
-        intents.longPressDue = { [unowned self] in gestureTimer.arm(at: $0) }
-        if let replayer {
-            // The timer is armed here and fires on a later turn of the loop: the reply goes
-            // out before the first event played.
-            intents.startReplay = { replayer.start(now: Sys.monotonicMicros()) }
-        }
-        return intents
-    }
-
     /// The listening socket is readable: the hub accepts the clients waiting. Without
     /// `--replay-wait`, `--replay`'s devices come and playback starts with the first.
     func clientsArrived() {
@@ -423,9 +484,9 @@ extension Daemon {
         for (record, mapping) in replayer.admit(config: options.config, firstHandle: lastHandle + 1) {
             lastHandle = record.handle
             engine.addDevice(record, mapping: mapping)
-            hub.deviceAdded(record)
+            tellAdded(record)
         }
-        Systemd.notify("STATUS=\(hub.status)")
+        Systemd.notify("STATUS=\(status)")
     }
 
     /// The replay timer fired: each track's due events go to the engine as one read of a
@@ -441,7 +502,7 @@ extension Daemon {
             if !events.isEmpty {
                 occurrences.removeAll(keepingCapacity: true)
                 engine.handle(track.record.handle, events, now: now, into: &occurrences)
-                hub.publish(occurrences)
+                publish(occurrences)
             }
             if ended {
                 retire(track.record, "\(track.path) - \(track.recording.name)", why: "end of the recording", now: now)

@@ -88,7 +88,7 @@ extension Daemon {
         let old = device.info
         device.record = new
         device.loggedEventsWhileDisconnected = false
-        hub.publish(engine.replaceRecord(new, now: Sys.monotonicMicros()))
+        publish(engine.replaceRecord(new, now: Sys.monotonicMicros()))
         var what: [String] = []
         if old.connected != new.info.connected {
             what.append("connected=\(new.info.connected.map(String.init) ?? "-")")
@@ -96,7 +96,7 @@ extension Daemon {
         if old.battery != new.info.battery { what.append("battery=\(new.info.battery.map(String.init) ?? "-")") }
         if old.alias != new.info.alias { what.append("alias=\(new.info.alias ?? "-")") }
         Log.info("\(device.evdev.nodeName) - \(new.info.name): \(what.joined(separator: " "))")
-        hub.deviceChanged(new)
+        tellChanged(new)
     }
 
     /// Events from a device BlueZ calls disconnected should not come; they are passed on

@@ -10,7 +10,9 @@ import ShutterSys
 /// have changed (`ClientHub.Intents.grabsChanged`).
 package final class Grabs {
     let engine: Engine
-    private(set) var devices: [Int: Daemon.OpenDevice] = [:]
+    // Read when a plan says grab wishes changed, on the loop's one thread, never across a
+    // call that changes it: no runtime exclusivity check.
+    @exclusivity(unchecked) private(set) var devices: [Int: Daemon.OpenDevice] = [:]
 
     /// Where the lines of grabs and releases go: a client's wish causes them, so the hub
     /// bounds them as its other lines clients cause (`ClientHub.peerLine`).

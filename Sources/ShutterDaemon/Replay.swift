@@ -32,9 +32,9 @@ package struct ReplayOptions: Sendable {
 }
 
 /// Plays recordings as devices. It holds no one: the daemon admits what `admit` returns
-/// into its engine and hub, watches `timer` as an input, and hands each track's due events
-/// (`play`) to the engine as one read of a node; a client's `replay` request reaches
-/// `start` through the hub. With nothing due the timer is disarmed: an idle replay wakes
+/// into its engine and tells every client of, watches `timer` as an input, and hands each
+/// track's due events (`play`) to the engine as one read of a node; a client's `replay`
+/// request, which the daemon answers, calls `start`. With nothing due the timer is disarmed: an idle replay wakes
 /// nobody.
 package final class Replayer {
     /// The shortest a looping pass lasts, in microseconds.
@@ -78,7 +78,7 @@ package final class Replayer {
     }
 
     /// Admits each recording as its device would be admitted, numbered from `firstHandle`:
-    /// the devices for the engine and the hub, with their mappings. Once.
+    /// the devices for the engine and the clients, with their mappings. Once.
     func admit(config: Config, firstHandle: Int) -> [(record: DeviceRecord, mapping: DeviceMapping)] {
         guard tracks.isEmpty else { return [] }
         var admitted: [(record: DeviceRecord, mapping: DeviceMapping)] = []

@@ -45,9 +45,9 @@ struct FanoutTests {
     ) {
         var sent: [UInt8] = []
         for send in plan.sends where send.id == peer.id {
-            sent = Array(send.head) + Array(f.text.tail)
+            sent = plan.line(send)
         }
-        return (sent, plan.writes.contains(peer.id))
+        return (sent, plan.writeIDs.contains(peer.id))
     }
 
     /// Adds a client and returns its side of the fan-out.
@@ -79,8 +79,8 @@ struct FanoutTests {
         var reference = OutBuffer(limit: 10)
         var session = ClientSession()
         for o in Self.three {
-            let plan = f.publish([o])
-            #expect(plan.sendCount == 1 && plan.writes.isEmpty)
+            let plan = f.published([o])
+            #expect(plan.sends.count == 1 && plan.writes.isEmpty)
             let (sent, queued) = Self.planned(f, plan, direct)
             #expect(!queued && direct.out.isEmpty)
             #expect(reference.deliver(o, text: Wire.SharedPart(o), to: &session) == .queued)
@@ -96,18 +96,26 @@ struct FanoutTests {
         #expect(direct.session.clientSeq == 3 && direct.session.openPresses == 1)
     }
 
-    @Test("what the socket does not take of a send waits in the client's buffer, whole, and a write is planned")
+    @Test(
+        "what the socket does not take of a send waits in the client's buffer, whole, and is written once the socket is writable"
+    )
     func keptWhenNotTaken() throws {
         let o = Self.three[0]
         for taken in [0, 1, 40] {
             var f = Fanout(limits: ClientLimits())
             let peer = Self.add(&f, id: 3, mayGrab: false)
-            let plan = f.publish([o])
+            var plan = f.published([o])
             let line = Self.planned(f, plan, peer).sent
-            f.keepUnsent(plan.sends[0], tail: f.text.tail, sent: taken)
+            plan.taken = [taken]
+            f.carriedOut(&plan)
+            let planned = f.planned
+            #expect(!planned, "nothing is written to a full socket")
+            #expect(f.published([Self.three[1]]).writes.isEmpty, "nor after what follows is queued")
+            f.writable(peer.id)
             let next = f.takePlan()
-            #expect(Array(next.writes) == [peer.id])
-            #expect(Array(line.prefix(taken)) + Self.drain(peer) == line)
+            #expect(next.writeIDs == [peer.id])
+            let rest = Array(next.bytes(next.writes[0]))
+            #expect(Array(line.prefix(taken)) + rest.prefix(line.count - taken) == line)
         }
     }
 
@@ -116,8 +124,8 @@ struct FanoutTests {
         var f = Fanout(limits: ClientLimits())
         let a = Self.add(&f, id: 1, mayGrab: false)
         let b = Self.add(&f, id: 2, mayGrab: false)
-        let plan = f.publish(Self.three)
-        #expect(plan.sendCount == 0 && Array(plan.writes) == [1, 2])
+        let plan = f.published(Self.three)
+        #expect(plan.sends.count == 0 && plan.writeIDs == [1, 2])
         #expect(a.out.count == 3 && b.out.count == 3)
         #expect(String(decoding: Self.drain(a), as: UTF8.self).split(separator: "\n").count == 3)
     }
@@ -132,11 +140,11 @@ struct FanoutTests {
         try Self.set(&f, #"{"gestures":{"doublePress":{"within":300}}}"#, of: gestures)
         f.send(Array("earlier\n".utf8), to: waiting.id)
         _ = f.takePlan()
-        let plan = f.publish([Self.three[0]])
-        #expect(plan.sendCount == 0)
+        let plan = f.published([Self.three[0]])
+        #expect(plan.sends.count == 0)
         #expect(disabled.out.isEmpty && disabled.session.clientSeq == 0)
         #expect(gestures.out.count == 1 && waiting.out.count == 2)
-        #expect(Array(plan.writes) == [gestures.id, waiting.id])
+        #expect(plan.writeIDs == [gestures.id, waiting.id])
     }
 
     @Test(
@@ -151,16 +159,16 @@ struct FanoutTests {
         #expect(f.takePlan().grabsChanged && f.wantsGrab(Self.remote))
         // Never written: each batch queues behind the last.
         let batch = Self.occurrences((0..<10).map { (KeyCode.enter, Int32($0 % 2 == 0 ? 1 : 0)) })
-        let first = f.publish(batch)
+        let first = f.published(batch)
         #expect(first.fellBehind.isEmpty && slow.out.count == 10)
-        let second = f.publish(batch)
+        let second = f.published(batch)
         #expect(second.fellBehind.count == 1 && second.fellBehind[0].id == slow.id)
         #expect(second.fellBehind[0].messages == 16)
         #expect(Array(second.closing) == [slow.id] && f.isClosing(slow.id))
         #expect(second.grabsChanged && !f.wantsGrab(Self.remote))
         let text = String(decoding: Self.drain(slow), as: UTF8.self)
         #expect(text.split(separator: "\n").last?.contains(#""type":"overflow""#) == true)
-        let third = f.publish(batch)
+        let third = f.published(batch)
         f.send(Array("more\n".utf8), to: slow.id)
         #expect(slow.out.isEmpty && third.fellBehind.isEmpty && !f.planned)
     }
@@ -192,7 +200,7 @@ struct FanoutTests {
         #expect(f.longPressPeers == 1 && f.longPressDue == nil)
         _ = f.takePlan()
         let began = Self.three[0]
-        let plan = f.publish([began])
+        let plan = f.published([began])
         let due = try #require(plan.longPressDue)
         #expect(plan.longPressMoved && due == began.kernelTime + 50_000)
         f.longPresses(dueBy: due - 1)
@@ -201,12 +209,12 @@ struct FanoutTests {
         f.longPresses(dueBy: due)
         #expect(long.out.count == 2 && f.longPressDue == nil)
         let fired = f.takePlan()
-        #expect(!fired.longPressMoved && Array(fired.writes) == [long.id], "the timer fired: nothing to disarm")
+        #expect(!fired.longPressMoved && fired.writeIDs == [long.id], "the timer fired: nothing to disarm")
         let lines = String(decoding: Self.drain(long), as: UTF8.self)
         #expect(lines.contains(#""gesture":"longPress""#))
         #expect(plain.out.isEmpty, "the plain client was sent its began directly")
-        _ = f.publish([Self.three[1]])
-        let again = f.publish([Self.three[2]])
+        _ = f.published([Self.three[1]])
+        let again = f.published([Self.three[2]])
         #expect(again.longPressDue != nil)
         f.remove(long.id)
         let left = f.takePlan()
@@ -228,11 +236,11 @@ struct FanoutTests {
         f.remove(a.id)
         f.remove(c.id)
         let plan = f.takePlan()
-        #expect(Array(plan.writes) == [b.id])
+        #expect(plan.writeIDs == [b.id])
         #expect(plan.closing.isEmpty && plan.fellBehind.isEmpty)
-        let sends = f.publish([Self.three[0]])
-        #expect(sends.sendCount == 0, "b has a reply waiting: its line is buffered")
-        #expect(Array(sends.writes) == [b.id])
+        let sends = f.published([Self.three[0]])
+        #expect(sends.sends.count == 0, "b has a reply waiting: its line is buffered")
+        #expect(sends.writeIDs == [b.id])
     }
 
     @Test("clients closed, removed and replaced within one plan never fill its lists beyond their room")
@@ -263,21 +271,46 @@ struct FanoutTests {
         _ = f.takePlan()
         f.broadcast(Array("device\n".utf8))
         #expect(a.out.count == 1 && b.out.isEmpty)
-        #expect(Array(f.takePlan().writes) == [a.id])
+        #expect(f.takePlan().writeIDs == [a.id])
     }
 
     @Test("a plan handed over stays as it was while the next is made, and the room grows with the clients")
     func planStays() {
         var f = Fanout(limits: ClientLimits())
         for id in 1...3 { f.add(id: UInt64(id), mayGrab: false) }
-        let first = f.publish([Self.three[0]])
+        let first = f.published([Self.three[0]])
         for id in 4...40 { f.add(id: UInt64(id), mayGrab: false) }
         f.broadcast(Array("device\n".utf8))
         #expect(first.sends.map(\.id) == [1, 2, 3])
         let second = f.takePlan()
-        #expect(Array(second.writes) == (1...40).map { UInt64($0) })
-        let third = f.publish([Self.three[1]])
-        #expect(third.sendCount == 0 && Array(third.writes) == [1, 2, 3], "those that got the began")
+        #expect(second.writeIDs == (1...40).map { UInt64($0) })
+        let third = f.published([Self.three[1]])
+        #expect(third.sends.count == 0 && third.writeIDs == [1, 2, 3], "those that got the began")
+    }
+
+    @Test(
+        "a plan is a value: a copy kept while the plan is handed back, and the room it had written again, keeps its lines"
+    )
+    func planIsAValue() {
+        var f = Fanout(limits: ClientLimits())
+        for id in 1...2 { f.add(id: UInt64(id), mayGrab: false) }
+        // As the daemon does: one plan, handed to and fro.
+        var carried = Fanout.Plan()
+        f.publish([Self.three[0]])
+        f.takePlan(into: &carried)
+        let kept = carried
+        let lines = kept.sends.map { String(decoding: kept.line($0), as: UTF8.self) }
+        #expect(lines.count == 2)
+        // The next plan is taken in its place; the room the copy shares goes back to the
+        // fan-out, which writes the plan after it there.
+        f.publish([Self.three[1]])
+        f.takePlan(into: &carried)
+        f.publish([Self.three[2]])
+        f.takePlan(into: &carried)
+        #expect(carried.sends.count == 2 && String(decoding: carried.line(carried.sends[0]), as: UTF8.self) != lines[0])
+        #expect(
+            kept.sends.map { String(decoding: kept.line($0), as: UTF8.self) } == lines,
+            "the copy's lines are as they were")
     }
 
     @Test("room that a session gives back (many presses at once, all ended) is in the plan that ends them, once")
@@ -299,15 +332,15 @@ struct FanoutTests {
                 now: time, into: &out)
             return out
         }
-        for h in 1...12 { #expect(f.publish(key(h, 1)).released == 0) }
+        for h in 1...12 { #expect(f.published(key(h, 1)).released == 0) }
         var released: [Int] = []
-        for h in 1...12 { released.append(f.publish(key(h, 0)).released) }
+        for h in 1...12 { released.append(f.published(key(h, 0)).released) }
         #expect(released.dropLast().allSatisfy { $0 == 0 } && released.last! > 0)
         #expect(peer.session.roomReleased == 0, "collected")
         // A control key's end gives its room back too, collected by the plan of that end.
-        for h in 1...12 { #expect(f.publish(key(h, 1, KeyCode.cameraFocus)).released == 0) }
+        for h in 1...12 { #expect(f.published(key(h, 1, KeyCode.cameraFocus)).released == 0) }
         released = []
-        for h in 1...12 { released.append(f.publish(key(h, 0, KeyCode.cameraFocus)).released) }
+        for h in 1...12 { released.append(f.published(key(h, 0, KeyCode.cameraFocus)).released) }
         #expect(released.dropLast().allSatisfy { $0 == 0 } && released.last! > 0)
         #expect(peer.session.roomReleased == 0, "collected")
     }

@@ -42,7 +42,7 @@ struct ResumeTests {
     /// Takes what `plan` sends to `id` and what its buffer holds, written through the fan-out
     /// (so that a resuming client is given more as it reads).
     static func read(_ f: inout Fanout, _ plan: Fanout.Plan, _ id: UInt64, into r: inout Received) throws {
-        for send in plan.sends where send.id == id { try r.take(Array(send.head) + Array(f.text.tail)) }
+        for send in plan.sends where send.id == id { try r.take(plan.line(send)) }
         var written: [UInt8] = []
         drain(&f, id, into: &written)
         try r.take(written)
@@ -51,11 +51,8 @@ struct ResumeTests {
     /// Sends all client `id` has waiting (and a resuming client is given) to `written`, as
     /// the hub sends a client's buffer to a socket that takes everything.
     static func drain(_ f: inout Fanout, _ id: UInt64, into written: inout [UInt8]) {
-        while case let piece = f.nextPiece(of: id, held: []), !piece.isEmpty {
-            written += piece
-            f.sent(piece.count, to: id)
-        }
-        #expect(f.endWrite(id).all)
+        written += f.drain(id)
+        #expect(f.peer(id).map { $0.out.isEmpty } ?? true)
     }
 
     static func interaction(_ json: String) throws -> Interaction { try Interaction(request: JSON.parse(json)) }
@@ -97,7 +94,7 @@ struct ResumeTests {
                 f.remove(2)
                 left = true
             }
-            let plan = f.publish([o])
+            let plan = f.published([o])
             try read(&f, plan, 1, into: &reference)
             if !left { try read(&f, plan, 2, into: &first) }
         }
@@ -107,7 +104,7 @@ struct ResumeTests {
         f.resume(3, after: UInt64(last))
         // Live events while it reads its history: they come after it, once.
         for o in publishDuringResume {
-            let plan = f.publish([o])
+            let plan = f.published([o])
             try read(&f, plan, 1, into: &reference)
             try read(&f, plan, 3, into: &resumed)
         }
@@ -160,7 +157,7 @@ struct ResumeTests {
         var limits = ClientLimits()
         limits.historyBytes = 4 * History.bytesPerOccurrence
         var f = Fanout(limits: limits)
-        for o in FanoutTests.occurrences(Self.keys) { _ = f.publish([o]) }
+        for o in FanoutTests.occurrences(Self.keys) { _ = f.published([o]) }
         let span = f.resumeSpan(after: 2)
         #expect(span == Fanout.ResumeSpan(from: 7, through: 10, lost: 3...6))
         #expect(f.resumeSpan(after: 8) == Fanout.ResumeSpan(from: 9, through: 10, lost: nil))
@@ -186,11 +183,11 @@ struct ResumeTests {
         limits.historyBytes = 6 * History.bytesPerOccurrence
         var f = Fanout(limits: limits)
         let os = FanoutTests.occurrences(Self.keys + Self.keys)
-        for o in os.prefix(6) { _ = f.publish([o]) }
+        for o in os.prefix(6) { _ = f.published([o]) }
         f.add(id: 1, mayGrab: false)
         f.resume(1, after: 0)
         // Two lines queued (seq 1, 2); the history then moves on by 8 before it reads.
-        for o in os[6..<14] { _ = f.publish([o]) }
+        for o in os[6..<14] { _ = f.published([o]) }
         var r = Received()
         try Self.read(&f, f.takePlan(), 1, into: &r)
         #expect(r.lines.compactMap { $0["seq"]?.intValue } == [1, 2] + Array(9...14))
@@ -226,14 +223,14 @@ struct ResumeTests {
         f.add(id: 1, mayGrab: false)
         let json = #"{"gestures":{"longPress":{"after":500}}}"#
         f.setInteraction(try Self.interaction(json), of: 1, now: 0, seqs: [])
-        _ = f.publish(os)
+        _ = f.published(os)
         f.remove(1)
         var release = os[0]
         release.seq = 2
         release.kind = .capture(.secondary, .ended)
         release.kernelTime += 600_000
         release.receiveTime += 600_000
-        _ = f.publish([release])
+        _ = f.published([release])
         f.add(id: 2, mayGrab: false)
         f.setInteraction(try Self.interaction(json), of: 2, now: 0, seqs: [])
         f.resume(2, after: 1)
@@ -251,14 +248,14 @@ struct ResumeTests {
         f.setInteraction(try Self.interaction(#"{"filter":{"keys":["KEY_VOLUMEUP"]}}"#), of: 1, now: 0, seqs: [])
         let os = FanoutTests.occurrences(Self.keys)
         // A batch goes through the buffer: seq 1, 2 and 5 queued; 10 bytes of seq 1 taken.
-        _ = f.publish(Array(os.prefix(5)))
+        var plan = f.published(Array(os.prefix(5)))
         var sent: [UInt8] = []
-        sent += f.nextPiece(of: 1, held: []).prefix(10)
-        f.sent(10, to: 1)  // then the socket is full
-        _ = f.endWrite(1)
+        sent += plan.bytes(plan.writes[0]).prefix(10)
+        plan.taken = [10]  // then the socket is full
+        f.carriedOut(&plan)
         // 8 is queued (4 waiting, the partly sent one counted), 9 does not fit: 2, 5, 8 and 9
         // are missed (10 comes after the client is closing), 1 is sent whole.
-        _ = f.publish(Array(os[5...]))
+        _ = f.published(Array(os[5...]))
         Self.drain(&f, 1, into: &sent)
         var r = Received()
         try r.take(sent)

@@ -10,17 +10,17 @@ import Testing
 @testable import ShutterSystemd
 @testable import ShutterUdev
 
-/// The socket server in-process, over a real Unix socket and the real event loop, fed by
-/// the real engine. The loop is stepped by the test, so every client runs in one thread.
+/// The daemon's clients' side in-process (its hub, fan-out, requests and intents), over a
+/// real Unix socket and the real event loop, fed by its real engine. The loop is stepped by
+/// the test, so every client runs in one thread.
 final class HubHarness {
     let dir = temporaryDirectory()
     let path: String
     let loop: EventLoop
     let listener: UnixListener
-    let hub: ClientHub
-    /// The gesture timer, the daemon's: armed and disarmed as the plans' intents say.
-    let gestureTimer: Timer
-    let engine = Engine(name: { KeyNames.name(type: $0, code: $1) })
+    let daemon: Daemon
+    var hub: ClientHub { daemon.hub }
+    var engine: Engine { daemon.engine }
     let remote = DeviceInfo(
         name: "AB Shutter3 Keyboard", bus: 5, vendor: 0x2717, product: 0x0040, version: 0x23, uniq: "c2:1a:55:0e:b3:05",
         phys: nil, syspath: "/sys/devices/virtual/misc/uhid/input1/event1", node: "/dev/input/event1", kind: .remote)
@@ -31,33 +31,21 @@ final class HubHarness {
     var time: Int64 = 1_000_000
     var records: [DeviceRecord] = []
 
-    init(limits: ClientLimits = ClientLimits()) throws {
+    init(limits: ClientLimits = ClientLimits(), config base: Config = Config()) throws {
         path = dir + "/shutterd.sock"
         loop = try EventLoop()
         listener = try UnixListener(path: path)
-        hub = try ClientHub(
-            loop: loop, listener: listener, access: AccessPolicy(Config()), limits: limits, engine: engine)
-        gestureTimer = try Timer()
-        try loop.add(listener.raw, events: EventLoop.readable) { [unowned self] _ in hub.acceptClients() }
-        // As the daemon does: the plans' intents are carried out here (the grab rounds
-        // counted), and the gesture timer is an input; the devices are read (here, counted)
-        // before the long presses due are sent.
-        // Weak: the hub closes its clients when the harness goes, and carries out what that plans.
-        hub.intents.grabsChanged = { [weak self] in self?.grabRounds += 1 }
-        hub.intents.longPressDue = { [weak self] due in
-            self?.longPressDue = due
-            self?.gestureTimer.arm(at: due)
-        }
-        try loop.add(gestureTimer.raw, events: EventLoop.readable) { [unowned self] _ in
-            gestureTimer.acknowledge()
-            readsBeforeGestures += 1
-            hub.longPressesDue()
-        }
+        var config = base
+        config.limits = limits
+        // Its intents are its own: the grabs looked at again (counted, no devices here) and
+        // the gesture timer, an input of its loop.
+        daemon = try Daemon(
+            clientsOf: loop, listener: listener, options: DaemonOptions(socketPath: path, config: config))
         records = [
             engine.addDevice(DeviceRecord(handle: 1, info: remote), mapping: .standard(for: .remote)).record,
             engine.addDevice(DeviceRecord(handle: 2, info: headset), mapping: .standard(for: .headset)).record,
         ]
-        for r in records { hub.deviceAdded(r) }
+        for r in records { daemon.tellAdded(r) }
     }
 
     deinit {
@@ -66,11 +54,10 @@ final class HubHarness {
         removeTree(dir)
     }
 
-    var readsBeforeGestures = 0
     /// How many times the plans asked for every device's grab to be looked at again.
-    var grabRounds = 0
+    var grabRounds: Int { daemon.grabRounds }
     /// What the gesture timer was last armed for (nil: disarmed).
-    var longPressDue: Int64?
+    var longPressDue: Int64? { daemon.gestureDue }
 
     /// Runs the loop until nothing is ready.
     func pump() {
@@ -106,7 +93,7 @@ final class HubHarness {
             ] {
                 var out: [Occurrence] = []
                 engine.handle(handle, [e], now: time, into: &out)
-                hub.publish(out)
+                daemon.publish(out)
             }
         }
     }
@@ -118,13 +105,28 @@ final class HubHarness {
         ] {
             var out: [Occurrence] = []
             engine.handle(handle, [e], now: time, into: &out)
-            hub.publish(out)
+            daemon.publish(out)
         }
     }
 }
 
 @Suite("Socket server", .serialized)
 struct ClientHubTests {
+    @Test(
+        "a client whose credentials the kernel does not give is refused when allow-users or allow-groups says who may connect, and taken when no list does"
+    )
+    func unknownCredentials() throws {
+        let open = try HubHarness()
+        #expect(open.daemon.admit(nil, label: "client 1 fd=9", connected: 0) == nil)
+        var config = Config()
+        config.allowUsers = ["root"]
+        let listed = try HubHarness(config: config)
+        let refusal = try #require(listed.daemon.admit(nil, label: "client 1 fd=9", connected: 0))
+        let m = try JSON.parse(refusal.dropLast())
+        #expect(m["type"] == .string("error") && m["code"] == .string("notPermitted"))
+        #expect(m["message"]?.stringValue?.contains("allow-users") == true)
+    }
+
     @Test("hello first, with protocol version and devices; ping and listDevices answer with the id")
     func hello() throws {
         let h = try HubHarness()
@@ -300,7 +302,7 @@ struct ClientHubTests {
         let id = try #require(h.hub.clients.values.first?.id)
         // Live steps until its socket is full, and five lines more wait in its queue.
         var steps = 0
-        while !h.hub.fanout.hasWaiting(id) && steps < 100_000 {
+        while !h.daemon.fanout.hasWaiting(id) && steps < 100_000 {
             h.dial(1, 1)
             h.pump()
             steps += 1
@@ -309,11 +311,11 @@ struct ClientHubTests {
         h.pump()
         // It asks for the history from the start (queued behind the live lines), then
         // more replies than its queue holds: it falls behind.
-        c.send(#"{"type":"resume","instance":"\#(h.hub.fanout.instance.name)","seq":0}"# + "\n")
+        c.send(#"{"type":"resume","instance":"\#(h.daemon.fanout.instance.name)","seq":0}"# + "\n")
         h.pump()
         for _ in 0..<80 { c.send(#"{"type":"ping"}"# + "\n") }
         h.pump()
-        #expect(h.hub.count == 1 && h.hub.fanout.isClosing(id), "it fell behind")
+        #expect(h.hub.count == 1 && h.daemon.fanout.isClosing(id), "it fell behind")
         for _ in 0..<1_000 where !c.closedByPeer {
             c.drain()
             h.pump()
@@ -335,14 +337,14 @@ struct ClientHubTests {
         // the rest of a line that did not fit and the lines after it queued.
         for _ in 0..<600 { h.dial(1, 1) }
         let client = try #require(h.hub.clients.values.first)
-        #expect(h.hub.fanout.hasWaiting(client.id) && client.waitingWritable)
+        #expect(h.daemon.fanout.hasWaiting(client.id) && client.waitingWritable)
         h.settle([slow])
         let sliders = slow.of(type: "control")
         #expect(sliders.map { $0["clientSeq"]!.intValue! } == Array(1...600))
         #expect(sliders.map { $0["value"]!.intValue! }.last == 100)  // the slider's default range ends at 100
         #expect(slow.messages.map { $0["type"]!.stringValue! } == ["hello"] + sliders.map { _ in "control" })
         #expect(!slow.closedByPeer)
-        #expect(!h.hub.fanout.hasWaiting(client.id) && !client.waitingWritable)
+        #expect(!h.daemon.fanout.hasWaiting(client.id) && !client.waitingWritable)
     }
 
     @Test("a client that vanishes mid-write harms no one")
@@ -375,7 +377,7 @@ struct ClientHubTests {
         var down: [Occurrence] = []
         h.engine.handle(
             2, [RawEvent(type: 1, code: KeyCode.playPause, value: 1, time: h.time)], now: h.time, into: &down)
-        h.hub.publish(down)
+        h.daemon.publish(down)
         h.pump()
         a.send(#"{"type":"setInteraction","interaction":{"enabled":false,"grab":true}}"# + "\n")
         h.pump()
@@ -385,7 +387,7 @@ struct ClientHubTests {
         ] {
             var out: [Occurrence] = []
             h.engine.handle(2, [e], now: h.time + 10, into: &out)
-            h.hub.publish(out)
+            h.daemon.publish(out)
         }
         h.pump()
         let phasesA = a.drain().compactMap { $0["phase"]?.stringValue }
@@ -394,11 +396,11 @@ struct ClientHubTests {
         #expect(phasesB == ["began", "ended"])
         #expect(a.of(type: "capture").last?["reason"]?.stringValue == "disabled")
         #expect(h.grabRounds == 1, "the grabs were looked at again once")
-        #expect(!h.hub.wantsGrab(h.remote), "a disabled interaction asks for no grab")
+        #expect(!h.daemon.wantsGrab(h.remote), "a disabled interaction asks for no grab")
         a.send(#"{"type":"setInteraction","interaction":{"grab":true,"filter":{"kinds":["remote"]}}}"# + "\n")
         h.pump()
-        #expect(h.hub.wantsGrab(h.remote))
-        #expect(!h.hub.wantsGrab(h.headset))
+        #expect(h.daemon.wantsGrab(h.remote))
+        #expect(!h.daemon.wantsGrab(h.headset))
     }
 
     @Test("access policy: allow-lists refuse others; grab needs root or a listed user")
@@ -431,7 +433,7 @@ struct GestureTimerTests {
                 RawEvent(type: EventType.key, code: code, value: value, time: now),
                 RawEvent(type: EventType.syn, code: SynCode.report, value: 0, time: now),
             ], now: now, into: &out)
-        h.hub.publish(out)
+        h.daemon.publish(out)
     }
 
     @Test(
@@ -444,9 +446,10 @@ struct GestureTimerTests {
         long.send(#"{"type":"setInteraction","interaction":{"gestures":{"longPress":{"after":50}}}}"# + "\n")
         h.pump()
         #expect(long.drain().map { $0["type"]?.stringValue } == ["reply"])
-        #expect(h.hub.fanout.longPressDue == nil)
+        #expect(h.daemon.fanout.longPressDue == nil)
         key(h, KeyCode.volumeUp, 1)
-        #expect(h.hub.fanout.longPressDue != nil && h.longPressDue == h.hub.fanout.longPressDue, "the timer is armed")
+        #expect(
+            h.daemon.fanout.longPressDue != nil && h.longPressDue == h.daemon.fanout.longPressDue, "the timer is armed")
         // The timerfd fires; the loop waits for it (bounded: 200 rounds of up to 50 ms).
         var got: [JSON] = []
         for _ in 0..<200 where !got.contains(where: { $0["type"] == .string("gesture") }) {
@@ -454,8 +457,7 @@ struct GestureTimerTests {
             got += long.drain()
         }
         #expect(got.map { $0["gesture"]?.stringValue ?? $0["phase"]?.stringValue } == ["began", "longPress"])
-        #expect(h.readsBeforeGestures >= 1)
-        #expect(h.hub.fanout.longPressDue == nil)
+        #expect(h.daemon.fanout.longPressDue == nil)
         key(h, KeyCode.volumeUp, 0)
         h.pump()
         #expect(long.drain().map { $0["phase"]?.stringValue } == ["ended"])
@@ -470,11 +472,11 @@ struct GestureTimerTests {
         long.send(#"{"type":"setInteraction","interaction":{"gestures":{"longPress":{"after":60000}}}}"# + "\n")
         h.pump()
         key(h, KeyCode.volumeUp, 1)
-        #expect(h.hub.fanout.longPressDue != nil && h.longPressDue != nil)
+        #expect(h.daemon.fanout.longPressDue != nil && h.longPressDue != nil)
         shutdown(long.fd, Int32(SHUT_RDWR))
         h.pump()
-        #expect(h.hub.fanout.longPressDue == nil && h.longPressDue == nil, "the timer is disarmed")
-        #expect(h.hub.fanout.longPressPeers == 0)
+        #expect(h.daemon.fanout.longPressDue == nil && h.longPressDue == nil, "the timer is disarmed")
+        #expect(h.daemon.fanout.longPressPeers == 0)
     }
 }
 

@@ -59,8 +59,8 @@ struct HostileClientTests {
             hog.send(batch)
             h.pump()
             let state = h.hub.clients.values.filter { $0.label.hasPrefix("client 1 ") }.first
-            largest = max(largest, state.map { h.hub.fanout.pending($0.id) } ?? 0)
-            closing = state.map { h.hub.fanout.isClosing($0.id) } ?? true
+            largest = max(largest, state.map { h.daemon.fanout.pending($0.id) } ?? 0)
+            closing = state.map { h.daemon.fanout.isClosing($0.id) } ?? true
         }
         #expect(closing, "the hog was dropped")
         // The final overflow notice is the only thing queued past the limit.
@@ -89,9 +89,9 @@ struct HostileClientTests {
         func stalledClient() throws -> (RawClient, UInt64) {
             let c = try h.connect()
             // The one client not already being closed.
-            let id = try #require(h.hub.clients.values.first { !h.hub.fanout.isClosing($0.id) }?.id)
-            for _ in 0..<20_000 where !h.hub.fanout.isClosing(id) { h.dial(1, 1) }
-            #expect(h.hub.fanout.isClosing(id) && (h.hub.clients[id]?.closeDeadline ?? 0) != 0)
+            let id = try #require(h.hub.clients.values.first { !h.daemon.fanout.isClosing($0.id) }?.id)
+            for _ in 0..<20_000 where !h.daemon.fanout.isClosing(id) { h.dial(1, 1) }
+            #expect(h.daemon.fanout.isClosing(id) && (h.hub.clients[id]?.closeDeadline ?? 0) != 0)
             return (c, id)
         }
         func pump(until t: Int64) throws {

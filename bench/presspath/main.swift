@@ -15,7 +15,6 @@
 // counting allocator for allocations per press (bench/README.md).
 import ShutterCore
 import ShutterDaemon
-import ShutterEvdev
 import ShutterSys
 
 func run() throws {
@@ -31,10 +30,9 @@ func run() throws {
     let path = "/tmp/presspath-\(name).sock"
     let loop = try EventLoop()
     let listener = try UnixListener(path: path)
-    let engine = Engine(name: { KeyNames.name(type: $0, code: $1) })
-    let hub = try ClientHub(
-        loop: loop, listener: listener, access: AccessPolicy(Config()), limits: ClientLimits(), engine: engine)
-    try loop.add(listener.raw, events: EventLoop.readable) { _ in hub.acceptClients() }
+    // The daemon's clients' side, as shutterd has it: its engine, fan-out and hub.
+    let daemon = try Daemon(clientsOf: loop, listener: listener, options: DaemonOptions(socketPath: path))
+    let engine = daemon.engine
     let info = DeviceInfo(
         name: "AB Shutter3", bus: 5, vendor: 0x2717, product: 0x0040, version: 0x23, uniq: "c2:1a:55:0e:b3:05",
         phys: nil, syspath: "/sys/devices/virtual/misc/uhid/0005:2717:0040.0001/input/input1/event1",
@@ -68,7 +66,7 @@ func run() throws {
         occurrences.removeAll(keepingCapacity: true)
         for (type, code, value) in frame { events.append(RawEvent(type: type, code: code, value: value, time: time)) }
         engine.handle(device, events, now: time + 50, into: &occurrences)
-        hub.publish(occurrences)
+        daemon.publish(occurrences)
     }
     let steps: [(UInt16, UInt16, Int32)] = Array(repeating: [(2, 7, 1), (0, 0, 0)], count: 32).flatMap { $0 }
     let down: [(UInt16, UInt16, Int32)] =
@@ -83,7 +81,7 @@ func run() throws {
     }
     print("presspath: \(presses) presses, \(clientCount) clients, \(received) bytes received")
     for fd in clients { Sys.close(fd) }
-    hub.closeAll()
+    daemon.hub.closeAll()
     listener.shutdown()
     try? Sys.unlink(path + ".lock")
 }

@@ -105,6 +105,10 @@ final class SimWorld {
     var open: [UInt64: SimConnection] = [:]
     var clients: [SimClient]
     var carrying = false
+    /// The plan carried out, handed to and fro with the fan-out.
+    var plan = Fanout.Plan()
+    /// Connections closed while a plan was carried out, told to the fan-out after it.
+    var departures: [UInt64] = []
     /// The step being run (for a violation's report).
     var stepIndex = 0
     /// A closing client that does not read its last messages is closed after this (the
@@ -272,56 +276,56 @@ final class SimWorld {
             }
         }
         trace?.append("   published \(batch.map { "\($0.seq)" }.joined(separator: ","))")
-        carry(fanout.publish(batch))
+        fanout.publish(batch)
         carryAll()
     }
 
-    /// Carries out the plans the fan-out has, one at a time (ClientHub.carryOut).
+    /// Carries out the plans the fan-out has, one at a time, and tells it the connections
+    /// closed on the way after each (Daemon.carryOut; the sockets' part as ClientHub.carryOut).
     func carryAll() {
         if carrying { return }
-        while fanout.planned { carry(fanout.takePlan()) }
+        carrying = true
+        defer { carrying = false }
+        while true {
+            for id in departures { fanout.remove(id) }
+            departures.removeAll()
+            guard fanout.planned else { return }
+            fanout.takePlan(into: &plan, held: run.engine.heldBegan)
+            carry(&plan)
+            fanout.carriedOut(&plan)
+        }
     }
 
-    func carry(_ plan: Fanout.Plan) {
-        precondition(!carrying)
-        carrying = true
+    /// The sockets' part of a plan (ClientHub.carryOut): what each socket takes is noted in
+    /// the plan; a socket that takes less than it is offered waits to be writable.
+    func carry(_ plan: inout Fanout.Plan) {
+        plan.taken = []
         for behind in plan.fellBehind { open[behind.id]?.historyAtOverflow = fanout.history.reachesBack }
-        if plan.sendCount > 0 {
-            let tail = fanout.text.tail
-            for send in plan.sends {
-                guard let conn = open[send.id] else { continue }
-                let line = Array(send.head) + Array(tail)
-                let n = conn.take(line)
-                if n < line.count { fanout.keepUnsent(send, tail: tail, sent: n) }
+        for send in plan.sends {
+            guard let conn = open[send.id] else {
+                plan.took(-1)
+                continue
             }
+            let line = plan.line(send)
+            let n = conn.take(line)
+            plan.took(n)
+            if n < line.count { conn.waiting = true }
         }
         for id in plan.closing {
             if let conn = open[id], conn.closeDeadline == 0 { conn.closeDeadline = now + Self.closeGrace }
         }
-        for id in plan.writes {
-            if let conn = open[id] { flush(conn) }
+        for write in plan.writes {
+            guard let conn = open[write.id] else {
+                plan.took(-1)
+                continue
+            }
+            let n = conn.take(Array(plan.bytes(write)))
+            plan.took(n)
+            conn.waiting = n < write.bytes.count
         }
-        carrying = false
-    }
-
-    /// Writes what the socket takes of a client's buffer (ClientHub.flush).
-    func flush(_ conn: SimConnection) {
-        while true {
-            // Asked for even when the socket is full, as the hub does: a resuming client's
-            // buffer is given more history here, and a full socket then leaves it waiting.
-            let piece = Array(fanout.nextPiece(of: conn.id, held: run.engine.heldBegan))
-            if piece.isEmpty { break }
-            let n = conn.take(piece)
-            if n == 0 { break }
-            fanout.sent(n, to: conn.id)
+        for id in plan.closeNow {
+            if let conn = open[id] { closeHub(conn) }
         }
-        let (all, _) = fanout.endWrite(conn.id)
-        conn.waiting = !all
-        if all && conn.closeDeadline != 0 {
-            closeHub(conn)
-            return
-        }
-        if fanout.planned && !carrying { carryAll() }
     }
 
     /// shutterd closes a connection (ClientHub.closeClient): the client reads what its
@@ -329,7 +333,7 @@ final class SimWorld {
     func closeHub(_ conn: SimConnection) {
         guard open.removeValue(forKey: conn.id) != nil else { return }
         conn.hubClosed = true
-        fanout.remove(conn.id)
+        departures.append(conn.id)
         trace?.append("   closed connection \(conn.id) (client \(conn.client))")
         carryAll()
     }
@@ -338,7 +342,10 @@ final class SimWorld {
     /// they are writable).
     func pump() throws(SimViolation) {
         for conn in open.values.sorted(by: { $0.id < $1.id }) where conn.waiting && conn.room > 0 {
-            if open[conn.id] != nil { flush(conn) }
+            guard open[conn.id] != nil else { continue }
+            conn.waiting = false
+            fanout.writable(conn.id)
+            carryAll()
         }
     }
 
@@ -394,7 +401,11 @@ final class SimWorld {
         if !crash {
             publish(run.engine.shutdown(now: now))
             // What the sockets take before shutterd exits.
-            for conn in open.values.sorted(by: { $0.id < $1.id }) { flush(conn) }
+            for conn in open.values.sorted(by: { $0.id < $1.id }) {
+                conn.waiting = false
+                fanout.writable(conn.id)
+            }
+            carryAll()
         }
         for conn in open.values.sorted(by: { $0.id < $1.id }) {
             conn.hubClosed = true

@@ -127,11 +127,11 @@ package final class ClientHub {
     }
 
     /// Closes every client (the daemon is stopping: what they were to be sent was written
-    /// as far as their sockets took it); the owner is not told.
+    /// as far as their sockets took it); they are the owner's to take
+    /// (`takeDepartures`), not told one by one.
     package func closeAll() {
         carrying = true
         for client in clients.values { closeClient(client, why: nil) }
-        departures.removeAll()
         carrying = false
         loop.remove(listener.raw)
         loop.remove(closeTimer.raw)

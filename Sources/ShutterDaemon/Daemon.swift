@@ -269,6 +269,8 @@ package final class Daemon {
         for id in hub.clients.values.map(\.id) { fanout.writable(id) }
         carryOut()
         hub.closeAll()
+        // Their counted refusals said, as when a client leaves.
+        clientsLeft()
         if let summary = peerLog.summary() { Log.info(summary) }
         loop.remove(logTimer.raw)
         grabs.log = { Log.info($0) }

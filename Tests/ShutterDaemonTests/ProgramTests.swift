@@ -22,7 +22,9 @@ struct ProgramTests {
     /// A connection to a socket that listens already (startShutterd waits for that).
     func connect(_ path: String) throws -> LineClient { try LineClient(path: path) }
 
-    @Test("shutterd serves hello, answers requests, and refuses a second daemon on its socket")
+    @Test(
+        "shutterd serves hello, answers requests, refuses a second daemon on its socket, and says a client's counted refusals when it stops"
+    )
     func daemon() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
@@ -35,6 +37,13 @@ struct ProgramTests {
         try client.send(.object([("type", .string("ping")), ("id", .string("p1"))]))
         let pong = try #require(try client.next(type: "reply", timeout: 5000))
         #expect(pong["id"]?.stringValue == "p1")
+        // The first refusal of a code is logged; the second only counted, and said when the
+        // client leaves, shutterd's stop included.
+        for id in ["a", "b"] {
+            try client.send(.object([("type", .string("frobnicate")), ("id", .string(id))]))
+            let e = try #require(try client.next(type: "error", timeout: 5000))
+            #expect(e["code"]?.stringValue == "unknownRequest")
+        }
 
         var st = stat()
         #expect(stat(path, &st) == 0 && st.st_mode & 0o777 == 0o660, "socket mode 0660")
@@ -48,6 +57,7 @@ struct ProgramTests {
         #expect(try client.next(timeout: 5000) == .closed, "clients see the daemon go")
         #expect(stat(path, &st) != 0, "the socket is removed at exit")
         #expect(d.stderr.contains("stopped"))
+        #expect(d.stderr.contains("1 more requests refused, not logged one by one: unknownRequest 1"), "\(d.logTail())")
     }
 
     @Test("a bad config stops shutterd with the file, the line and the problem")

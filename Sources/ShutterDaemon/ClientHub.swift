@@ -117,9 +117,6 @@ package final class ClientHub {
 
     package var count: Int { clients.count }
 
-    /// The label of client `id` in the log ("client 3 fd=9 pid=… uid=…").
-    package func label(_ id: UInt64) -> String? { clients[id]?.label }
-
     /// The clients closed since the owner was last told, to be told now.
     package func takeDepartures() -> [Departure] {
         defer { departures.removeAll() }

@@ -38,6 +38,9 @@ public struct Device: Sendable, Equatable {
     /// How shutterd maps the device's keys. One of: `remote`, `headset`, `dial`, `keyboard`, `camera`, `media`,
     /// `mouse`.
     public var kind: String
+    /// This device's number in this run of shutterd, never reused in it; compact events name the device by it (1.7,
+    /// always since; absent from an older daemon).
+    public var handle: Int64?
     /// True for a recording played by shutterd --replay, not hardware (protocol 1.2).
     public var replayed: Bool
     /// For a Bluetooth device BlueZ knows: whether it is connected now (protocol 1.2).
@@ -66,6 +69,7 @@ extension Device {
             syspath: try f.string("syspath"),
             node: try f.string("node"),
             kind: try f.string("kind"),
+            handle: f.optionalInt("handle"),
             replayed: f.json["replayed"]?.boolValue ?? false,
             connected: f.json["connected"]?.boolValue,
             battery: f.optionalInt("battery").flatMap { Int(exactly: $0) },

@@ -29,6 +29,10 @@ package struct ClientSession {
     /// Bytes of room for open presses this session gave back to the heap and the fan-out
     /// has not yet collected for its plan (`Fanout.Plan.released`).
     var roomReleased = 0
+    /// A resume is catching the client up: its lines are full whatever the format asked,
+    /// since the device of an occurrence in the history may be gone, and a compact line
+    /// would name it by a handle the client was never given.
+    var catchingUp = false
     /// The last release of each key of each device (by device handle and key code) that a
     /// second press may still make a double press of: its press and kernel time (µs).
     /// Entries older than the double-press time are dropped as new ones come.
@@ -53,7 +57,9 @@ package struct ClientSession {
     /// connection's, puts one before them.
     @inline(__always)
     mutating func opened(_ entry: OpenPress) {
-        if let last = open.last, last.press > entry.press {
+        // The last one's number read in place: `open.last` would copy it, its began
+        // occurrence retained and released.
+        if !open.isEmpty && open[open.count - 1].press > entry.press {
             openedBefore(entry)
         } else {
             open.append(entry)
@@ -138,12 +144,16 @@ package struct ClientSession {
         return true
     }
 
-    /// Writes an event line: this client's head, then the shared tail.
-    mutating func write(_ o: Occurrence, handler: Handler?, text: Wire.SharedPart, into out: inout [UInt8]) {
+    /// Writes an event line: this client's head, then the shared tail, in the format its
+    /// interaction asks for (full while a resume catches it up), or in `format` when given.
+    mutating func write(
+        _ o: Occurrence, handler: Handler?, text: Wire.SharedPart, format: EventFormat? = nil, into out: inout [UInt8]
+    ) {
         clientSeq += 1
         Wire.event(
             o, text, clientSeq: clientSeq, handler: handler, shouldPlaySound: shouldPlaySound(o),
-            sliderValue: interaction.slider.value, into: &out)
+            sliderValue: interaction.slider.value, format: format ?? (catchingUp ? .full : interaction.format),
+            into: &out)
     }
 
     /// What a client's head says of an occurrence it receives.

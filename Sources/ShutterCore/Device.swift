@@ -52,6 +52,9 @@ package struct DeviceInfo: Equatable, Sendable {
     package var kind: DeviceKind
     /// Played from a recording (`shutterd --replay`), not read from a device.
     package var replayed = false
+    /// The daemon's number for the device in this run (protocol 1.7), which compact event
+    /// lines name it by: given when it is admitted (`DeviceRecord`), 0 before.
+    package var handle = 0
     /// BlueZ's `Connected`, for a Bluetooth node BlueZ knows; nil otherwise.
     package var connected: Bool?
     /// The battery in percent (BlueZ's or the kernel's HID battery), when known.

@@ -194,8 +194,7 @@ package struct Fanout: ~Copyable {
             let (i, n) = done.shortRoom[k]
             let send = done.room.sends[i]
             guard n >= 0, let peer = peer(send.id) else { continue }
-            peer.out.keep(
-                head: done.room.bytes(send.head), tail: done.room.bytes(done.tailStart..<done.lineEnd), sent: n)
+            peer.out.keep(head: done.room.bytes(send.head), tail: done.room.bytes(done.tailRange(send)), sent: n)
             peer.blocked = true
         }
         guard !done.rest.writes.isEmpty else { return }
@@ -403,8 +402,14 @@ package struct Fanout: ~Copyable {
             if o.isBegan { lastBegan = o.press }
             text.render(o)
             // Read once for every client: passing the stored property to each client's step
-            // would retain and release its bytes every time.
+            // would retain and release its bytes every time; a head needs only the digits,
+            // which are a value.
             let text = self.text
+            let digits = text.digits
+            // Which tails the plan has for this occurrence's sends (a local, not the plan's
+            // fields read again for every client).
+            var fullIn = false
+            var compactIn = false
             for peer in peers where !peer.closing && !peer.resuming {
                 if alone && peer.out.isEmpty && !peer.session.wantsGestures {
                     guard let h = peer.session.head(for: o) else {
@@ -412,13 +417,31 @@ package struct Fanout: ~Copyable {
                         continue
                     }
                     if peer.session.roomReleased != 0 { collectReleased(peer) }
-                    if plan.sendCount == 0 { plan.beginSends(clients: peers.count, tail: text.tail) }
-                    plan.addSend(to: peer.id) { slot in
-                        var head = ShortText(slot)
-                        Wire.eventHead(
-                            o, text, clientSeq: h.clientSeq, handler: h.handler, shouldPlaySound: h.shouldPlaySound,
-                            sliderValue: h.sliderValue, into: &head)
-                        return head.count
+                    if !fullIn && !compactIn { plan.beginSends(clients: peers.count) }
+                    if peer.session.interaction.format == .compact {
+                        if !compactIn {
+                            plan.addCompactTail(text.compactTail(o))
+                            compactIn = true
+                        }
+                        plan.addSend(to: peer.id, compact: true) { slot in
+                            var head = ShortText(slot)
+                            Wire.compactHead(
+                                o, digits, clientSeq: h.clientSeq, handler: h.handler,
+                                shouldPlaySound: h.shouldPlaySound, sliderValue: h.sliderValue, into: &head)
+                            return head.count
+                        }
+                    } else {
+                        if !fullIn {
+                            plan.addTail(text.tail(o))
+                            fullIn = true
+                        }
+                        plan.addSend(to: peer.id) { slot in
+                            var head = ShortText(slot)
+                            Wire.eventHead(
+                                o, digits, clientSeq: h.clientSeq, handler: h.handler,
+                                shouldPlaySound: h.shouldPlaySound, sliderValue: h.sliderValue, into: &head)
+                            return head.count
+                        }
                     }
                     planned = true
                     continue

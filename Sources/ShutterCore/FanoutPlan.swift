@@ -2,10 +2,17 @@
 
 extension Fanout {
     /// A line to send around the buffers: the head at `head` of the plan's text, then the
-    /// plan's shared tail, in one write to client `id`.
+    /// plan's shared tail (its compact tail for a `compact` line), in one write to client `id`.
     package struct Send: Equatable, Sendable {
         package let id: UInt64
         package let head: Range<Int>
+        package let compact: Bool
+
+        package init(id: UInt64, head: Range<Int>, compact: Bool = false) {
+            self.id = id
+            self.head = head
+            self.compact = compact
+        }
     }
 
     /// A write of what client `id` has waiting: the bytes at `bytes` of the plan's `pieces`.
@@ -42,8 +49,10 @@ extension Fanout {
         /// of its own a client; copied first when a copy of the plan shares it.
         var room = Room()
         package internal(set) var sendCount = 0
-        /// Where the line's shared tail ends in the room's text.
+        /// Where the full lines' shared tail ends in the room's text (`fullStart` when none
+        /// is there), and the compact lines' (`tailStart` when none is).
         var lineEnd = 0
+        var compactEnd = 0
         /// What the carrier said of the sends and writes so far (`took`): how many, the sends
         /// whose socket took less than their line (by index, with what it took; -1: the
         /// client was closed), and what each write's took. A press's sends, taken whole,
@@ -114,8 +123,11 @@ extension Fanout {
         package var longPressDue: Int64? { intents.longPressDue }
         package var released: Int { intents.released }
 
-        /// Where the shared tail starts in the room's text.
+        /// Where the compact lines' tail starts in the room's text: after the heads' slots
+        /// and room for a head.
         var tailStart: Int { room.tailStart }
+        /// Where the full lines' tail starts: after the compact one's room and room for a head.
+        var fullStart: Int { room.tailStart + Room.fullOffset }
 
         /// The lines to send around the buffers.
         package var sends: [Send] { Array(UnsafeBufferPointer(start: room.sends, count: sendCount)) }
@@ -124,7 +136,21 @@ extension Fanout {
         /// The bytes of a write.
         package func bytes(_ write: Write) -> ArraySlice<UInt8> { rest.pieces[write.bytes] }
         /// The shared tail of the sends.
-        package var tail: [UInt8] { sendCount > 0 ? Array(room.bytes(tailStart..<lineEnd)) : [] }
+        package var tail: [UInt8] { sendCount > 0 ? Array(room.bytes(fullStart..<lineEnd)) : [] }
+        /// The shared tail of the compact sends (empty when none is).
+        package var compactTail: [UInt8] { sendCount > 0 ? Array(room.bytes(tailStart..<compactEnd)) : [] }
+
+        /// Where the tail of `send`'s line is in the room's text.
+        @inline(__always)
+        func tailRange(_ send: Send) -> Range<Int> {
+            send.compact ? tailStart..<compactEnd : fullStart..<lineEnd
+        }
+
+        /// The length of `send`'s line.
+        @inline(__always)
+        func lineLength(_ send: Send) -> Int {
+            send.head.count + (send.compact ? compactEnd - tailStart : lineEnd - fullStart)
+        }
 
         /// What the socket took of each send, then of each write (sends first, in order),
         /// as its carrier said (`took`, `sendLines`); a negative count: the client was
@@ -132,8 +158,7 @@ extension Fanout {
         package var taken: [Int] {
             get {
                 (0..<Swift.min(reported, sendCount)).map { i in
-                    shortRoom[..<shortCount].first { $0.index == i }?.taken
-                        ?? room.sends[i].head.count + lineEnd - tailStart
+                    shortRoom[..<shortCount].first { $0.index == i }?.taken ?? lineLength(room.sends[i])
                 } + writeTaken
             }
             set {
@@ -146,7 +171,7 @@ extension Fanout {
         /// the client is closed).
         package mutating func took(_ n: Int) {
             if reported < sendCount {
-                if n < room.sends[reported].head.count + lineEnd - tailStart { noteShort(reported, n) }
+                if n < lineLength(room.sends[reported]) { noteShort(reported, n) }
             } else {
                 writeTaken.append(n)
                 reportable = true
@@ -177,42 +202,73 @@ extension Fanout {
         /// of it, and `send` keeps nothing of the line.
         package mutating func sendLines(_ send: (_ id: UInt64, _ line: UnsafeRawBufferPointer) -> Int) {
             if !isKnownUniquelyReferenced(&room) { room = room.copy() }
-            let end = lineEnd
-            let tailStart = tailStart
+            let fullStart = fullStart
+            let fullEnd = lineEnd
+            let compactStart = tailStart
+            let compactEnd = compactEnd
             let text = room.text
             let sends = room.sends
-            for i in 0..<sendCount {
-                let s = sends[i]
-                let start = tailStart - s.head.count
-                (text + start).copyMemory(from: text + s.head.lowerBound, byteCount: s.head.count)
-                let n = send(s.id, UnsafeRawBufferPointer(start: text + start, count: end - start))
-                if n < end - start { noteShort(i, n) }
+            if compactEnd == compactStart {
+                // Full lines only (as a rule): one tail.
+                for i in 0..<sendCount {
+                    let s = sends[i]
+                    let start = fullStart - s.head.count
+                    (text + start).copyMemory(from: text + s.head.lowerBound, byteCount: s.head.count)
+                    let n = send(s.id, UnsafeRawBufferPointer(start: text + start, count: fullEnd - start))
+                    if n < fullEnd - start { noteShort(i, n) }
+                }
+            } else {
+                for i in 0..<sendCount {
+                    let s = sends[i]
+                    let (tail, lineEnd) = s.compact ? (compactStart, compactEnd) : (fullStart, fullEnd)
+                    let start = tail - s.head.count
+                    (text + start).copyMemory(from: text + s.head.lowerBound, byteCount: s.head.count)
+                    let n = send(s.id, UnsafeRawBufferPointer(start: text + start, count: lineEnd - start))
+                    if n < lineEnd - start { noteShort(i, n) }
+                }
             }
             reported = sendCount
         }
 
         /// Readies the room for a publish's sends: its own (not a copy's), with a slot for
-        /// the head of each of `clients` clients and the line for the shared `tail`, which is
-        /// copied in.
-        mutating func beginSends(clients: Int, tail: UnsafeRawBufferPointer) {
+        /// the head of each of `clients` clients; the tails the sends need are copied in
+        /// when the first send needing each is added (`addTail`, `addCompactTail`).
+        @inline(__always)
+        mutating func beginSends(clients: Int) {
             if !isKnownUniquelyReferenced(&room) { room = room.copy() }
-            let room = room
-            let tailStart = room.tailStart
-            if clients > room.clients || tailStart + tail.count > room.textCapacity {
-                room.reserve(clients: clients, tail: tail.count)
+            if clients > room.clients { room.reserve(clients: clients, tail: 0) }
+            lineEnd = fullStart
+            compactEnd = tailStart
+        }
+
+        /// Copies in the full lines' shared tail (after room for a head), the room grown
+        /// for it when it must be (what the room holds is kept).
+        mutating func addTail(_ tail: UnsafeRawBufferPointer) {
+            let start = fullStart
+            if start + tail.count > room.textCapacity {
+                room.reserve(clients: room.clients, tail: Room.fullOffset + tail.count)
             }
-            (room.text + room.tailStart).copyMemory(from: tail.baseAddress!, byteCount: tail.count)
-            lineEnd = room.tailStart + tail.count
+            (room.text + start).copyMemory(from: tail.baseAddress!, byteCount: tail.count)
+            lineEnd = start + tail.count
+        }
+
+        /// Copies in the compact lines' shared tail, right after the heads' slots and room
+        /// for a head (the room always has room for it: `Room.fullOffset`).
+        mutating func addCompactTail(_ tail: UnsafeRawBufferPointer) {
+            (room.text + tailStart).copyMemory(from: tail.baseAddress!, byteCount: tail.count)
+            compactEnd = tailStart + tail.count
         }
 
         /// Adds a send to client `id`: its head is written into the next slot by `write`
-        /// (given the slot, returning how much it wrote). `beginSends` made room for it.
+        /// (given the slot, returning how much it wrote), its line ends with the compact
+        /// tail when `compact`. `beginSends` (and `addCompactTail`) made room for it.
         @inline(__always)
-        mutating func addSend(to id: UInt64, _ write: (UnsafeMutableBufferPointer<UInt8>) -> Int) {
+        mutating func addSend(to id: UInt64, compact: Bool = false, _ write: (UnsafeMutableBufferPointer<UInt8>) -> Int)
+        {
             let at = sendCount * Wire.headCapacity
             let slot = UnsafeMutableBufferPointer(
                 start: room.text.assumingMemoryBound(to: UInt8.self) + at, count: Wire.headCapacity)
-            room.sends[sendCount] = Send(id: id, head: at..<at + write(slot))
+            room.sends[sendCount] = Send(id: id, head: at..<at + write(slot), compact: compact)
             sendCount += 1
         }
 
@@ -237,6 +293,7 @@ extension Fanout {
             sendCount = building.sendCount
             building.sendCount = 0
             lineEnd = building.lineEnd
+            compactEnd = building.compactEnd
             // Told to the fan-out already, as a rule (`Fanout.carriedOut` forgets it).
             if reported != 0 || reportable { forgetTaken() }
             if rest.used || building.rest.used {
@@ -260,13 +317,17 @@ extension Fanout {
         /// Room for this many sends and their heads' slots; the line after the slots.
         @exclusivity(unchecked) private(set) var clients: Int
         @exclusivity(unchecked) private(set) var textCapacity: Int
-        /// Where the line's shared tail starts: after the heads' slots and the room for one.
+        /// Where the tails start: after the heads' slots and the room for one. The compact
+        /// lines' tail is there, the full lines' at `fullOffset` from it.
         @exclusivity(unchecked) private(set) var tailStart: Int
+        /// Where the full lines' tail starts, from `tailStart`: after the compact one's room
+        /// and room for a head.
+        static let fullOffset = Wire.compactTailCapacity + Wire.headCapacity
 
         init(clients: Int = 8, tail: Int = 1024) {
             self.clients = clients
             tailStart = (clients + 1) * Wire.headCapacity
-            textCapacity = tailStart + tail
+            textCapacity = tailStart + Swift.max(tail, Self.fullOffset)
             sends = .allocate(capacity: clients)
             text = .allocate(byteCount: textCapacity, alignment: 8)
         }
@@ -280,8 +341,9 @@ extension Fanout {
             UnsafeRawBufferPointer(start: text + range.lowerBound, count: range.count)
         }
 
-        /// Room for `clients` sends and a tail of `tail` bytes (what it holds is not kept:
-        /// it is called before a publish's sends are written).
+        /// Room for `clients` sends, and `tail` bytes from `tailStart` (never less than
+        /// `fullOffset`). More clients move `tailStart`: that is asked for before a publish's
+        /// sends are written, and what the room holds is not kept; more text room keeps it.
         func reserve(clients: Int, tail: Int) {
             if clients > self.clients {
                 self.clients = Swift.max(clients, self.clients * 2)
@@ -289,11 +351,14 @@ extension Fanout {
                 sends.deallocate()
                 sends = .allocate(capacity: self.clients)
             }
-            let need = tailStart + tail
+            let need = tailStart + Swift.max(tail, Self.fullOffset)
             if need > textCapacity {
+                let old = text
+                let kept = textCapacity
                 textCapacity = Swift.max(need, textCapacity * 2)
-                text.deallocate()
                 text = .allocate(byteCount: textCapacity, alignment: 8)
+                text.copyMemory(from: old, byteCount: kept)
+                old.deallocate()
             }
         }
 

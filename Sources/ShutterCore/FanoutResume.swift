@@ -127,6 +127,7 @@ extension Fanout {
             }
             r.cancels.append((o.cancelled(seq: nextSeq(), reason: reason, receiveTime: now), handler))
         }
+        session.catchingUp = true
         peer.session = session
         peer.resuming = true
         peer.resume = r
@@ -269,6 +270,7 @@ extension Fanout {
             }
             peer.resume = nil
             peer.resuming = false
+            peer.session.catchingUp = false
             if peer.asksLongPresses { planLongPress() }
         } else {
             peer.resume = r

@@ -46,6 +46,13 @@ struct SliderRange: Equatable, Sendable {
     var value: Int64 = 50
 }
 
+/// How a client's event lines are written (protocol 1.7): the full line, with the device's
+/// object and the key's name in each, or the compact one, which names the device by its
+/// `handle` and the key by its code, in short field names (docs/PROTOCOL.md, "Compact events").
+package enum EventFormat: String, CaseIterable, Equatable, Sendable {
+    case full, compact
+}
+
 /// A client's AVCaptureEventInteraction: its handlers and what it listens to.
 package struct Interaction: Equatable, Sendable {
     var enabled = true
@@ -56,6 +63,8 @@ package struct Interaction: Equatable, Sendable {
     var filter = Filter()
     var slider = SliderRange()
     package var gestures = Gestures()
+    /// How its event lines are written.
+    package var format = EventFormat.full
 
     init() {}
 

@@ -47,6 +47,8 @@ package final class DeviceRecord: Sendable {
 
     package init(handle: Int, info: DeviceInfo) {
         self.handle = handle
+        var info = info
+        info.handle = handle
         self.info = info
         var text: [UInt8] = []
         Wire.device(info, into: &text)

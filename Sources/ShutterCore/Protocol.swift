@@ -6,7 +6,7 @@ package let shutterdVersion = "0.1.0"
 /// The protocol version spoken; see docs/PROTOCOL.md.
 package enum ProtocolVersion {
     package static let major = 1
-    package static let minor = 6
+    package static let minor = 7
 }
 
 /// The longest request line accepted, without its newline.
@@ -307,6 +307,19 @@ extension Interaction {
         ("filter", { (i: inout Interaction, v: JSON) throws(FieldError) in i.filter = try Filter(request: v) }),
         ("slider", { (i: inout Interaction, v: JSON) throws(FieldError) in i.slider = try SliderRange(request: v) }),
         ("gestures", { (i: inout Interaction, v: JSON) throws(FieldError) in i.gestures = try Gestures(request: v) }),
+        (
+            "format",
+            { (i: inout Interaction, v: JSON) throws(FieldError) in
+                let known = EventFormat.allCases.map(\.rawValue).joined(separator: ", ")
+                guard let s = v.stringValue else {
+                    throw FieldError(message: "\"interaction.format\" must be a string (\(known)), not \(v.typeName)")
+                }
+                guard let format = EventFormat(rawValue: s) else {
+                    throw FieldError(message: "\"interaction.format\": unknown format \(quoted(s)) (known: \(known))")
+                }
+                i.format = format
+            }
+        ),
     ]
 
     static func bool(_ v: JSON, _ key: String) throws(FieldError) -> Bool {

@@ -142,6 +142,10 @@ extension DeviceInfo {
             values: DeviceKind.allCases.map(\.rawValue),
             when: { .string($0.kind.rawValue) }),
         DeviceProperty(
+            "handle", .int,
+            "This device's number in this run of shutterd, never reused in it; compact events name the device by it (1.7, always since; absent from an older daemon).",
+            presence: .sometimes, when: { $0.handle > 0 ? .int(Int64($0.handle)) : nil }),
+        DeviceProperty(
             "replayed", .bool, "True for a recording played by shutterd --replay, not hardware (protocol 1.2).",
             presence: .omittedWhen(false),
             when: { $0.replayed ? .bool(true) : nil }),
@@ -349,6 +353,53 @@ package enum Schema {
 
     /// The fields of the message of type `type`.
     package static func fields(of type: String) -> [FieldSpec]? { messages.first { $0.type == type }?.fields }
+
+    /// The fields every compact event ends with (Wire.compactTail).
+    static let compactTail: [FieldSpec] = [
+        FieldSpec("d", .int, "The device's handle (its object came in hello, deviceAdded or deviceChanged)."),
+        FieldSpec("k", .int, "The key's (or the axis's) evdev code."),
+        FieldSpec("sc", .int, "The MSC_SCAN of the event's frame, when it had one.", presence: .sometimes),
+        FieldSpec("kt", .int, "kernelTime: the kernel's timestamp, CLOCK_MONOTONIC µs."),
+        FieldSpec("rt", .int, "receiveTime: when shutterd read the event, CLOCK_MONOTONIC µs."),
+    ]
+    static let compactSeq = FieldSpec("cs", .int, "clientSeq: this client's sequence number, from 1, without gaps.")
+    static let compactHandler = FieldSpec("h", .string, "handler: p primary, s secondary.", values: ["p", "s"])
+    static let compactReason = FieldSpec(
+        "r", .string, "reason, on cancelled or an early inactive.", presence: .sometimes,
+        values: CancelReason.allCases.map(\.rawValue))
+
+    /// The event lines of a client that asked for `"format":"compact"` (protocol 1.7): the
+    /// same types and facts as the full ones, in short names (Wire.compactHead).
+    package static let compactEvents: [MessageSpec] = [
+        MessageSpec(
+            type: "capture", doc: "A capture, compact.",
+            fields: [
+                seq, compactSeq, compactHandler,
+                FieldSpec("ph", .string, "phase: b began, e ended, c cancelled.", values: ["b", "e", "c"]),
+                FieldSpec("p", .int, "press."),
+                FieldSpec("snd", .bool, "shouldPlaySound, when true.", presence: .omittedWhen(false)),
+                compactReason,
+            ] + compactTail),
+        MessageSpec(
+            type: "control", doc: "A control event, compact.",
+            fields: [
+                seq, compactSeq,
+                FieldSpec("ev", .string, "event.", values: ["active", "inactive", "slider"]),
+                FieldSpec("p", .int, "press, for active and inactive.", presence: .sometimes),
+                FieldSpec("delta", .int, "For slider: the summed movement.", presence: .sometimes),
+                FieldSpec("value", .int, "For slider: this client's value after it.", presence: .sometimes),
+                compactReason,
+            ] + compactTail),
+        MessageSpec(
+            type: "gesture", doc: "A gesture, compact.",
+            fields: [
+                compactSeq,
+                FieldSpec("g", .string, "gesture.", values: ["longPress", "doublePress"]),
+                compactHandler,
+                FieldSpec("p", .int, "press."),
+                FieldSpec("fp", .int, "firstPress, for doublePress.", presence: .sometimes),
+            ] + compactTail),
+    ]
 }
 
 // MARK: The schema as JSON (shutterctl schema)
@@ -400,6 +451,16 @@ extension Schema {
                 "messages",
                 .array(
                     messages.map { m in
+                        .object([
+                            ("type", .string(m.type)), ("doc", .string(m.doc)),
+                            ("fields", .array(m.fields.map(\.json))),
+                        ])
+                    })
+            ),
+            (
+                "compactEvents",
+                .array(
+                    compactEvents.map { m in
                         .object([
                             ("type", .string(m.type)), ("doc", .string(m.doc)),
                             ("fields", .array(m.fields.map(\.json))),

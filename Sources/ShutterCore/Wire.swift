@@ -23,36 +23,42 @@ package enum Wire {
 /// (`ClientSession.write`).
 extension Wire {
     /// The text of one occurrence that every client's line shares, written once: `seq` and
-    /// `press` in decimal, then the tail (`eventTailPrefix`, `eventTailRest`: device, key and
-    /// times), in memory of its own:
+    /// `press` in decimal, then the tails (the full line's, `eventTailPrefix` and
+    /// `eventTailRest`: device, key and times; the compact line's, `compactTail`), each in
+    /// memory of its own and written when a client first needs it:
     ///
-    ///     [seq digits][press digits] [tail]
+    ///     [seq digits][press digits] [full tail]        [compact tail]
     ///
-    /// A line is the client's head and the tail: the socket owner (`ClientHub.carryOut`)
-    /// reads the tail (`tail`) and puts lines together in room of its own; nothing here is
-    /// written by anyone else. One of these is reused by the fan-out from one occurrence to the
-    /// next; the beginning of the tail (the device object and the key's code and name) is
+    /// A line is the client's head and a tail: the fan-out copies the tails its clients need
+    /// into its plan, where the socket owner puts lines together; nothing here is written by
+    /// anyone else. One of these is reused by the fan-out from one occurrence to the next;
+    /// the beginning of the full tail (the device object and the key's code and name) is
     /// kept when the next occurrence has the same device and key, as a release after its
     /// press has.
     package final class SharedPart {
-        /// The digits and the tail.
+        /// The digits and the full tail.
         /// (The fields are not checked for exclusive access at run time: one thread, and no
         /// access held across a call that could touch them.)
         @usableFromInline @exclusivity(unchecked) package private(set) var storage: UnsafeMutableBufferPointer<UInt8>
         @exclusivity(unchecked) var seqEnd = 0
         @exclusivity(unchecked) var pressEnd = 0
-        /// Where the tail begins: after the digits (two integers, at most 40 bytes).
+        /// Where the full tail begins: after the digits (two integers, at most 40 bytes).
         @usableFromInline package static let tailStart = 40
-        /// Where the tail ends.
-        @usableFromInline @exclusivity(unchecked) package private(set) var end = SharedPart.tailStart
-        /// The device and key the tail now begins with, and where that part ends.
+        /// Where the full tail ends, or -1 until it is written for the occurrence rendered.
+        @usableFromInline @exclusivity(unchecked) package private(set) var end = -1
+        /// The device and key the full tail now begins with, and where that part ends.
         @exclusivity(unchecked) var prefixDevice: DeviceRecord?
         @exclusivity(unchecked) var prefixKey: KeyInfo?
         @exclusivity(unchecked) var prefixEnd = 0
+        /// The compact tail, and its end or -1 until it is written.
+        @exclusivity(unchecked) var compactStorage: UnsafeMutableBufferPointer<UInt8>
+        @exclusivity(unchecked) var compactEnd = -1
 
         package init() {
             storage = .allocate(capacity: 1024)
             storage.initialize(repeating: 0)
+            compactStorage = .allocate(capacity: Wire.compactTailCapacity)
+            compactStorage.initialize(repeating: 0)
         }
 
         convenience init(_ o: Occurrence) {
@@ -60,15 +66,30 @@ extension Wire {
             render(o)
         }
 
-        deinit { storage.deallocate() }
+        deinit {
+            storage.deallocate()
+            compactStorage.deallocate()
+        }
 
-        /// Writes `o`'s shared text over what was there.
+        /// Starts `o`'s shared text: its digits now, its tails when first asked for.
         package func render(_ o: Occurrence) {
             var digits = ShortText(UnsafeMutableBufferPointer(rebasing: storage[..<40]))
             digits.write(decimal: o.seq)
             seqEnd = digits.count
             digits.write(decimal: o.press)
             pressEnd = digits.count
+            end = -1
+            compactEnd = -1
+        }
+
+        /// The full line's tail for `o`, the occurrence rendered last: written at the first
+        /// call after `render`.
+        package func tail(_ o: Occurrence) -> UnsafeRawBufferPointer {
+            if end < 0 { writeTail(o) }
+            return UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: storage[Self.tailStart..<end]))
+        }
+
+        func writeTail(_ o: Occurrence) {
             if prefixDevice !== o.device || prefixKey?.code != o.key.code || prefixKey?.name != o.key.name {
                 var prefix: [UInt8] = []
                 Wire.eventTailPrefix(o, into: &prefix)
@@ -86,6 +107,18 @@ extension Wire {
             end = prefixEnd + rest.count
         }
 
+        /// The compact line's tail for `o`, the occurrence rendered last: written at the
+        /// first call after `render`, so that no compact client costs the others anything,
+        /// nor a full one the compact clients.
+        package func compactTail(_ o: Occurrence) -> UnsafeRawBufferPointer {
+            if compactEnd < 0 {
+                var text = ShortText(compactStorage)
+                Wire.compactTail(o, into: &text)
+                compactEnd = text.count
+            }
+            return UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: compactStorage[..<compactEnd]))
+        }
+
         /// Room for at least `count` bytes, the text kept.
         func reserve(_ count: Int) {
             guard storage.count < count else { return }
@@ -96,15 +129,19 @@ extension Wire {
             storage = larger
         }
 
-        /// The tail: the part of every client's line after its head.
-        @inlinable
-        package var tail: UnsafeRawBufferPointer {
-            UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: storage[Self.tailStart..<end]))
+        /// The digits of `seq` and of `press`, valid until the next `render`.
+        var digits: Digits {
+            Digits(
+                seq: UnsafeBufferPointer(rebasing: storage[..<seqEnd]),
+                press: UnsafeBufferPointer(rebasing: storage[seqEnd..<pressEnd]))
         }
+    }
 
-        /// The digits of `seq` and of `press`.
-        var seqDigits: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: storage[..<seqEnd]) }
-        var pressDigits: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: storage[seqEnd..<pressEnd]) }
+    /// The digits of an occurrence's `seq` and `press`, written once for every client's head
+    /// (in a `SharedPart`). A value: a head written for each client retains nothing.
+    struct Digits {
+        let seq: UnsafeBufferPointer<UInt8>
+        let press: UnsafeBufferPointer<UInt8>
     }
 
     /// `"device":{...},"key":{"code":N,"name":"..."`.
@@ -137,14 +174,25 @@ extension Wire {
     /// written on the stack and appended at once, then the tail is.
     static func event(
         _ o: Occurrence, _ text: SharedPart, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
-        sliderValue: Int64, into out: inout [UInt8]
+        sliderValue: Int64, format: EventFormat = .full, into out: inout [UInt8]
     ) {
         out.appendShort(capacity: headCapacity) { head in
-            eventHead(
-                o, text, clientSeq: clientSeq, handler: handler, shouldPlaySound: shouldPlaySound,
-                sliderValue: sliderValue, into: &head)
+            let digits = text.digits
+            switch format {
+            case .full:
+                eventHead(
+                    o, digits, clientSeq: clientSeq, handler: handler, shouldPlaySound: shouldPlaySound,
+                    sliderValue: sliderValue, into: &head)
+            case .compact:
+                compactHead(
+                    o, digits, clientSeq: clientSeq, handler: handler, shouldPlaySound: shouldPlaySound,
+                    sliderValue: sliderValue, into: &head)
+            }
         }
-        out.append(contentsOf: UnsafeBufferPointer(rebasing: text.storage[SharedPart.tailStart..<text.end]))
+        switch format {
+        case .full: out.append(contentsOf: text.tail(o))
+        case .compact: out.append(contentsOf: text.compactTail(o))
+        }
     }
 
     /// The room a client's head takes at most (see `event`).
@@ -152,12 +200,12 @@ extension Wire {
 
     /// A client's head for `o` (everything before the shared tail), written to `out`.
     static func eventHead(
-        _ o: Occurrence, _ text: SharedPart, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
+        _ o: Occurrence, _ digits: Digits, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
         sliderValue: Int64, into out: inout ShortText
     ) {
         do {
-            let seq = text.seqDigits
-            let press = text.pressDigits
+            let seq = digits.seq
+            let press = digits.press
             switch o.kind {
             case .capture(_, let phase):
                 out.write(Wire.captureStart)
@@ -217,6 +265,95 @@ extension Wire {
             case .filtered: out.write("\"reason\":\"filtered\",")
             case .disconnected: out.write("\"reason\":\"disconnected\",")
             }
+        }
+    }
+
+    /// The room a compact line's tail takes at most: a handle, three integers and a key
+    /// code (21 bytes each at most) and 31 bytes of literals.
+    package static let compactTailCapacity = 128
+
+    /// A compact line's tail (docs/PROTOCOL.md, "Compact events"): `"d":HANDLE,"k":CODE`,
+    /// the scancode when the frame had one, the times, the end of the line.
+    static func compactTail(_ o: Occurrence, into out: inout ShortText) {
+        out.write("\"d\":")
+        out.write(decimal: o.device.handle)
+        out.write(",\"k\":")
+        out.write(decimal: o.key.code)
+        if let scancode = o.key.scancode {
+            out.write(",\"sc\":")
+            out.write(decimal: UInt32(bitPattern: scancode))
+        }
+        out.write(",\"kt\":")
+        out.write(decimal: o.kernelTime)
+        out.write(",\"rt\":")
+        out.write(decimal: o.receiveTime)
+        out.write("}\n")
+    }
+
+    /// A client's head of a compact line for `o` (everything before `compactTail`): the
+    /// type, then the facts of the full line's head in short names.
+    static func compactHead(
+        _ o: Occurrence, _ digits: Digits, clientSeq: UInt64, handler: Handler?, shouldPlaySound: Bool,
+        sliderValue: Int64, into out: inout ShortText
+    ) {
+        switch o.kind {
+        case .capture(_, let phase):
+            out.write(Wire.captureStart)
+            out.write(digits: digits.seq)
+            out.write(",\"cs\":")
+            out.write(decimal: clientSeq)
+            out.write(handler == .secondary ? ",\"h\":\"s\"" : ",\"h\":\"p\"")
+            switch phase {
+            case .began: out.write(",\"ph\":\"b\",\"p\":")
+            case .ended: out.write(",\"ph\":\"e\",\"p\":")
+            case .cancelled: out.write(",\"ph\":\"c\",\"p\":")
+            }
+            out.write(digits: digits.press)
+            out.write(shouldPlaySound ? ",\"snd\":true," : ",")
+        case .focus(let phase):
+            out.write(Wire.controlStart)
+            out.write(digits: digits.seq)
+            out.write(",\"cs\":")
+            out.write(decimal: clientSeq)
+            out.write(phase == .began ? ",\"ev\":\"active\",\"p\":" : ",\"ev\":\"inactive\",\"p\":")
+            out.write(digits: digits.press)
+            out.write(",")
+        case .gesture(let gesture):
+            out.write("{\"type\":\"gesture\",\"cs\":")
+            out.write(decimal: clientSeq)
+            switch gesture {
+            case .longPress: out.write(",\"g\":\"longPress\"")
+            case .doublePress: out.write(",\"g\":\"doublePress\"")
+            }
+            out.write(handler == .secondary ? ",\"h\":\"s\",\"p\":" : ",\"h\":\"p\",\"p\":")
+            out.write(digits: digits.press)
+            if case .doublePress(let first) = gesture {
+                out.write(",\"fp\":")
+                out.write(decimal: first)
+            }
+            out.write(",")
+        case .slider(let delta):
+            out.write(Wire.controlStart)
+            out.write(digits: digits.seq)
+            out.write(",\"cs\":")
+            out.write(decimal: clientSeq)
+            out.write(",\"ev\":\"slider\",\"delta\":")
+            out.write(decimal: delta)
+            out.write(",\"value\":")
+            out.write(decimal: sliderValue)
+            out.write(",")
+        }
+        if let reason = o.reason {
+            out.write("\"r\":\"")
+            switch reason {
+            case .removed: out.write("removed")
+            case .dropped: out.write("dropped")
+            case .shutdown: out.write("shutdown")
+            case .disabled: out.write("disabled")
+            case .filtered: out.write("filtered")
+            case .disconnected: out.write("disconnected")
+            }
+            out.write("\",")
         }
     }
 
@@ -423,6 +560,7 @@ extension Interaction {
             ("enabled", .bool(enabled)), ("primary", .bool(primary)), ("secondary", .bool(secondary)),
             ("defaultCaptureSoundDisabled", .bool(defaultCaptureSoundDisabled)), ("grab", .bool(grab)),
             ("filter", filter.json), ("slider", slider.json), ("gestures", gestures.json),
+            ("format", .string(format.rawValue)),
         ])
     }
 }

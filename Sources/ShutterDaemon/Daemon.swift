@@ -374,7 +374,7 @@ package final class Daemon {
     /// A device is readable: read it, let the engine make occurrences of its events, and
     /// publish them to the clients. Nothing here calls back up.
     func deviceReady(_ device: OpenDevice) {
-        occurrences.removeAll(keepingCapacity: true)
+        occurrences.empty()
         var gone: SystemError?
         do {
             // A read that brings many events means the device is faster than the clients'
@@ -421,7 +421,7 @@ package final class Daemon {
     /// included) and gets its receive time when the batch's last read is done. Returns
     /// how many events the read brought.
     func readAndFeed(_ device: OpenDevice) throws(SystemError) -> Int {
-        events.removeAll(keepingCapacity: true)
+        events.empty()
         try device.evdev.read(into: &events)
         if device.info.connected == false, !events.isEmpty { eventsWhileDisconnected(device) }
         engine.handle(device.state, events, now: 0, into: &occurrences, batchStart: 0)
@@ -499,10 +499,10 @@ extension Daemon {
         replayer.timer.acknowledge()
         let now = Sys.monotonicMicros()
         for track in replayer.tracks where !track.removed {
-            events.removeAll(keepingCapacity: true)
+            events.empty()
             let ended = replayer.play(track, now: now, into: &events)
             if !events.isEmpty {
-                occurrences.removeAll(keepingCapacity: true)
+                occurrences.empty()
                 engine.handle(track.record.handle, events, now: now, into: &occurrences)
                 publish(occurrences)
             }

@@ -40,6 +40,7 @@ extension Fanout {
 extension Fanout.Plan {
     /// The clients whose buffers it writes, in order.
     var writeIDs: [UInt64] { writes.map(\.id) }
-    /// The whole line of a send: its head, then the shared tail.
-    func line(_ send: Fanout.Send) -> [UInt8] { Array(head(send)) + Array(tail) }
+    /// The whole line of a send: its head, then the shared tail (the compact one for a
+    /// compact send).
+    func line(_ send: Fanout.Send) -> [UInt8] { Array(head(send)) + (send.compact ? compactTail : tail) }
 }

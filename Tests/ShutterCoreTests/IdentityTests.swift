@@ -196,9 +196,10 @@ struct IdentityTests {
         #expect(d.uniq == nil)
         #expect(d.phys == nil)
         #expect(d.busName == "bluetooth")
+        // As a client sees it: admitted, with its handle.
         #expect(
-            d.json.serialized
-                == #"{"id":"bluetooth-2717-0040-ab-shutter3-ab-shutter3-keyboard","group":"bluetooth-2717-0040-ab-shutter3","name":"AB Shutter3 Keyboard","bus":"bluetooth","vendor":"2717","product":"0040","version":"011b","syspath":"/sys/x","node":"/dev/input/event3","kind":"remote"}"#
+            DeviceRecord(handle: 4, info: d).info.json.serialized
+                == #"{"id":"bluetooth-2717-0040-ab-shutter3-ab-shutter3-keyboard","group":"bluetooth-2717-0040-ab-shutter3","name":"AB Shutter3 Keyboard","bus":"bluetooth","vendor":"2717","product":"0040","version":"011b","syspath":"/sys/x","node":"/dev/input/event3","kind":"remote","handle":4}"#
         )
         let withBoth = DeviceInfo(
             name: "n", bus: 0x03, vendor: 1, product: 2, version: 3, uniq: "u", phys: "p/input0", syspath: "s",

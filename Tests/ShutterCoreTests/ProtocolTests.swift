@@ -171,7 +171,7 @@ struct InteractionRequestTests {
             (#"[]"#, #"setInteraction: "interaction" must be an object, not an array"#),
             (
                 #"{"grabb":true}"#,
-                #"setInteraction: unknown field "interaction.grabb" (known: enabled, primary, secondary, defaultCaptureSoundDisabled, grab, filter, slider, gestures)"#
+                #"setInteraction: unknown field "interaction.grabb" (known: enabled, primary, secondary, defaultCaptureSoundDisabled, grab, filter, slider, gestures, format)"#
             ),
             (#"{"enabled":1}"#, #"setInteraction: "interaction.enabled" must be true or false, not a number"#),
             (#"{"secondary":"no"}"#, #"setInteraction: "interaction.secondary" must be true or false, not a string"#),
@@ -209,6 +209,11 @@ struct InteractionRequestTests {
                 #"setInteraction: "interaction.slider.value" 11 is outside 0...10"#
             ),
             (#"{"slider":{"value":-1}}"#, #"setInteraction: "interaction.slider.value" -1 is outside 0...100"#),
+            (
+                #"{"format":"tiny"}"#,
+                #"setInteraction: "interaction.format": unknown format "tiny" (known: full, compact)"#
+            ),
+            (#"{"format":1}"#, #"setInteraction: "interaction.format" must be a string (full, compact), not a number"#),
         ])
     func badFields(_ json: String, _ message: String) {
         #expect(interactionError(json) == RequestError(.invalidRequest, message, id: "9"))
@@ -264,13 +269,16 @@ struct MessageTests {
         let info = DeviceInfo(
             name: "AB Shutter3", bus: 5, vendor: 0x2717, product: 0x0040, version: 1, uniq: "aa:bb", phys: nil,
             syspath: "/sys/x", node: "/dev/input/event3", kind: .remote)
-        let m = try oneLine(Message.hello(version: "1.2.3", devices: [DeviceRecord(handle: 1, info: info)]))
+        let record = DeviceRecord(handle: 1, info: info)
+        let m = try oneLine(Message.hello(version: "1.2.3", devices: [record]))
         #expect(m["type"] == .string("hello"))
         #expect(m["protocol"]?["major"] == .int(1))
-        #expect(m["protocol"]?["minor"] == .int(6))
+        #expect(m["protocol"]?["minor"] == .int(7))
         #expect(m["daemon"]?["name"] == .string("shutterd"))
         #expect(m["daemon"]?["version"] == .string("1.2.3"))
-        #expect(m["devices"]?.arrayValue == [info.json])
+        #expect(m["devices"]?.arrayValue == [record.info.json])
+        // The record's handle: what compact events name the device by (1.7).
+        #expect(m["devices"]?.arrayValue?.first?["handle"] == .int(1))
     }
 
     @Test("a reply names the request, echoes the id and carries the extra members")
@@ -320,7 +328,8 @@ struct MessageTests {
             name: "USB Headset", bus: 3, vendor: 0x0b0e, product: 0x0348, version: 1, uniq: nil, phys: "usb-1/input3",
             syspath: "/sys/y", node: "/dev/input/event4", kind: .headset)
         let r = DeviceRecord(handle: 2, info: info)
-        let d = info.json
+        let d = r.info.json
+        #expect(d["handle"] == .int(2))
         #expect(
             try oneLine(Message.device(added: true, r)) == .object([("type", .string("deviceAdded")), ("device", d)]))
         #expect(

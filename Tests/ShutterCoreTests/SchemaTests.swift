@@ -64,6 +64,70 @@ struct SchemaTests {
         #expect(Schema.problems(m) == [], "\(m.serialized)")
     }
 
+    @Test("every event kind has exactly the compact fields the schema declares, in compact", arguments: events.indices)
+    func compactEvent(_ i: Int) throws {
+        let o = Self.events[i]
+        func line(_ format: EventFormat) -> [UInt8] {
+            var out: [UInt8] = []
+            Wire.event(
+                o, Wire.SharedPart(o), clientSeq: 7, handler: .secondary, shouldPlaySound: i % 2 == 0, sliderValue: 42,
+                format: format, into: &out)
+            return out
+        }
+        let out = line(.compact)
+        #expect(out.last == 0x0A && !out.dropLast().contains(0x0A))
+        let m = try JSON.parse(out.dropLast())
+        #expect(Schema.problems(compact: m) == [], "\(m.serialized)")
+        // The same facts as the full line.
+        let full = try JSON.parse(line(.full).dropLast())
+        #expect(m["type"] == full["type"])
+        #expect(m["seq"] == full["seq"])
+        #expect(m["cs"] == .int(7))
+        #expect(m["d"] == .int(Int64(o.device.handle)))
+        #expect(m["k"] == full["key"]?["code"])
+        #expect(m["sc"] == full["key"]?["scancode"])
+        #expect(m["kt"] == full["kernelTime"] && m["rt"] == full["receiveTime"])
+        #expect(m["p"] == full["press"])
+        #expect(m["r"] == full["reason"])
+        #expect(m["delta"] == full["delta"] && m["value"] == full["value"] && m["fp"] == full["firstPress"])
+        #expect(m["snd"] == (full["shouldPlaySound"] == .bool(true) ? .bool(true) : nil))
+        #expect(m["ev"] == full["event"] && m["g"] == full["gesture"])
+        let short: [String: String] = ["primary": "p", "secondary": "s", "began": "b", "ended": "e", "cancelled": "c"]
+        #expect(m["h"]?.stringValue == full["handler"]?.stringValue.flatMap { short[$0] })
+        #expect(m["ph"]?.stringValue == full["phase"]?.stringValue.flatMap { short[$0] })
+    }
+
+    @Test("a remote's press in compact is the two lines PROTOCOL.md shows, byte for byte, 119 bytes each")
+    func compactPress() throws {
+        let remote = DeviceRecord(
+            handle: 3,
+            info: DeviceInfo(
+                name: "AB Shutter3", bus: 5, vendor: 0x2717, product: 0x0040, version: 0x23, uniq: "c2:1a:55:0e:b3:05",
+                phys: nil, syspath: "/sys/x", node: "/dev/input/event5", kind: .remote))
+        let key = KeyInfo(code: 115, name: "KEY_VOLUMEUP", scancode: 0xc00e9)
+        let down = Occurrence(
+            seq: 41, kind: .capture(.secondary, .began), press: 12, reason: nil, device: remote, key: key,
+            kernelTime: 81_234_567_890, receiveTime: 81_234_568_011)
+        let up = Occurrence(
+            seq: 42, kind: .capture(.secondary, .ended), press: 12, reason: nil, device: remote, key: key,
+            kernelTime: 81_234_671_234, receiveTime: 81_234_671_350)
+        var lines: [UInt8] = []
+        for (o, clientSeq) in [(down, 7), (up, 8)] as [(Occurrence, UInt64)] {
+            Wire.event(
+                o, Wire.SharedPart(o), clientSeq: clientSeq, handler: .secondary, shouldPlaySound: false,
+                sliderValue: 50, format: .compact, into: &lines)
+        }
+        let doc = Self.protocolDoc
+        let shown =
+            #"{"type":"capture","seq":41,"cs":7,"h":"s","ph":"b","p":12,"d":3,"k":115,"sc":786665,"kt":81234567890,"rt":81234568011}"#
+            + "\n"
+            + #"{"type":"capture","seq":42,"cs":8,"h":"s","ph":"e","p":12,"d":3,"k":115,"sc":786665,"kt":81234671234,"rt":81234671350}"#
+            + "\n"
+        #expect(String(decoding: lines, as: UTF8.self) == shown)
+        #expect(doc.contains(shown), "the example in PROTOCOL.md's Compact events")
+        #expect(lines.split(separator: 0x0A).map { $0.count + 1 } == [119, 119])
+    }
+
     @Test("every other message has exactly the fields the schema declares")
     func messages() throws {
         let lines: [[UInt8]] = [
@@ -123,7 +187,12 @@ struct SchemaTests {
         let names = DeviceInfo.properties.map(\.field.name)
         #expect(Self.full.info.json.objectValue?.map(\.0) == names)
         let bare = Self.bare.info.json.objectValue?.map(\.0) ?? []
-        #expect(bare == DeviceInfo.properties.filter { $0.field.presence == .always }.map(\.field.name))
+        // An admitted device always has its handle (1.7); clients take it as sometimes, for
+        // an older daemon.
+        #expect(
+            bare
+                == DeviceInfo.properties.filter { $0.field.presence == .always || $0.field.name == "handle" }.map(
+                    \.field.name))
     }
 
     @Test("shutterctl schema's JSON holds every message, field and device property")
@@ -178,6 +247,14 @@ extension Schema {
             return ["no message type \(message["type"]?.serialized ?? "(none)") in the schema"]
         }
         return problems(message, fields: [FieldSpec("type", .string, "")] + fields, at: type)
+    }
+
+    /// `problems` of a compact event line (`compactEvents`).
+    static func problems(compact message: JSON) -> [String] {
+        guard let type = message["type"]?.stringValue, let m = compactEvents.first(where: { $0.type == type }) else {
+            return ["no compact event type \(message["type"]?.serialized ?? "(none)") in the schema"]
+        }
+        return problems(message, fields: [FieldSpec("type", .string, "")] + m.fields, at: "compact \(type)")
     }
 
     static func problems(_ object: JSON, fields: [FieldSpec], at path: String) -> [String] {
@@ -287,6 +364,7 @@ extension Schema {
             }
             out += missing(m.fields, in: text, as: m.type)
         }
+        for m in compactEvents { out += missing(m.fields, in: section("Compact"), as: "compact.\(m.type)") }
         return out
     }
 }

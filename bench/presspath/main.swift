@@ -5,7 +5,9 @@
 // everything. No kernel device: the frames are the ones an AB Shutter3 sends (MSC_SCAN,
 // KEY_VOLUMEUP, SYN_REPORT), and a dial's REL_DIAL steps.
 //
-//     presspath PRESSES CLIENTS [dial|burst]
+//     presspath PRESSES CLIENTS [dial|burst] [compact]
+//
+// `compact`: every client asks for compact event lines (protocol 1.7) first.
 //
 // `burst`: each "press" is two reads of 32 dial steps each (REL_DIAL +1, SYN_REPORT),
 // as the daemon reads them when a dial turns faster than it wakes up; the cost per step
@@ -23,6 +25,7 @@ func run() throws {
     let clientCount = args.count > 2 ? Int(args[2]) ?? 1 : 1
     let burst = args.count > 3 && args[3] == "burst"
     let dial = burst || (args.count > 3 && args[3] == "dial")
+    let compact = args.dropFirst(3).contains("compact")
 
     // A program of the package like the others: libc through ShutterSys (scripts/check-c-door).
     // A name no one else has: bind refuses one that exists.
@@ -55,6 +58,11 @@ func run() throws {
         }
     }
     pumpAndRead()
+    if compact {
+        let ask = Array(#"{"type":"setInteraction","interaction":{"format":"compact"}}"#.utf8) + [0x0A]
+        for fd in clients { _ = try ask.withUnsafeBytes { try Sys.send(fd, $0) } }
+        pumpAndRead()
+    }
 
     var time: Int64 = 1_000_000
     // As the daemon does: one read's events, then the engine, then publish; buffers reused.
@@ -62,8 +70,8 @@ func run() throws {
     var occurrences: [Occurrence] = []
     func frame(_ frame: [(UInt16, UInt16, Int32)]) {
         time += 1000
-        events.removeAll(keepingCapacity: true)
-        occurrences.removeAll(keepingCapacity: true)
+        events.empty()
+        occurrences.empty()
         for (type, code, value) in frame { events.append(RawEvent(type: type, code: code, value: value, time: time)) }
         engine.handle(device, events, now: time + 50, into: &occurrences)
         daemon.publish(occurrences)

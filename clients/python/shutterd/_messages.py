@@ -16,7 +16,7 @@ from ._base import CaptureMethods, DeviceMethods, Message, objects_field, get_fi
 #: The protocol this package speaks: a daemon with another major is refused, a newer
 #: minor accepted (what it adds is kept in ``raw``).
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 6
+PROTOCOL_MINOR = 7
 
 
 @dataclass
@@ -71,6 +71,9 @@ class Device(DeviceMethods):
     #: How shutterd maps the device's keys. One of: remote, headset, dial, keyboard, camera,
     #: media, mouse.
     kind: str = ""
+    #: This device's number in this run of shutterd, never reused in it; compact events name the
+    #: device by it (1.7, always since; absent from an older daemon).
+    handle: Optional[int] = None
     #: True for a recording played by shutterd --replay, not hardware (protocol 1.2).
     replayed: bool = False
     #: For a Bluetooth device BlueZ knows: whether it is connected now (protocol 1.2).
@@ -97,6 +100,7 @@ class Device(DeviceMethods):
             syspath=get_field(obj, "syspath", str, ""),
             node=get_field(obj, "node", str, ""),
             kind=get_field(obj, "kind", str, ""),
+            handle=get_field(obj, "handle", int, None),
             replayed=get_field(obj, "replayed", bool, False),
             connected=get_field(obj, "connected", bool, None),
             battery=get_field(obj, "battery", int, None),

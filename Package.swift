@@ -68,11 +68,13 @@ let package = Package(
         .executableTarget(
             name: "shutterd",
             dependencies: ["ShutterDaemon", "ShutterEvdev", "ShutterSys", "ShutterRecording", "ShutterCore"]),
-        // Records from devices (libevdev, libudev); no daemon, no libsystemd.
+        // Records from devices (libevdev, libudev); pairs remotes through BlueZ (libsystemd's
+        // sd-bus); no daemon.
         .executableTarget(
             name: "shutterctl",
             dependencies: [
-                "ShutterClient", "ShutterEvdev", "ShutterUdev", "ShutterSys", "ShutterRecording", "ShutterCore",
+                "ShutterClient", "ShutterEvdev", "ShutterUdev", "ShutterSystemd", "ShutterSys", "ShutterRecording",
+                "ShutterCore",
             ]
         ),
         // libmosquitto and libevdev (the config's key names); no daemon.

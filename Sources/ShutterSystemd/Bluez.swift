@@ -145,7 +145,7 @@ package final class BluezWatcher {
     }
 
     func objectsReply(_ m: OpaquePointer) throws(SystemError) {
-        if try isError(m) {
+        if try BusRead.isError(m) {
             let e = sd_bus_message_get_error(m)
             let name = e?.pointee.name.map { String(cString: $0) } ?? "?"
             let text = e?.pointee.message.map { String(cString: $0) } ?? ""
@@ -153,12 +153,12 @@ package final class BluezWatcher {
             return
         }
         // a{oa{sa{sv}}}
-        guard try enter(m, "a", "{oa{sa{sv}}}") else { return }
+        guard try BusRead.enter(m, "a", "{oa{sa{sv}}}") else { return }
         var count = 0
-        while try enter(m, "e", "oa{sa{sv}}") {
-            guard let path = try readString(m, "o") else { return }
+        while try BusRead.enter(m, "e", "oa{sa{sv}}") {
+            guard let path = try BusRead.readString(m, "o") else { return }
             try readInterfaces(m, path: path)
-            try leave(m)
+            try BusRead.leave(m)
             count += 1
         }
         Log.info("BlueZ: \(count) objects")
@@ -169,23 +169,23 @@ package final class BluezWatcher {
         switch member {
         case "PropertiesChanged":
             guard let path = sd_bus_message_get_path(m).map({ String(cString: $0) }),
-                let interface = try readString(m, "s")
+                let interface = try BusRead.readString(m, "s")
             else { return }
-            note(links.update(path: path, interface: interface, try readProperties(m)))
+            note(links.update(path: path, interface: interface, try BusRead.readProperties(m)))
         case "InterfacesAdded":
-            guard let path = try readString(m, "o") else { return }
+            guard let path = try BusRead.readString(m, "o") else { return }
             try readInterfaces(m, path: path)
         case "InterfacesRemoved":
-            guard let path = try readString(m, "o") else { return }
+            guard let path = try BusRead.readString(m, "o") else { return }
             var interfaces: [String] = []
-            if try enter(m, "a", "s") {
-                while let s = try readString(m, "s") { interfaces.append(s) }
+            if try BusRead.enter(m, "a", "s") {
+                while let s = try BusRead.readString(m, "s") { interfaces.append(s) }
             }
             note(links.remove(path: path, interfaces: interfaces))
         case "NameOwnerChanged":
-            _ = try readString(m, "s")
-            _ = try readString(m, "s")
-            let owner = try readString(m, "s") ?? ""
+            _ = try BusRead.readString(m, "s")
+            _ = try BusRead.readString(m, "s")
+            let owner = try BusRead.readString(m, "s") ?? ""
             if owner.isEmpty {
                 Log.info("BlueZ left the system bus")
                 for address in links.removeAll() { changed(address) }
@@ -209,87 +209,14 @@ package final class BluezWatcher {
 
     /// a{sa{sv}}: each interface's properties, noted as each is read.
     func readInterfaces(_ m: OpaquePointer, path: String) throws(SystemError) {
-        guard try enter(m, "a", "{sa{sv}}") else { return }
-        while try enter(m, "e", "sa{sv}") {
-            guard let interface = try readString(m, "s") else { return }
-            note(links.update(path: path, interface: interface, try readProperties(m)))
-            try leave(m)
+        guard try BusRead.enter(m, "a", "{sa{sv}}") else { return }
+        while try BusRead.enter(m, "e", "sa{sv}") {
+            guard let interface = try BusRead.readString(m, "s") else { return }
+            note(links.update(path: path, interface: interface, try BusRead.readProperties(m)))
+            try BusRead.leave(m)
         }
-        try leave(m)
+        try BusRead.leave(m)
     }
-
-    /// a{sv}, the values of the types BlueZ's properties that shutterd reads have.
-    func readProperties(_ m: OpaquePointer) throws(SystemError) -> [String: BusValue] {
-        var out: [String: BusValue] = [:]
-        guard try enter(m, "a", "{sv}") else { return out }
-        while try enter(m, "e", "sv") {
-            guard let name = try readString(m, "s") else { break }
-            var type: CChar = 0
-            var contents: UnsafePointer<CChar>?
-            let peeked = try Sys.negativeErrno(
-                "sd_bus_message_peek_type", name, sd_bus_message_peek_type(m, &type, &contents))
-            guard peeked > 0, let contents else { break }
-            let signature = String(cString: contents)
-            guard try enter(m, "v", signature) else { break }
-            switch signature {
-            case "b":
-                var b: Int32 = 0
-                out[name] = try readBasic(m, "b", &b) ? .bool(b != 0) : .other
-            case "y":
-                var y: UInt8 = 0
-                out[name] = try readBasic(m, "y", &y) ? .byte(y) : .other
-            case "s":
-                out[name] = try readString(m, "s").map(BusValue.string) ?? .other
-            default:
-                out[name] = .other
-                try Sys.negativeErrno("sd_bus_message_skip", signature, sd_bus_message_skip(m, contents))
-            }
-            try leave(m)
-            try leave(m)
-        }
-        try leave(m)
-        return out
-    }
-
-    // Each call of sd-bus's message reading returns a negative errno for a failure, 0 at the
-    // end of the container being read, and more than 0 for what was asked.
-
-    /// Whether the message is an error reply.
-    func isError(_ m: OpaquePointer) throws(SystemError) -> Bool {
-        try Sys.negativeErrno("sd_bus_message_is_method_error", nil, sd_bus_message_is_method_error(m, nil)) > 0
-    }
-
-    /// Enters a container of `type` (`a`, `e`, `v`) holding `contents`; false at the end of
-    /// the one it is in.
-    func enter(_ m: OpaquePointer, _ type: Character, _ contents: String) throws(SystemError) -> Bool {
-        try Sys.negativeErrno(
-            "sd_bus_message_enter_container", "\(type) \(contents)",
-            sd_bus_message_enter_container(m, type.cChar, contents)) > 0
-    }
-
-    /// Leaves the container being read.
-    func leave(_ m: OpaquePointer) throws(SystemError) {
-        try Sys.negativeErrno("sd_bus_message_exit_container", nil, sd_bus_message_exit_container(m))
-    }
-
-    /// A basic value of `type` into `value`; false at the end of its container.
-    func readBasic<T: BitwiseCopyable>(_ m: OpaquePointer, _ type: Character, _ value: inout T) throws(SystemError)
-        -> Bool
-    {
-        let r = withUnsafeMutablePointer(to: &value) { sd_bus_message_read_basic(m, type.cChar, $0) }
-        return try Sys.negativeErrno("sd_bus_message_read_basic", String(type), r) > 0
-    }
-
-    /// A string-like basic value (`s` or `o`), or nil at the end of its container.
-    func readString(_ m: OpaquePointer, _ type: Character) throws(SystemError) -> String? {
-        var p: UnsafePointer<CChar>?
-        guard try readBasic(m, type, &p), let p else { return nil }
-        return String(cString: p)
-    }
-}
-
-extension Character {
-    fileprivate var cChar: CChar { CChar(bitPattern: asciiValue ?? 0) }
 }
 
 private func watcher(_ userdata: UnsafeMutableRawPointer?) -> BluezWatcher? {

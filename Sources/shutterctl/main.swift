@@ -24,6 +24,8 @@ let mainUsage = """
       replay    re-create a recorded device through uinput and play it (root)
       latency   measure presses: kernel to shutterd to client, percentiles and histogram
       schema    print the protocol's messages and fields as JSON
+      pair      pair a Bluetooth remote through BlueZ, trust and connect it (root)
+      unpair    remove a Bluetooth remote from BlueZ (root)
 
     Run 'shutterctl COMMAND --help' for a command's options. The socket defaults to
     $SHUTTERD_SOCKET, else /run/shutterd/shutterd.sock.
@@ -393,6 +395,8 @@ case "record": Sys.exit(recordCommand())
 case "replay": Sys.exit(replayCommand())
 case "latency": Sys.exit(latencyCommand())
 case "schema": Sys.exit(schemaCommand())
+case "pair": Sys.exit(pairCommand())
+case "unpair": Sys.exit(unpairCommand())
 case "--help", "-h", "help":
     out(mainUsage)
     Sys.exit(0)

@@ -18,10 +18,17 @@ Reads commands from stdin, one a line, and writes JSON lines to stdout:
                     channel; LE: a notification of that id's Report characteristic)
   battery N         the battery level (LE: notified to subscribers)
   disconnect CODE   disconnects from the host with that HCI reason (0x13 user, 0x08 timeout)
+  refuse on|off     refuses pairing from now on (LE: the SMP Pairing Request fails; Classic:
+                    the confirmation is answered no), or accepts it again
+  forget            forgets every key it holds (Bumble keeps them in memory), as a remote
+                    reset to pair anew
+  off, on           switched off (disconnects with 0x15, power off; no more advertising,
+                    inquiry or page scan) and on again (LE: advertises; Classic: scans)
   quit
 Events: ready {address}, connected {peer}, disconnected {reason}, hid {ctrl, intr} (Classic,
 when a channel opens or closes), subscribed {report} (LE, when the host enables a
-characteristic's notifications), sent, battery, error {message}.
+characteristic's notifications), sent, battery, refuse {on}, refused {what} (a pairing it
+refused), forgot {keys}, off, on, error {message}.
 """
 import asyncio
 import errno
@@ -121,7 +128,31 @@ class Remote:
         self.reports = {}
         self.battery_level = 100
         self.battery = None
+        self.refuse = False
         device.on("connection", self.on_connection)
+        default_config = device.pairing_config_factory
+
+        def pairing_config(connection):
+            # The default configuration (NoInputNoOutput), its answers gated by `refuse`.
+            config = default_config(connection)
+            delegate = config.delegate
+            accept, confirm = delegate.accept, delegate.confirm
+
+            async def gated_accept():
+                if remote.refuse:
+                    say("refused", what="pairing request")
+                    return False
+                return await accept()
+
+            async def gated_confirm(auto=False):
+                if remote.refuse:
+                    say("refused", what="confirmation")
+                    return False
+                return await confirm(auto)
+            delegate.accept, delegate.confirm = gated_accept, gated_confirm
+            return config
+        remote = self
+        device.pairing_config_factory = pairing_config
 
     def on_connection(self, connection):
         self.connection = connection
@@ -210,6 +241,30 @@ class Remote:
             if self.connection is None:
                 raise RuntimeError("not connected")
             await self.connection.disconnect(int(words[1], 0))
+        elif op == "refuse":
+            self.refuse = words[1] == "on"
+            say("refuse", on=self.refuse)
+        elif op == "forget":
+            keys = await self.device.keystore.get_all() if self.device.keystore else []
+            for name, _ in keys:
+                await self.device.keystore.delete(name)
+            say("forgot", keys=len(keys))
+        elif op == "off":
+            if self.mode == "le":
+                await self.device.stop_advertising()
+            else:
+                await self.device.set_discoverable(False)
+                await self.device.set_connectable(False)
+            if self.connection is not None:
+                await self.connection.disconnect(0x15)  # remote device terminated: power off
+            say("off")
+        elif op == "on":
+            if self.mode == "le":
+                await self.device.start_advertising(auto_restart=True)
+            else:
+                await self.device.set_discoverable(True)
+                await self.device.set_connectable(True)
+            say("on")
         elif op == "advertise":
             await self.device.start_advertising(auto_restart=False)
             say("advertising")

@@ -11,8 +11,10 @@ its first scenario fails and says why, and the rest are not run.
 import glob
 import grp
 import os
+import json
 import re
 import subprocess
+import threading
 import time
 
 from harness import Client, Failure, check, is_capture, scenario
@@ -37,6 +39,7 @@ class Tier:
         self.results = os.path.dirname(os.path.abspath(rig.args.log))
         self.bluez = bluez.Bluez(self.results, rig.args.bumble)
         self.remote = None
+        self.mode = None  # the remote's: classic or le
         self.path = None  # the remote's Device1 object
         self.address = None
         self.ids = {}  # node name -> id
@@ -58,6 +61,7 @@ class Tier:
         self.remote = self.bluez_module.Remote(mode, 1, self.rig.args.bumble,
                                                os.path.join(self.results, "btremote.log"), address)
         self.address = self.remote.address
+        self.mode = mode
         return self.remote
 
     def nodes(self):
@@ -113,6 +117,74 @@ class Tier:
         if self.remote is not None:
             self.remote.stop()
         self.bluez.close()
+
+
+def shutterctl(t, *args, on_line=None, timeout=150):
+    """shutterctl (pair, unpair) as root on the tier's system bus and shutterd: its exit status,
+    its JSON report (--json) and its stderr lines. on_line(line) is called on each stderr
+    line as it comes (a scenario presses the remote's button when asked to)."""
+    env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=t.bluez_module.BUS_ADDRESS)
+    p = subprocess.Popen([t.rig.args.shutterctl, "--socket", t.socket] + list(args), stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    out, err, problems = [], [], []
+
+    def read_err():
+        for line in p.stderr:
+            err.append(line.rstrip("\n"))
+            if on_line is not None:
+                try:
+                    on_line(line)
+                except Exception as e:  # noqa: BLE001 - said with the outcome
+                    problems.append("%s: %s" % (type(e).__name__, e))
+    readers = [threading.Thread(target=read_err, daemon=True),
+               threading.Thread(target=lambda: out.append(p.stdout.read()), daemon=True)]
+    for r in readers:
+        r.start()
+    try:
+        code = p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        raise Failure("shutterctl %s still running after %d s; it said: %s" % (" ".join(args), timeout, err[-6:]))
+    for r in readers:
+        r.join(10)
+    check(not problems, "while shutterctl ran: %s" % problems)
+    report = None
+    if "--json" in args:
+        try:
+            report = json.loads(out[0] if out else "")
+        except ValueError:
+            raise Failure("shutterctl %s: no JSON report on stdout (%r); stderr: %s" % (
+                " ".join(args), out, err[-6:]))
+    return code, report, err
+
+
+def steps(report):
+    """The report's steps as 'step outcome'."""
+    return ["%s %s" % (s["step"], s["outcome"]) for s in report.get("steps", [])]
+
+
+def drain(remote):
+    """Forgets the remote's events so far (an expect then sees only what comes after)."""
+    while True:
+        try:
+            remote.events.get_nowait()
+        except Exception:  # queue.Empty
+            return
+
+
+def press_when_asked(t, press, release):
+    """An on_line for `pair --verify`: the remote's button pressed and released once
+    shutterctl says it waits for it (LE: once the host subscribed to that report)."""
+    def on_line(line):
+        if "press it now" not in line:
+            return
+        if t.mode == "le":
+            rid = int(press[:2], 16)
+            t.remote.expect("subscribed", timeout=60, pred=lambda e: e.get("report") == rid and e.get("notify"))
+        t.remote.command("send", press)
+        t.remote.command("send", release)
+    return on_line
 
 
 IOS = ("02e900", "020000", "KEY_VOLUMEUP")
@@ -330,6 +402,62 @@ def sc_bluetoothd_restart(rig):
         ", ".join(seen), b["device"]["id"], b["press"])
 
 
+@scenario("bluez-ctl-unpair-classic", needs="bluez-bluetoothd-restart")
+def sc_ctl_unpair_classic(rig):
+    """`shutterctl unpair --name` removes the Classic remote paired by the rig (RemoveDevice):
+    BlueZ forgets it, the link and hidp's node go; unpair again finds nothing (exit 4)."""
+    t = tier(rig)
+    c = t.client("bluez-ctl-unpair")
+    code, report, err = shutterctl(t, "unpair", "--name", "AB Shutter3", "--json", "--timeout", "30")
+    check(code == 0, "unpair exited %s: %s" % (code, err[-4:]))
+    check(steps(report)[-1:] == ["unpair done"], "steps %s" % steps(report))
+    check(report["remote"]["address"] == t.address, "removed %s" % report["remote"])
+    t.bluez.wait(lambda: "org.bluez.Device1" not in t.bluez.objects.get(t.path, {}), 30, "Device1 removed")
+    c.expect(lambda m: m.get("type") == "deviceRemoved" and m["device"].get("uniq") == t.address.lower(),
+             timeout=30, what="deviceRemoved of the unpaired remote")
+    t.remote.command("forget", event="forgot")
+    again, report2, err2 = shutterctl(t, "unpair", "--name", "AB Shutter3", "--json")
+    check(again == 4 and report2["error"]["step"] == "discover", "unpair again: exit %s, %s" % (again, err2[-2:]))
+    return "exit 0, steps %s; Device1 gone, deviceRemoved; again: exit 4 (%s)" % (
+        steps(report), report2["error"]["reason"])
+
+
+@scenario("bluez-ctl-pair-classic", needs="bluez-ctl-unpair-classic")
+def sc_ctl_pair_classic(rig):
+    """`shutterctl pair --name 'AB Shutter3*' --verify KEY_VOLUMEUP`: discovery (Classic and LE),
+    Pair with its own NoInputNoOutput agent, Trusted, Connect, the node listed by shutterd,
+    and the remote's press through shutterd."""
+    t = tier(rig)
+    code, report, err = shutterctl(t, "pair", "--name", "AB Shutter3*", "--verify", "KEY_VOLUMEUP", "--json",
+                                   "--timeout", "60", on_line=press_when_asked(t, IOS[0], IOS[1]))
+    check(code == 0, "pair exited %s: %s" % (code, err[-6:]))
+    t.bluez.refresh()  # BlueZ's objects now (no main loop ran while shutterctl did)
+    want = ["adapter", "agent done", "discover done", "pair done", "trust done", "connect done", "input-node done",
+            "press done"]
+    got = steps(report)
+    check([g for g in got if not g.startswith("adapter")] == want[1:], "steps %s" % got)
+    for k in ("Paired", "Trusted", "Connected"):
+        check(t.bluez.prop(t.path, "org.bluez.Device1", k) is True, "Device1.%s is not true" % k)
+    check(report["devices"] and all(d.startswith("bluetooth-2717-0040-" + t.address.lower()) for d in report["devices"]),
+          "devices %s" % report["devices"])
+    said = [line for line in err if line.startswith("shutterctl: ")]
+    return "exit 0; steps %s; nodes %s; said %d lines, the press: %s" % (
+        got, report["devices"], len(said), report["steps"][-1]["detail"])
+
+
+@scenario("bluez-ctl-pair-again", needs="bluez-ctl-pair-classic")
+def sc_ctl_pair_again(rig):
+    """pair again: already paired and trusted, and connected: nothing done, and said so."""
+    t = tier(rig)
+    code, report, err = shutterctl(t, "pair", "--name", "AB Shutter3*", "--json", "--timeout", "30")
+    check(code == 0, "pair again exited %s: %s" % (code, err[-4:]))
+    got = steps(report)
+    check(got[1:] == ["discover already", "pair already", "trust already", "connect already", "input-node done"],
+          "steps %s" % got)
+    check(any("already paired and trusted" in line for line in err), "not said: %s" % err)
+    return "exit 0; steps %s" % got
+
+
 @scenario("bluez-le-pair", needs="bluez-setup")
 def sc_le_pair(rig):
     """The Classic remote removed (RemoveDevice; its process ended, and with it its keys); an
@@ -439,6 +567,87 @@ def sc_le_disconnect(rig):
     return ("press %s cancelled with reason %s; client saw %s; Connected false %s on the bus;"
             " reconnected by itself, same id, press %s" % (
                 began["press"], end.get("reason"), order, "never" if hidden else "was", b["press"]))
+
+
+@scenario("bluez-ctl-nothing", needs="bluez-le-pair")
+def sc_ctl_nothing(rig):
+    """pair --name matching nothing: exit 4 after the timeout, and what was seen is listed."""
+    t = tier(rig)
+    code, report, err = shutterctl(t, "pair", "--name", "Selfie Stick*", "--json", "--timeout", "4")
+    check(code == 4, "exit %s: %s" % (code, err[-4:]))
+    seen = [d["address"] for d in report["error"].get("seen", [])]
+    check(t.address in seen, "the remote %s is not among what was seen: %s" % (t.address, report["error"]))
+    check(t.address in err[-1] and err[-1].startswith("FAIL discover: nothing matched in 4 s; seen: "),
+          "said %r" % err[-1])
+    return "exit 4: %s" % err[-1]
+
+
+@scenario("bluez-ctl-refused", needs="bluez-le-pair")
+def sc_ctl_refused(rig):
+    """The LE remote unpaired by `unpair --address`, then refusing pairing (its SMP answer
+    Pairing Failed): pair exits 6 naming the step and BlueZ's error."""
+    t = tier(rig)
+    c = t.client("bluez-ctl-refused")
+    code, report, err = shutterctl(t, "unpair", "--address", t.address.lower(), "--json")
+    check(code == 0 and steps(report)[-1:] == ["unpair done"], "unpair exited %s: %s" % (code, err[-4:]))
+    c.expect(lambda m: m.get("type") == "deviceRemoved" and m["device"].get("uniq") == t.address.lower(),
+             timeout=30, what="deviceRemoved of the unpaired LE remote")
+    t.remote.command("forget", event="forgot")
+    t.remote.command("refuse", "on", event="refuse")
+    drain(t.remote)
+    code, report, err = shutterctl(t, "pair", "--name", "AB Shutter3*", "--json", "--timeout", "30")
+    t.remote.command("refuse", "off", event="refuse")
+    check(code == 6, "pair of a refusing remote exited %s: %s" % (code, err[-4:]))
+    e = report["error"]
+    check(e["step"] == "pair" and e.get("call") == "Device1.Pair" and e.get("name", "").startswith("org.bluez.Error."),
+          "error %s" % e)
+    check(err[-1] == "FAIL pair: Device1.Pair: %s: %s" % (e["name"], e["message"]), "said %r" % err[-1])
+    refused = [ev for ev in t.remote.all if ev.get("event") == "refused"]
+    t.bluez.refresh()
+    check(refused, "the remote refused nothing")
+    check(t.bluez.prop(t.path, "org.bluez.Device1", "Paired") is not True, "Paired after a refusal")
+    return "unpair --address: exit 0; pair: exit 6, %s" % err[-1]
+
+
+@scenario("bluez-ctl-pair-le", needs="bluez-ctl-refused")
+def sc_ctl_pair_le(rig):
+    """The LE remote accepting again: `shutterctl pair --name --verify KEY_VOLUMEUP` pairs,
+    trusts, connects it; shutterd lists its HoG node and the press arrives."""
+    t = tier(rig)
+    drain(t.remote)
+    code, report, err = shutterctl(t, "pair", "--name", "AB Shutter3*", "--verify", "KEY_VOLUMEUP", "--json",
+                                   "--timeout", "60", on_line=press_when_asked(t, IOS[0], IOS[1]))
+    check(code == 0, "pair exited %s: %s" % (code, err[-6:]))
+    got = steps(report)
+    for want in ("pair done", "trust done", "input-node done", "press done"):
+        check(want in got, "no %s in %s" % (want, got))
+    t.bluez.refresh()
+    for k in ("Paired", "Trusted"):
+        check(t.bluez.prop(t.path, "org.bluez.Device1", k) is True, "Device1.%s is not true" % k)
+    again, report2, err2 = shutterctl(t, "pair", "--address", t.address, "--json")
+    check(again == 0 and steps(report2)[1:4] == ["discover already", "pair already", "trust already"],
+          "pair again: exit %s, steps %s" % (again, steps(report2)))
+    return "exit 0; steps %s; again: %s" % (got, steps(report2))
+
+
+@scenario("bluez-ctl-off-on", needs="bluez-ctl-pair-le")
+def sc_ctl_off_on(rig):
+    """The remote paired by shutterctl switched off (disconnect 0x15, no advertising) and on
+    again: bluetoothd connects it by itself (it is trusted), the node comes back, presses work."""
+    t = tier(rig)
+    c = t.client("bluez-ctl-off-on")
+    t.remote.command("off", event="off")
+    removed = c.expect(lambda m: m.get("type") == "deviceRemoved" and m["device"].get("uniq") == t.address.lower(),
+                       timeout=30, what="deviceRemoved when the remote is off")
+    drain(t.remote)
+    t.remote.command("on", event="on")
+    back = c.expect(lambda m: m.get("type") == "deviceAdded" and m["device"].get("uniq") == t.address.lower(),
+                    timeout=60, what="deviceAdded when the remote is on again (no Connect from the rig)")
+    check(back["device"]["id"] == removed["device"]["id"], "id %s, before %s" % (back["device"]["id"],
+                                                                               removed["device"]["id"]))
+    t.remote.expect("subscribed", timeout=60, pred=lambda e: e.get("report") == 2 and e.get("notify"))
+    b, e = t.click(c, *IOS)
+    return "off: deviceRemoved; on: back by itself as %s, press %s" % (back["device"]["id"], b["press"])
 
 
 @scenario("bluez-teardown", needs="bluez-setup")

@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import ShutterClient
+import ShutterCore
+import ShutterSys
+import ShutterSystemd
+
+import enum ShutterEvdev.KeyNames
+
+let pairUsage = """
+    Usage: shutterctl pair (--name PATTERN | --address ADDR) [--verify KEY] [--timeout SECONDS]
+                           [--json] [--socket PATH]
+
+    Pairs a Bluetooth remote through BlueZ (as root, or a user polkit lets pair): finds it
+    by name (a shell pattern, such as 'AB Shutter3*') or by address, discovering Classic and
+    LE devices; pairs it with an agent of its own (NoInputNoOutput: Just Works); marks it
+    trusted, so that it reconnects by itself; connects it; and waits until shutterd lists
+    its input node (a device whose uniq is its address). With --verify KEY, then waits for
+    one press of KEY (a libevdev name) from it, as 'shutterctl verify' does. A remote
+    already paired and trusted is only connected, or left as it is when it is; each step
+    is said on stderr as it happens. --timeout bounds each wait (the discovery, each call
+    to BlueZ, the input node, the press; default 30 s, at most 86400). --json prints the
+    report as one JSON object on stdout, whatever the outcome.
+
+    Exit status: 0 paired, trusted, connected and listed by shutterd (and, with --verify,
+    the press arrived); 1 --verify: something else arrived; 2 --verify: no press in time;
+    3 shutterd could not be reached; 4 no remote matched (what was seen is listed);
+    5 two or more remotes matched (each is named); 6 BlueZ refused a step or did not answer
+    in time (its error's name and message); 7 no Bluetooth (no system bus, no bluetoothd,
+    no adapter); 8 paired and connected but shutterd listed no input node of it in time;
+    64 usage error.
+    """
+
+let unpairUsage = """
+    Usage: shutterctl unpair (--name PATTERN | --address ADDR) [--timeout SECONDS] [--json]
+
+    Removes a remote BlueZ knows (Adapter1.RemoveDevice: its keys and its trust go, and it
+    disconnects). Exit status as for pair: 0 removed, 4 no known remote matched, 5 two or
+    more matched, 6 BlueZ refused, 7 no Bluetooth, 64 usage error.
+    """
+
+/// A pairing's steps carried out against BlueZ and shutterd, each said as it happens and
+/// noted in the report.
+@MainActor final class Pairing {
+    var report: PairingReport
+    let timeout: Double
+    let json: Bool
+    var bluez: BluezPairing!
+    var adapter = ""
+    var started = ContinuousClock.now
+
+    init(command: String, target: PairingTarget, timeout: Double, json: Bool) {
+        report = PairingReport(command: command, target: target)
+        self.timeout = timeout
+        self.json = json
+    }
+
+    /// Says a step is being taken, and starts its clock.
+    func begin(_ what: String) {
+        say("shutterctl: \(what)")
+        started = .now
+    }
+
+    /// Notes a step's outcome, and says it.
+    func note(_ step: PairingStep, _ outcome: StepResult.Outcome, _ detail: String) {
+        let (s, atto) = started.duration(to: .now).components
+        report.steps.append(StepResult(step, outcome, detail, seconds: Double(s) + Double(atto) / 1e18))
+        say("shutterctl: \(step.rawValue): \(detail)")
+    }
+
+    /// A BlueZ failure as the failure of `step`.
+    func failure(_ step: PairingStep, _ error: BluezCallError) -> PairingFailure {
+        switch error {
+        case .system(let e): .noBluetooth("no system bus: \(e)")
+        case .refused(let call, let name, let message):
+            PairingFailure.isAbsence(name)
+                ? .noBluetooth("BlueZ is not on the system bus (\(call): \(name): \(message))")
+                : .refused(step, call: call, name: name, message: message)
+        case .timedOut(let what, let seconds): .timedOut(step, waitingFor: what, seconds: seconds)
+        }
+    }
+
+    /// The bus and the adapter (powered on when it is off).
+    func start() throws(PairingFailure) -> BluezObjects {
+        begin("asking BlueZ for its adapter")
+        do {
+            bluez = try BluezPairing()
+        } catch {
+            throw failure(.adapter, error)
+        }
+        let objects = try objects(.adapter)
+        guard let first = objects.adapters.first else {
+            throw .noBluetooth("BlueZ has no adapter (is a Bluetooth controller there? bluetoothctl list)")
+        }
+        adapter = first.path
+        if first.powered {
+            note(.adapter, .already, "\(adapter), powered")
+        } else {
+            do {
+                try bluez.set(adapter, "org.bluez.Adapter1", "Powered", true, timeout: timeout)
+            } catch {
+                throw failure(.adapter, error)
+            }
+            note(.adapter, .done, "\(adapter), powered on now")
+        }
+        return objects
+    }
+
+    func objects(_ step: PairingStep) throws(PairingFailure) -> BluezObjects {
+        do {
+            return try bluez.objects(timeout: timeout)
+        } catch {
+            throw failure(step, error)
+        }
+    }
+
+    /// The remote BlueZ knows now, by its path.
+    func current(_ remote: SeenRemote, _ step: PairingStep) throws(PairingFailure) -> SeenRemote {
+        try objects(step).devices.first { $0.path == remote.path } ?? remote
+    }
+
+    // MARK: pair
+
+    func pair(verify key: String?, socket: String) throws(PairingFailure) {
+        let known = try start().devices(of: adapter)
+        let target = report.target
+        var remote: SeenRemote
+        switch RemoteChoice(target, among: known.filter(\.paired)) {
+        case .several(let all): throw .several(all)
+        case .one(let r):
+            remote = r
+            note(.discover, .already, "\(r) is paired already: no discovery")
+        case .none:
+            begin("registering a NoInputNoOutput agent")
+            do {
+                try bluez.registerAgent(timeout: timeout)
+            } catch {
+                throw failure(.agent, error)
+            }
+            note(.agent, .done, "\(BluezPairing.agentPath), NoInputNoOutput, the default agent")
+            remote = try discover(target)
+        }
+        report.remote = remote
+        let plan = PairingPlan(remote)
+        if plan.alreadyPaired {
+            say(
+                "shutterctl: \(remote) is already paired and trusted: "
+                    + (plan.connect ? "only connecting it" : "connected, left as it is"))
+        }
+        if plan.pair {
+            begin("pairing \(remote)")
+            do {
+                try bluez.call(remote.path, "org.bluez.Device1", "Pair", timeout: timeout)
+                let asked =
+                    bluez.agentCalls.isEmpty
+                    ? "" : " (the agent was asked: \(bluez.agentCalls.joined(separator: ", ")))"
+                note(.pair, .done, "paired\(asked)")
+            } catch .refused(_, "org.bluez.Error.AlreadyExists", _) {
+                note(.pair, .already, "paired already")
+            } catch {
+                let f = failure(.pair, error)
+                note(.pair, .failed, f.reason)
+                throw f
+            }
+        } else {
+            note(.pair, .already, "paired already")
+        }
+        if plan.trust {
+            begin("marking \(remote) trusted")
+            do {
+                try bluez.set(remote.path, "org.bluez.Device1", "Trusted", true, timeout: timeout)
+            } catch {
+                let f = failure(.trust, error)
+                note(.trust, .failed, f.reason)
+                throw f
+            }
+            note(.trust, .done, "trusted: it reconnects by itself")
+        } else {
+            note(.trust, .already, "trusted already")
+        }
+        if plan.connect {
+            try connect(remote)
+        } else {
+            note(.connect, .already, "connected already")
+        }
+        report.remote = try current(remote, .connect)
+        let client = try inputNode(remote, socket: socket)
+        if let key { try press(key, client) }
+    }
+
+    /// Discovery (Classic and LE) until the target is seen, then a second more for another
+    /// remote that matches too; stopped before pairing.
+    func discover(_ target: PairingTarget) throws(PairingFailure) -> SeenRemote {
+        begin("discovering \(target) (Classic and LE, up to \(PairingReport.seconds(timeout)) s)")
+        do {
+            try bluez.startDiscovery(adapter, timeout: timeout)
+        } catch {
+            throw failure(.discover, error)
+        }
+        let begun = ContinuousClock.now
+        var firstSeen: ContinuousClock.Instant?
+        var seen: [SeenRemote] = []
+        defer {
+            if let e = bluez.stopDiscovery(adapter, timeout: timeout) { say("shutterctl: StopDiscovery: \(e)") }
+        }
+        while true {
+            seen = try objects(.discover).devices(of: adapter)
+            switch RemoteChoice(target, among: seen) {
+            case .several(let all): throw .several(all)
+            case .one(let r):
+                if firstSeen == nil { firstSeen = .now }
+                if let firstSeen, firstSeen.duration(to: .now) >= .seconds(1) {
+                    note(.discover, .done, "found \(r)")
+                    return r
+                }
+            case .none: break
+            }
+            if begun.duration(to: .now) >= .seconds(timeout) && firstSeen == nil {
+                let named = seen.filter { $0.name != nil }
+                throw .notFound(seconds: timeout, seen: named.isEmpty ? seen : named)
+            }
+            do {
+                try bluez.serve(seconds: 0.25)
+            } catch {
+                throw failure(.discover, error)
+            }
+        }
+    }
+
+    /// Device1.Connect, tried again (3 times at most, a second apart) when it failed for a
+    /// reason that passes (a page the controller missed, a link still going away), and done
+    /// when bluetoothd's own connection of the trusted remote got there first.
+    func connect(_ remote: SeenRemote) throws(PairingFailure) {
+        begin("connecting \(remote)")
+        for attempt in 1...3 {
+            do {
+                try bluez.call(remote.path, "org.bluez.Device1", "Connect", timeout: timeout)
+                note(.connect, .done, attempt == 1 ? "connected" : "connected (attempt \(attempt))")
+                return
+            } catch .refused(_, "org.bluez.Error.AlreadyConnected", _) {
+                note(.connect, .already, "connected already")
+                return
+            } catch {
+                if try current(remote, .connect).connected {
+                    note(.connect, .done, "connected (by bluetoothd, as Connect said \(error))")
+                    return
+                }
+                let transient = ["timeout", "busy", "create-socket"].contains { error.description.contains($0) }
+                if attempt == 3 || !transient {
+                    let f = failure(.connect, error)
+                    note(.connect, .failed, f.reason)
+                    throw f
+                }
+                say("shutterctl: connect: \(error); trying again")
+                do {
+                    try bluez.serve(seconds: 1)
+                } catch {
+                    throw failure(.connect, error)
+                }
+            }
+        }
+    }
+
+    /// Waits until shutterd lists an input node whose uniq is the remote's address.
+    func inputNode(_ remote: SeenRemote, socket: String) throws(PairingFailure) -> Client {
+        let uniq = remote.address.lowercased()
+        begin("waiting for shutterd to list an input node with uniq \(uniq)")
+        let deadline = ContinuousClock.now + .seconds(timeout)
+        let client: Client
+        var nodes: [Device]
+        do throws(ClientError) {
+            client = try Client(socketPath: socket, retryInterval: .seconds(1))
+            nodes = client.hello.devices.filter { $0.uniq == uniq }
+            while nodes.isEmpty {
+                let left = ContinuousClock.now.duration(to: deadline)
+                guard left > .zero else { break }
+                if case .deviceAdded(let d) = try client.next(timeout: left), d.uniq == uniq { nodes.append(d) }
+            }
+        } catch {
+            throw .shutterd(unreachableReason(error))
+        }
+        guard !nodes.isEmpty else { throw .noInputNode(seconds: timeout) }
+        report.devices = nodes.map(\.id)
+        note(.inputNode, .done, nodes.map { "\($0.node) '\($0.name)' \($0.id)" }.joined(separator: ", "))
+        return client
+    }
+
+    /// `--verify`: one press of `key` from the remote's nodes (their group).
+    func press(_ key: String, _ client: Client) throws(PairingFailure) {
+        let group = client.hello.devices.first { report.devices.contains($0.id) }?.group
+        let expected = PressExpectation(key: key, device: group ?? report.devices.first)
+        do {
+            _ = try client.setInteraction(expected.interaction)
+        } catch {
+            throw .shutterd(unreachableReason(error))
+        }
+        begin(
+            "waiting for a press of \(key) from the remote (timeout \(PairingReport.seconds(timeout)) s): press it now")
+        do {
+            let press = try client.waitForPress(expected, timeout: .seconds(timeout))
+            note(.press, .done, "\(PressJudge.describe(press.ended)): began and ended")
+        } catch {
+            switch error {
+            case .wrong(let why): throw .wrongPress(why)
+            case .nothing: throw .noPress("nothing arrived within \(PairingReport.seconds(timeout)) s: no \(expected)")
+            case .client(let e): throw .shutterd(unreachableReason(e))
+            }
+        }
+    }
+
+    // MARK: unpair
+
+    func unpair() throws(PairingFailure) {
+        let known = try start().devices(of: adapter)
+        switch RemoteChoice(report.target, among: known) {
+        case .none: throw .notFound(seconds: 0, seen: known)
+        case .several(let all): throw .several(all)
+        case .one(let remote):
+            report.remote = remote
+            begin("removing \(remote)")
+            do {
+                try bluez.remove(remote.path, from: adapter, timeout: timeout)
+            } catch {
+                throw failure(.unpair, error)
+            }
+            note(.unpair, .done, "removed: its keys and its trust are gone")
+        }
+    }
+
+    /// Says the outcome (stdout: PASS, or the JSON report; stderr: FAIL) and returns its status.
+    func finish() -> Int32 {
+        if json {
+            out(report.json.serialized)
+        } else if report.failure == nil {
+            out(report.summary)
+        }
+        if report.failure != nil { say(report.summary) }
+        return report.exitCode
+    }
+}
+
+/// The options `pair` and `unpair` share: the target, the timeout, --json.
+@MainActor func pairingOptions(_ usage: String) -> (PairingTarget, Double, Bool) {
+    let name = option("--name", usage)
+    let address = option("--address", usage)
+    let timeoutText = option("--timeout", usage) ?? "30"
+    let json = flagSet("--json")
+    let target: PairingTarget
+    switch (name, address) {
+    case (let n?, nil): target = .name(n)
+    case (nil, let a?):
+        guard let t = PairingTarget.address(parsing: a) else {
+            usageError("--address \(a.debugDescription): expected six hex pairs such as F2:1A:55:0E:B3:0A", usage)
+        }
+        target = t
+    default: usageError("give one of --name PATTERN and --address ADDR", usage)
+    }
+    return (target, secondsOption("--timeout", timeoutText, timeoutRange, usage), json)
+}
+
+@MainActor func pairCommand() -> Int32 {
+    if flagSet("--help") {
+        out(pairUsage)
+        return 0
+    }
+    let key = option("--verify", pairUsage)
+    let (target, timeout, json) = pairingOptions(pairUsage)
+    rejectLeftovers(pairUsage)
+    if let key, KeyNames.keyCode(key) == nil {
+        let near = KeyNames.closest(to: key).joined(separator: ", ")
+        usageError("--verify \(key) is not a key libevdev knows (closest: \(near))", pairUsage)
+    }
+    let p = Pairing(command: "pair", target: target, timeout: timeout, json: json)
+    do {
+        try p.pair(verify: key, socket: socketPath)
+    } catch {
+        p.report.failure = error
+    }
+    return p.finish()
+}
+
+@MainActor func unpairCommand() -> Int32 {
+    if flagSet("--help") {
+        out(unpairUsage)
+        return 0
+    }
+    let (target, timeout, json) = pairingOptions(unpairUsage)
+    rejectLeftovers(unpairUsage)
+    let p = Pairing(command: "unpair", target: target, timeout: timeout, json: json)
+    do {
+        try p.unpair()
+    } catch {
+        p.report.failure = error
+    }
+    return p.finish()
+}

@@ -245,7 +245,7 @@ let unpairUsage = """
                     note(.connect, .done, "connected (by bluetoothd, as Connect said \(error))")
                     return
                 }
-                let transient = ["timeout", "busy", "create-socket"].contains { error.description.contains($0) }
+                let transient = ["timeout", "busy", "create-socket"].contains { holds(error.description, $0) }
                 if attempt == 3 || !transient {
                     let f = failure(.connect, error)
                     note(.connect, .failed, f.reason)
@@ -393,4 +393,13 @@ let unpairUsage = """
         p.report.failure = error
     }
     return p.finish()
+}
+
+/// Whether `text` holds `part`: String's own search comes with _StringProcessing, which the
+/// release build does not import (Makefile, SWIFT_FLAGS).
+func holds(_ text: String, _ part: String) -> Bool {
+    let t = Array(text.utf8)
+    let p = Array(part.utf8)
+    guard p.count <= t.count else { return false }
+    return (0...(t.count - p.count)).contains { t[$0..<($0 + p.count)].elementsEqual(p) }
 }

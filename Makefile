@@ -19,6 +19,8 @@
 #                             (Apache-2.0 everywhere: scripts/check-licence)
 #   make check-systemd        boot Debian 12 with systemd under qemu and check the
 #                             README's install, the units and uninstall (root; slow)
+#   make check-rig-release    the kernel rig on Debian 13's kernel (6.12): the device checks
+#                             and the scenarios but the Bluetooth tier's (root)
 #   make run                  set up, build and run shutterd in the foreground (root)
 #   make test                 set up and run every test tier (Tests/run-tests.sh; root)
 #   make load                 the hostile-client tier at ten times its size, and the
@@ -86,7 +88,7 @@ SED          ?= sed
 DOCS = $(wildcard README.md docs/*.md)
 
 .PHONY: all build units install post-install uninstall check check-units check-format check-door \
-	check-rules check-man check-install check-systemd check-licence test run clean bench load \
+	check-rules check-man check-install check-systemd check-rig-release check-licence test run clean bench load \
 	bench-hostile fuzz sim deb dsc repo check-deb hot-order generate check-generated
 
 all: build units
@@ -367,6 +369,18 @@ check-rules:
 # runs it when systemd/, udev-rules/, Tests/systemd/ or this Makefile changed.
 check-systemd:
 	sh Tests/systemd/run.sh $(SWIFT_BIN)/shutterd $(SWIFT_BIN)/shutterctl
+
+# The kernel rig on another Debian release's kernel (RIG_RELEASE, default trixie: Debian 13's
+# 6.12, its linux-image-amd64 downloaded and unpacked into the rig's cache by
+# Tests/rig/release.sh, nothing installed), with this machine's root file system: the device
+# checks and every scenario but the Bluetooth tier's (its bluetoothd is this machine's) and
+# the Swift client fixture's (a client's build, nothing of the kernel's). Root; about 4
+# minutes. `make test` runs it (stage 8b) with the debug binaries.
+RIG_RELEASE      ?= trixie
+RIG_RELEASE_ONLY  = !bluez-*,!swift-client-fixture
+check-rig-release:
+	SHUTTERD_RIG_RELEASE=$(RIG_RELEASE) sh Tests/rig/run.sh --only '$(RIG_RELEASE_ONLY)' \
+		$(SWIFT_BIN)/shutterd $(SWIFT_BIN)/shutterctl
 
 check-man:
 	@for page in man/shutterd.8 man/shutterd-mqtt.8 man/shutterctl.1; do \

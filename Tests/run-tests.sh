@@ -30,6 +30,9 @@
 #   8. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
 #      gadget devices, and its Bluetooth tier: Debian's bluetoothd paired with a virtual
 #      remote (Bumble on a btvirt controller) (Tests/rig/run.sh)
+#   8b. the kernel rig again on Debian 13's kernel (6.12, downloaded and unpacked, not
+#      installed): the device checks and the scenarios but the Bluetooth tier's
+#      (make check-rig-release)
 #   9. the systemd boot tier: Debian 12 booted with systemd as PID 1, the README's
 #      install, the units at work, uninstall (Tests/systemd/run.sh). Always under CI=true;
 #      elsewhere only when systemd/, udev-rules/, debian/, Tests/systemd/ or the Makefile differ
@@ -39,7 +42,7 @@
 #  10. what the tests left in the temporary directory: nothing named shutterd* that was not
 #      there at the start (one check).
 # A tier that cannot run here says why; under CI=true that is a failure. Ends with one
-# line 'total: N passed, N failed' (tiers 2, 4, 6, 7b, 8 and 9 count tests, tiers 3 and 7 count checks,
+# line 'total: N passed, N failed' (tiers 2, 4, 6, 7b, 8, 8b and 9 count tests, tiers 3 and 7 count checks,
 # tier 5 one check per parser and one for the protocol fuzzer).
 set -u
 cd "$(dirname "$0")/.."
@@ -214,6 +217,10 @@ run_tier "the MQTT tier" Tests/mqtt/run.sh
 
 echo "== kernel rig"
 run_tier "the kernel rig" Tests/rig/run.sh
+
+echo "== kernel rig on Debian 13's kernel (make check-rig-release)"
+make -s check-rig-release SWIFT_BIN=.build/debug 2>&1 | tee "$log"
+count_tier "the kernel rig on Debian 13's kernel"
 
 echo "== systemd boot"
 run_systemd=${SHUTTERD_CHECK_SYSTEMD:-}

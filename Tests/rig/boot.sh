@@ -3,9 +3,13 @@
 # root through virtme-ng (Tests/rig/run.sh, bench/run.sh): the kernel, the module blacklist
 # and the vng invocation, in one place. Needs RIG (the directory of this file).
 #
-#   rig_kernel        sets KVER and KERNEL (the extracted ELF vmlinux when there is one,
-#                     else /boot/vmlinuz-KVER); on failure returns 1 with the reason in
-#                     RIG_BOOT_ERROR
+#   rig_kernel        sets KVER, KERNEL (the extracted ELF vmlinux when there is one,
+#                     else /boot/vmlinuz-KVER) and KMODBASE (what modinfo -b takes: / for
+#                     this machine's kernel); on failure returns 1 with the reason in
+#                     RIG_BOOT_ERROR. SHUTTERD_RIG_RELEASE=CODENAME (trixie) boots that
+#                     Debian release's kernel instead of this machine's newest, its
+#                     linux-image-amd64 downloaded and unpacked into the cache
+#                     (Tests/rig/release.sh); the root file system is this machine's still
 #   rig_boot NAME TIMEOUT RWDIR COMMAND
 #                     boots KERNEL (2 vCPUs, 1 GiB) as qemu guest NAME, RWDIR writable,
 #                     runs COMMAND in it and copies the guest's console to stdout; killed
@@ -14,6 +18,7 @@
 #                     benchmark's counted boot: one vCPU and qemu's -icount).
 
 . "$RIG/kernel.sh"
+. "$RIG/release.sh"
 
 CACHE=${SHUTTERD_RIG_CACHE:-/var/cache/shutterd-rig}
 VENV=$CACHE/venv
@@ -26,6 +31,21 @@ RIG_BLACKLIST=kvm,kvm_amd,kvm_intel,ahci,libahci,libata,sr_mod,cdrom,sg,iTCO_wdt
 # kernel version into the cache. The bzImage is the fallback.
 rig_kernel() {
     RIG_BOOT_ERROR=
+    RIG_MODDIR=
+    KMODBASE=/
+    if [ -n "${SHUTTERD_RIG_RELEASE:-}" ]; then
+        if ! release_kernel "$SHUTTERD_RIG_RELEASE" "$CACHE"; then
+            RIG_BOOT_ERROR="Debian $SHUTTERD_RIG_RELEASE's kernel: $RELEASE_ERROR"
+            return 1
+        fi
+        KERNEL=$KROOT/boot/vmlinuz-$KVER
+        [ -s "$KROOT/boot/vmlinux-$KVER" ] && KERNEL=$KROOT/boot/vmlinux-$KVER
+        # virtme-ng finds the modules beside the image (KROOT/usr/lib/modules/KVER) and links
+        # the guest's /lib/modules/KVER to that path, which the guest's tmpfs over /var/cache
+        # would hide: it is exported on a mount of its own (rig_boot).
+        RIG_MODDIR=$KMODBASE/lib/modules/$KVER
+        return 0
+    fi
     KVER=$(newest_kernel)
     if [ -z "$KVER" ]; then
         RIG_BOOT_ERROR="no /boot/vmlinuz-* with modules in /lib/modules (apt-get install linux-image-amd64)"
@@ -51,7 +71,7 @@ rig_boot() {
     # shellcheck disable=SC2086
     PATH=$VENV/bin:$PATH timeout --kill-after=10 "$2" \
         vng --run "$KERNEL" ${ACCEL---disable-kvm} --cpus "${RIG_CPUS:-2}" --memory 1G --name "$1" \
-        --rwdir "$3" ${RIG_QEMU_OPTS-} \
+        --rwdir "$3" ${RIG_MODDIR:+--rodir "$RIG_MODDIR"} ${RIG_QEMU_OPTS-} \
         --append "mitigations=off module_blacklist=$RIG_BLACKLIST" \
         --exec "$4" 2>&1 </dev/null | cat
 }

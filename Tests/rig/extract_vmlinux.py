@@ -5,12 +5,14 @@
 Usage: extract_vmlinux.py BZIMAGE OUT
 
 The ELF image has a PVH entry note, so qemu starts it directly and the emulated CPU skips
-the decompressor. Tries each compressed stream found in the image (xz, gzip, zstd when the
-zstandard module exists) and keeps the first that yields an ELF file. Exit 0 on success,
-1 when no stream decompressed to an ELF file.
+the decompressor. Tries each compressed stream found in the image (xz, gzip, lzma, and
+zstd through the zstd program, as Debian 13's kernel is compressed) and keeps the first
+that yields an ELF file. Exit 0 on success, 1 when no stream decompressed to an ELF file.
 """
 import lzma
 import os
+import shutil
+import subprocess
 import sys
 import zlib
 
@@ -18,6 +20,7 @@ MAGICS = [
     ("xz", b"\xfd7zXZ\x00"),
     ("gzip", b"\x1f\x8b\x08"),
     ("lzma", b"\x5d\x00\x00\x00"),
+    ("zstd", b"\x28\xb5\x2f\xfd"),
 ]
 
 
@@ -30,6 +33,15 @@ def try_decompress(kind, blob):
         # wbits 16+MAX_WBITS: a gzip header; a decompressobj stops at the stream's end and
         # ignores the rest of the image.
         return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(blob)
+    if kind == "zstd":
+        # Python's standard library has no zstd before 3.14: the zstd program (Debian's zstd
+        # package), which writes the frame out and then fails on the image's trailing bytes,
+        # as the kernel's scripts/extract-vmlinux expects of it.
+        if shutil.which("zstd") is None:
+            raise OSError("no zstd program")
+        run = subprocess.run(["zstd", "-dcq"], input=blob, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, timeout=120, check=False)
+        return run.stdout
     raise ValueError(kind)
 
 
@@ -43,7 +55,7 @@ def extract(image):
             start = pos + 1
             try:
                 out = try_decompress(kind, image[pos:])
-            except (lzma.LZMAError, zlib.error, EOFError, OSError):
+            except (lzma.LZMAError, zlib.error, EOFError, OSError, subprocess.TimeoutExpired):
                 continue
             if out[:4] == b"\x7fELF":
                 return out

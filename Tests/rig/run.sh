@@ -74,7 +74,7 @@ fi
 
 rig_kernel || skip "$RIG_BOOT_ERROR"
 for m in uinput uhid dummy_hcd usb_f_hid; do
-    modinfo -k "$KVER" "$m" >/dev/null 2>&1 || skip "kernel $KVER has no $m module"
+    modinfo -b "$KMODBASE" -k "$KVER" "$m" >/dev/null 2>&1 || skip "kernel $KVER has no $m module"
 done
 
 # TCG: on the machines this was built on /dev/kvm is kvm-pvm, which stock kernels hang in.
@@ -144,7 +144,7 @@ if [ "$SHUTTERD" != - ] && ! out=$(/usr/bin/python3 "$RIG/scenarios.py" --list 2
     exit 1
 fi
 
-echo "rig: kernel $KERNEL ($KVER), qemu $([ -n "$ACCEL" ] && echo TCG || echo KVM), results in $RESULTS"
+echo "rig: kernel $KERNEL ($KVER${SHUTTERD_RIG_RELEASE:+, Debian $SHUTTERD_RIG_RELEASE}), qemu $([ -n "$ACCEL" ] && echo TCG || echo KVM), results in $RESULTS"
 START=$(date +%s)
 rig_boot shutterd-rig "$TIMEOUT" "$RESULTS" "sh $GUEST_RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL $PYTHON_VENV '$ONLY' ${SHUTTERD_RIG_FLOOD_ROUNDS:--} $BUMBLE"
 END=$(date +%s)

@@ -17,9 +17,10 @@ VIRTME_NG_VERSION=1.42
 # python3-dbusmock: a private system bus with a mock BlueZ for the Bluetooth link scenarios.
 # bluez and bluez-test-tools: the Bluetooth tier's bluetoothd 5.66 and btvirt (BlueZ's
 # controller emulator over the kernel's hci_vhci); python3-gi: its D-Bus client's main loop.
-# util-linux: taskset and setpriv. iproute2: virtme-ng's init brings the guest's loopback up with ip; without it 127.0.0.1
+# util-linux: taskset and setpriv. zstd: Debian 13's kernel image is zstd-compressed
+# (extract_vmlinux.py, for SHUTTERD_RIG_RELEASE=trixie). iproute2: virtme-ng's init brings the guest's loopback up with ip; without it 127.0.0.1
 # is unreachable in the guest (the MQTT scenarios' broker).
-APT_PACKAGES="qemu-system-x86 linux-image-amd64 busybox-static file udev kmod procps python3 python3-venv linux-libc-dev ca-certificates python3-pytest python3-setuptools python3-wheel evemu-tools mosquitto mosquitto-clients dbus-daemon python3-dbusmock iproute2 bluez bluez-test-tools python3-gi util-linux"
+APT_PACKAGES="qemu-system-x86 linux-image-amd64 busybox-static file udev kmod procps python3 python3-venv linux-libc-dev ca-certificates python3-pytest python3-setuptools python3-wheel evemu-tools mosquitto mosquitto-clients dbus-daemon python3-dbusmock iproute2 bluez bluez-test-tools python3-gi util-linux zstd"
 
 if [ "$(id -u)" != 0 ]; then
     echo "setup.sh: must run as root (installs Debian packages); skipping" >&2

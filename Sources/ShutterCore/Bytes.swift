@@ -55,8 +55,9 @@ struct ShortText {
         count += digits.count
     }
 
-    /// An integer in decimal: at most 20 digits and a sign.
-    @inlinable
+    /// An integer in decimal: at most 20 digits and a sign. Inlined where it is written
+    /// (its digits' loop is not: `write(magnitude:)`).
+    @inlinable @inline(__always)
     mutating func write<T: BinaryInteger>(decimal value: T) {
         precondition(count + 21 <= buffer.count, "ShortText: capacity exceeded")
         if value < 0 {

@@ -38,6 +38,11 @@ SLIDER = ('{"type":"setInteraction","id":1,"interaction":{"slider":'
           '{"min":-1000000000,"max":1000000000,"value":0}}}')
 # The name of the benchmark dial (bench/inject.c), as shutterd logs it.
 DIAL_NAME = "shutterd-bench dial"
+# A client of the compact format (protocol 1.7): a press is two lines of about 120 bytes.
+COMPACT = '{"type":"setInteraction","id":1,"interaction":{"format":"compact"}}'
+# How a press's began reads in each format, for the reader's --match.
+BEGAN = '"phase":"began"'
+BEGAN_COMPACT = '"ph":"b"'
 
 
 def unit_nice():
@@ -422,6 +427,7 @@ class Bench:
         self.raw["memory"]["shutterd_idle_16_clients"] = memory(pid)
         self.note_wire_bytes(self.latency_run("shutterd-16", None, 16, reader=r16, pid=pid))
         self.latency_run("shutterd-1", args + ["--clients", "1"], 1, settle=0.3, pid=pid)
+        self.latency_run("shutterd-compact-1", self.shutterd_args(sock, 1, compact=True), 1, settle=0.3, pid=pid)
         # 128 clients cost shutterd more than 4 ms per press under TCG: at 4 ms (and still at
         # 20 ms) the presses queue and the kernel's buffer for shutterd overflows.
         self.latency_run("shutterd-128", args + ["--clients", "128"], 128, settle=1.0,
@@ -533,7 +539,7 @@ class Bench:
 
     def counted(self, count=2, presses=600):
         """The counted boot's only step (bench/run.sh boots the guest a second time for it,
-        with qemu's -icount and one vCPU): shutterd, the relay and the wire relay, each
+        with qemu's -icount and one vCPU): shutterd (full lines, then compact ones), the relay and the wire relay, each
         started for its run alone, with 16 and 1 client, `count` times. Under -icount the
         guest's clock advances with the instructions the vCPU executes, so a task's run time
         counts the instructions run on its behalf, in the kernel too, however busy the host
@@ -546,7 +552,7 @@ class Bench:
             for i in range(count):
                 self.presses, self.raw["latency"] = presses, []
                 for n in (16, 1):
-                    for name in ("shutterd", "relay", "relay-wire"):
+                    for name in ("shutterd", "shutterd-compact", "relay", "relay-wire"):
                         self.round_run(name, n, i)
                 out["runs"].append({"latency": self.raw["latency"]})
                 self.write()
@@ -586,13 +592,15 @@ class Bench:
         saved = self.presses, self.raw["latency"], self.raw["burst"]
         out = self.raw["rounds"] = {"count": count, "presses": presses, "runs": []}
         try:
-            names = ("relay", "relay-wire", "shutterd")
+            names = ("relay", "relay-wire", "shutterd", "shutterd-compact")
             for i in range(count):
                 self.presses, self.raw["latency"], self.raw["burst"] = presses, [], []
                 # The order turns from round to round: a run's place in a round (the first
                 # after a burst, say) must not weigh on one contender only.
                 for n in ((16, 1) if i % 2 == 0 else (1, 16)):
-                    for name in names[i % 3:] + names[:i % 3]:
+                    for name in names[i % len(names):] + names[:i % len(names)]:
+                        if name == "relay-wire" and "wire_bytes" not in self.raw:
+                            continue
                         self.round_run(name, n, i)
                 self.floor_burst()
                 self.round_burst(i)
@@ -601,15 +609,23 @@ class Bench:
         finally:
             self.presses, self.raw["latency"], self.raw["burst"] = saved
 
+    @staticmethod
+    def shutterd_args(sock, n, compact=False):
+        """The reader's arguments for n clients of shutterd on sock, in the full or the
+        compact format."""
+        args = ["--unix", sock, "--hello", "--match", BEGAN_COMPACT if compact else BEGAN, "--clients", str(n)]
+        return args + ["--send", COMPACT] if compact else args
+
     def round_run(self, name, n, i):
         """One latency run of a daemon started for it alone, on a socket of its own."""
         sock = WORK + "/round-%s-%d-%d.sock" % (name, n, i)
-        if name == "shutterd":
+        if name in ("shutterd", "shutterd-compact"):
             pid, _ = self.start_shutterd(sock, WORK + "/shutterd-rounds.log")
             try:
-                row = self.latency_run("shutterd-%d" % n, ["--unix", sock, "--hello", "--match", '"phase":"began"',
-                                                           "--clients", str(n)], n, settle=0.5, pid=pid)
-                self.note_wire_bytes(row)
+                row = self.latency_run("%s-%d" % (name, n), self.shutterd_args(sock, n, name == "shutterd-compact"), n,
+                                       settle=0.5, pid=pid)
+                if name == "shutterd":
+                    self.note_wire_bytes(row)
             finally:
                 self.stop_pid(pid)
             return

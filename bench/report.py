@@ -73,6 +73,9 @@ def round_ratios(raw):
             row["wire_cpu_%d" % n] = ratio(wire.get("cpu_us_per_press"), relay.get("cpu_us_per_press"))
             row["cpu_over_wire_%d" % n] = ratio(s.get("cpu_us_per_press"), wire.get("cpu_us_per_press"))
             row["p50_%d" % n] = ratio(s.get("p50_us"), relay.get("p50_us"))
+            c = lat.get("shutterd-compact-%d" % n, {})
+            row["compact_cpu_%d" % n] = ratio(c.get("cpu_us_per_press"), relay.get("cpu_us_per_press"))
+            row["compact_p50_%d" % n] = ratio(c.get("p50_us"), relay.get("p50_us"))
         burst = {b["name"]: b for b in run["burst"]}
         floor, one = burst.get("floor"), burst.get("shutterd-1")
         row["burst_share"] = (ratio(one["steps_per_s_per_client"], floor["steps_per_s_per_client"])
@@ -121,6 +124,12 @@ def counted_summary(rounds):
                      " and ".join(fmt(x.get("cpu_relay_ratio"), "x") for x in s),
                      " and ".join(fmt(x.get("cpu_wire_ratio"), "x") for x in s),
                      " and ".join(fmt(x.get("cpu_relay_ratio"), "x") for x in w)))
+        c = [r.get("shutterd-compact-%d" % n, {}) for r in rounds]
+        if any(x for x in c):
+            L.append("  In the compact format (protocol 1.7): shutterd %s, %s the relay's and %s the wire relay's." % (
+                " and ".join(fmt(x.get("cpu_us_per_press")) for x in c),
+                " and ".join(fmt(x.get("cpu_relay_ratio"), "x") for x in c),
+                " and ".join(fmt(x.get("cpu_wire_ratio"), "x") for x in c)))
     return L
 
 
@@ -165,6 +174,9 @@ def summary(raw, lat, relays):
                      len(rounds), raw["rounds"]["presses"], m("cpu_1"), m("cpu_16"), m("p50_1"), m("p50_16"),
                      m("wire_cpu_1"), m("wire_cpu_16"), m("cpu_over_wire_1"), m("cpu_over_wire_16"),
                      m("burst_share")))
+        L.append("- In the compact format, in the same rounds: shutterd's CPU per press / the relay's: %s with 1 "
+                 "client, %s with 16; its p50 / the relay's: %s and %s." % (
+                     m("compact_cpu_1"), m("compact_cpu_16"), m("compact_p50_1"), m("compact_p50_16")))
         L.append("- The single runs below, one after another over several minutes:")
     for n in (1, 16):
         s, relay = lat.get("shutterd-%d" % n), relays.get(n, {})
@@ -182,6 +194,14 @@ def summary(raw, lat, relays):
                          fmt(raw.get("wire_bytes")), fmt(wire.get("cpu_us_per_press")),
                          fmt(wire.get("cpu_relay_ratio"), "x"),
                          fmt(ratio(s.get("cpu_us_per_press"), wire.get("cpu_us_per_press")), "x")))
+    compact, acpid = lat.get("shutterd-compact-1"), lat.get("acpid-1")
+    if compact:
+        L.append("- 1 client in the compact format (protocol 1.7): p50 %s us, CPU %s us a press%s." % (
+            fmt(compact.get("p50_us")), fmt(compact.get("cpu_us_per_press")),
+            "; acpid's in the same boot %s us and %s us: %s and %s of acpid's" % (
+                fmt(acpid.get("p50_us")), fmt(acpid.get("cpu_us_per_press")),
+                fmt(ratio(compact.get("p50_us"), acpid.get("p50_us")), "x"),
+                fmt(ratio(compact.get("cpu_us_per_press"), acpid.get("cpu_us_per_press")), "x")) if acpid else ""))
     allocs = raw.get("allocations", {}).get("runs", [])
     if allocs:
         L.append("- Heap allocations per press in the steady state: %s." % ", ".join(

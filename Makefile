@@ -17,8 +17,9 @@
 #                             check-format (swift format lint), check-door (only the
 #                             platform modules call C: scripts/check-c-door), check-licence
 #                             (Apache-2.0 everywhere: scripts/check-licence)
-#   make check-systemd        boot Debian 12 with systemd under qemu and check the
-#                             README's install, the units and uninstall (root; slow)
+#   make check-systemd        boot Debian 12 and Debian 13 with systemd under qemu and check
+#                             the README's install, the units, uninstall and the packages
+#                             from the signed repository (root; slow)
 #   make check-rig-release    the kernel rig on Debian 13's kernel (6.12): the device checks
 #                             and the scenarios but the Bluetooth tier's (root)
 #   make run                  set up, build and run shutterd in the foreground (root)
@@ -363,10 +364,12 @@ check-units:
 check-rules:
 	udev-rules/test-rules.sh || [ $$? -eq 77 ]
 
-# The systemd boot tier: Debian 12 with systemd as PID 1 under qemu, the README's
-# install, the units at work, and uninstall (Tests/systemd/run.sh; root; about 3
-# minutes; the image is built once into /var/cache/shutterd-systemd). `make test`
-# runs it when systemd/, udev-rules/, Tests/systemd/ or this Makefile changed.
+# The systemd boot tier: Debian 12 (systemd 252), then Debian 13 (systemd 257, its own
+# kernel), each with systemd as PID 1 under qemu, the README's install, the units at work,
+# uninstall, and the packages built here installed, upgraded and purged from a signed
+# repository (Tests/systemd/run.sh; root; about 15 minutes; each image is built once into
+# /var/cache/shutterd-systemd; SHUTTERD_SYSTEMD_RELEASES picks the releases). `make test`
+# runs it when systemd/, udev-rules/, debian/, Tests/systemd/ or this Makefile changed.
 check-systemd:
 	sh Tests/systemd/run.sh $(SWIFT_BIN)/shutterd $(SWIFT_BIN)/shutterctl
 

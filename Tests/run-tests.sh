@@ -33,8 +33,9 @@
 #   8b. the kernel rig again on Debian 13's kernel (6.12, downloaded and unpacked, not
 #      installed): the device checks and the scenarios but the Bluetooth tier's
 #      (make check-rig-release)
-#   9. the systemd boot tier: Debian 12 booted with systemd as PID 1, the README's
-#      install, the units at work, uninstall (Tests/systemd/run.sh). Always under CI=true;
+#   9. the systemd boot tier: Debian 12 and Debian 13 booted with systemd as PID 1, the
+#      README's install, the units at work, uninstall, the packages from the signed
+#      repository (Tests/systemd/run.sh). Always under CI=true;
 #      elsewhere only when systemd/, udev-rules/, debian/, Tests/systemd/ or the Makefile differ
 #      from the base: main's merge base with HEAD when HEAD is not main, else HEAD's
 #      parent (uncommitted changes count).

@@ -14,8 +14,10 @@
 # shutterd-archive-keyring.gpg (binary, for a .sources file's Signed-By) and
 # shutterd-archive-keyring.asc.
 #
-# REPO_CODENAME (default bookworm) and REPO_ORIGIN (default shutterd) name the
-# distribution. Needs reprepro and gnupg (Tests/setup.sh installs them); no root.
+# REPO_CODENAME (default "bookworm trixie": Debian 12 and 13, the same packages in both, as
+# the systemd boot tier installs them on both) names the distributions, REPO_ORIGIN
+# (default shutterd) their origin. Needs reprepro and gnupg (Tests/setup.sh installs them);
+# no root.
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -23,7 +25,7 @@ DEBS=${REPO_DEBS:-.build/deb}
 OUT=${REPO_DIR:-.build/repo}
 STATE=${REPO_STATE:-.build/repo-state}
 GNUPGHOME=${REPO_GNUPGHOME:-.build/repo-gnupg}
-CODENAME=${REPO_CODENAME:-bookworm}
+CODENAMES=${REPO_CODENAME:-bookworm trixie}
 ORIGIN=${REPO_ORIGIN:-shutterd}
 for t in reprepro gpg; do
     command -v $t >/dev/null 2>&1 || { echo "repo: $t not found: apt-get install reprepro gnupg" >&2; exit 1; }
@@ -44,45 +46,53 @@ fpr() { gpg --batch --with-colons --list-secret-keys 2>/dev/null | sed -n 's/^fp
 if [ -z "$(fpr)" ]; then
     echo "repo: making the repository's signing key in $GNUPGHOME"
     gpg --batch --quiet --passphrase '' --quick-gen-key \
-        "shutterd repository ($ORIGIN $CODENAME) <shutterd-devel@example.org>" ed25519 sign never
+        "shutterd repository ($ORIGIN) <shutterd-devel@example.org>" ed25519 sign never
 fi
 key=$(fpr)
 [ -n "$key" ] || { echo "repo: no signing key in $GNUPGHOME" >&2; exit 1; }
 gpg --batch --yes --export "$key" >"$OUT/shutterd-archive-keyring.gpg"
 gpg --batch --yes --armor --export "$key" >"$OUT/shutterd-archive-keyring.asc"
 
-cat >"$STATE/conf/distributions" <<END
+: >"$STATE/conf/distributions"
+for c in $CODENAMES; do
+    cat >>"$STATE/conf/distributions" <<END
 Origin: $ORIGIN
 Label: $ORIGIN
-Codename: $CODENAME
-Suite: $CODENAME
+Codename: $c
+Suite: $c
 Architectures: amd64 source
 Components: main
 Description: shutterd packages ($ORIGIN)
 SignWith: $key
+
 END
+done
 cat >"$STATE/conf/options" <<END
 basedir $STATE
 outdir $OUT
 END
 
 r() { reprepro --silent --confdir "$STATE/conf" "$@"; }
-for d in $debs; do
-    r includedeb "$CODENAME" "$d"
-done
-# The source package, when make dsc made it at the binary packages' version.
+# The same files in every distribution: one pool, built once (on Debian 12), whose
+# dependencies resolve on each release named.
 version=$(dpkg-deb -f "$(ls "$DEBS"/shutterd_*.deb | tail -n 1)" Version)
-if [ -f "$DEBS/shutterd_$version.dsc" ]; then
-    r includedsc "$CODENAME" "$DEBS/shutterd_$version.dsc"
-else
+[ -f "$DEBS/shutterd_$version.dsc" ] ||
     echo "repo: no source package of version $version in $DEBS (make dsc): binary packages only"
-fi
+for c in $CODENAMES; do
+    for d in $debs; do
+        r includedeb "$c" "$d"
+    done
+    # The source package, when make dsc made it at the binary packages' version.
+    [ ! -f "$DEBS/shutterd_$version.dsc" ] || r includedsc "$c" "$DEBS/shutterd_$version.dsc"
+done
 # What an older version left in the pool goes.
 r deleteunreferenced
-r export "$CODENAME"
+r export
 
 # The gpg-agent that signing started is not left running.
 gpgconf --kill gpg-agent 2>/dev/null || true
 
 echo "repo: $OUT, signed by $key:"
-r list "$CODENAME" | sed 's/^/repo:   /'
+for c in $CODENAMES; do
+    r list "$c" | sed "s/^/repo:   /"
+done

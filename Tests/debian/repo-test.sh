@@ -30,7 +30,7 @@ version=$(dpkg-deb -f "$(ls "$REPO"/.build/deb/shutterd_*.deb | tail -n 1)" Vers
 
 export REPO_DIR="$work/repo" REPO_STATE="$work/state" REPO_GNUPGHOME="$work/gnupg"
 if (cd "$REPO" && make -s repo) >"$work/repo.log" 2>&1; then
-    ok "make repo: $(grep -c '^repo: .*|' "$work/repo.log") packages, $(sed -n 's/^repo: .*signed by \([0-9A-F]*\):$/key \1/p' "$work/repo.log")"
+    ok "make repo: $(grep -c '^repo: .*|' "$work/repo.log") entries (bookworm and trixie), $(sed -n 's/^repo: .*signed by \([0-9A-F]*\):$/key \1/p' "$work/repo.log")"
 else
     cat "$work/repo.log"
     ko "make repo failed"
@@ -56,12 +56,13 @@ Dir::Log "$work/log";
 APT::Sandbox::User "root";
 END
 export APT_CONFIG="$work/apt.conf"
-# sources DIR KEYRING: the repository in DIR through a .sources file, as docs/PACKAGING.md says.
+# sources DIR KEYRING [SUITE]: the repository in DIR through a .sources file, as
+# docs/PACKAGING.md says; its distribution for Debian 12 unless SUITE names another.
 sources() {
     cat >"$work/apt/sources.list.d/shutterd.sources" <<END
 Types: deb
 URIs: file:$1
-Suites: bookworm
+Suites: ${3:-bookworm}
 Components: main
 Signed-By: $2
 END
@@ -84,6 +85,15 @@ same() {
     [ "$(ls "$work"/dl/*.deb | wc -l)" = 4 ]
 }
 check "apt-get download: the four packages, identical to make deb's" same
+
+# The distribution for Debian 13: the same files, from the same pool.
+sources "$work/repo" "$work/repo/shutterd-archive-keyring.gpg" trixie
+check "Suites: trixie: apt-get update reads Debian 13's distribution, its signature checked, no warning" update
+candidate=$(apt-cache policy shutterd | sed -n 's/^ *Candidate: //p')
+[ "$candidate" = "$version" ] && ok "Suites: trixie: apt offers shutterd $candidate, make deb's version" ||
+    ko "Suites: trixie: apt offers shutterd '$candidate', make deb built $version"
+rm -f "$work"/dl/*.deb
+check "Suites: trixie: apt-get download: the four packages, identical to make deb's" same
 
 # Signed by another key: a key made here, never the repository's.
 mkdir -p "$work/other" && chmod 700 "$work/other"

@@ -54,7 +54,7 @@ socket_owner_is_root() {
 }
 hello() { "$PY" "$CLIENT" hello "$SOCK"; }
 
-echo "guest: systemd $(systemctl --version | head -n 1 | cut -d' ' -f2), kernel $(uname -r), up $(cut -d' ' -f1 /proc/uptime)s"
+echo "guest: $(. /etc/os-release && echo "$PRETTY_NAME"), systemd $(systemctl --version | head -n 1 | cut -d' ' -f2), kernel $(uname -r), up $(cut -d' ' -f1 /proc/uptime)s"
 # This runs as a unit ordered after multi-user.target, so the boot is not "running" yet.
 check boot "systemd is PID 1, multi-user.target reached, no unit failed" \
     sh -c '[ "$(cat /proc/1/comm)" = systemd ] && systemctl is-active multi-user.target && f=$(systemctl --failed --no-legend --plain) && [ -z "$f" ] || { echo "failed: $f"; false; }'
@@ -64,6 +64,18 @@ rm -rf "$SRC"
 cp -r "$SHARE/src" "$SRC"
 mkdir -p "$SRC/.build/release"
 cp "$SHARE/bin/shutterd" "$SHARE/bin/shutterctl" "$SHARE/bin/shutterd-mqtt" "$SRC/.build/release/"
+
+# The units as this machine's systemd reads them (make check's check-units, here): verify
+# clean, systemd-analyze security's exposure at 2.0 or lower for both services, the sysusers
+# file accepted, the socket's owner. Its whole output is kept in the share (check-units.txt).
+units_here() {
+    SHUTTERD_BIN=$SRC/.build/release/shutterd sh "$SRC/systemd/check-units.sh" >/tmp/check-units.log 2>&1
+    st=$?
+    cp /tmp/check-units.log "$SHARE/check-units.txt"
+    grep -E '^ok: .*exposure|FAIL' /tmp/check-units.log
+    return "$st"
+}
+check units "systemd/check-units.sh with this systemd: verify, security exposure <= 2.0, sysusers, the socket's owner" units_here
 # What is there before, to compare with after `make uninstall`.
 snapshot() {
     find /usr/local /etc/systemd /etc/udev /run/shutterd /run/systemd/system 2>/dev/null |

@@ -1,19 +1,20 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# Builds what the systemd boot tier boots (sourced by Tests/systemd/run.sh, which sets KVER,
+# Builds what the systemd boot tier boots (sourced by Tests/systemd/run.sh, which sets
+# RELEASE, KVER, KMODBASE (where the kernel's lib/modules is: / for this machine's kernel),
 # CACHE, IMAGE, INITRD, IMAGE_PACKAGES and MIRROR). The cache key is this file's content,
-# the kernel version and the package list: a change here builds a new image.
+# the release, the kernel version and the package list: a change here builds a new image.
 #
 # build_initrd DIR  a busybox initramfs that loads the virtio disk and ext4 modules of KVER,
 #                   mounts /dev/vda and hands over to /lib/systemd/systemd
-# build_image       debootstrap bookworm (minbase + IMAGE_PACKAGES), the host's modules for
+# build_image       debootstrap RELEASE (minbase + IMAGE_PACKAGES), the modules of
 #                   KVER, a runner unit that mounts the host's share (9p tag "rig") and
 #                   runs its src/Tests/systemd/guest.sh, then an ext4 image made with
 #                   mkfs.ext4 -d (no loop device needed)
 
 # The modules the initramfs loads, in dependency order, for a virtio disk with ext4.
 initrd_modules() {
-    modprobe -a -S "$KVER" --show-depends virtio_pci virtio_blk ext4 2>/dev/null | sed -n 's/^insmod \([^ ]*\).*/\1/p' | awk '!seen[$0]++'
+    modprobe -d "$KMODBASE" -a -S "$KVER" --show-depends virtio_pci virtio_blk ext4 2>/dev/null | sed -n 's/^insmod \([^ ]*\).*/\1/p' | awk '!seen[$0]++'
 }
 
 build_initrd() {
@@ -48,16 +49,17 @@ EOF
 }
 
 build_image() {
-    root=$CACHE/root.tmp
+    root=$CACHE/root-$RELEASE.tmp
     rm -rf "$root"
-    echo "systemd: building the image (debootstrap bookworm, once; about 2 minutes)"
-    if ! debootstrap --variant=minbase --include="$IMAGE_PACKAGES" bookworm "$root" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1; then
-        tail -n 20 "$CACHE/debootstrap.log"
+    echo "systemd: building the Debian $RELEASE image (debootstrap, once; about 2 to 4 minutes; bounded: 30 minutes)"
+    if ! timeout 1800 debootstrap --variant=minbase --include="$IMAGE_PACKAGES" "$RELEASE" "$root" "$MIRROR" \
+        >"$CACHE/debootstrap-$RELEASE.log" 2>&1; then
+        tail -n 20 "$CACHE/debootstrap-$RELEASE.log"
         return 1
     fi
-    # The host kernel's modules (uinput, 9p for the share with the host).
+    # The kernel's modules (uinput, 9p for the share with the host).
     mkdir -p "$root/lib/modules"
-    cp -a "/lib/modules/$KVER" "$root/lib/modules/"
+    cp -a "$KMODBASE/lib/modules/$KVER" "$root/lib/modules/"
     echo shutterd-systemd >"$root/etc/hostname"
     # What Debian's installer writes and debootstrap does not: without it "localhost" does
     # not resolve (shutterd-mqtt's default broker, mosquitto_sub -h localhost).

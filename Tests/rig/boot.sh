@@ -13,7 +13,11 @@
 #   rig_boot NAME TIMEOUT RWDIR COMMAND
 #                     boots KERNEL (2 vCPUs, 1 GiB) as qemu guest NAME, RWDIR writable,
 #                     runs COMMAND in it and copies the guest's console to stdout; killed
-#                     after TIMEOUT seconds. TCG unless ACCEL is set (to empty for KVM);
+#                     after TIMEOUT seconds. A boot whose guest has not started COMMAND
+#                     within SHUTTERD_RIG_START_TIMEOUT seconds (default 240: up in 15 to
+#                     70 s as a rule; one boot of Debian 13's kernel in twelve once hung
+#                     before it, qemu idle) is ended and booted again, once, and that is
+#                     said. TCG unless ACCEL is set (to empty for KVM);
 #                     RIG_CPUS sets the vCPUs, RIG_QEMU_OPTS adds vng options (the
 #                     benchmark's counted boot: one vCPU and qemu's -icount).
 
@@ -68,6 +72,34 @@ rig_kernel() {
 # stdout is piped, never a plain file: qemu reopens /proc/self/fd/1 per serial port and the
 # writes to a file overwrite each other.
 rig_boot() {
+    started=$3/.rig-started
+    limit=${SHUTTERD_RIG_START_TIMEOUT:-240}
+    for boot in 1 2; do
+        rm -f "$started"
+        rig_boot_once "$1" "$2" "$3" "touch $started && $4" &
+        booting=$!
+        waited=0
+        while [ ! -e "$started" ] && kill -0 "$booting" 2>/dev/null && [ "$waited" -lt "$limit" ]; do
+            sleep 1
+            waited=$((waited + 1))
+        done
+        if [ -e "$started" ] || ! kill -0 "$booting" 2>/dev/null; then
+            wait "$booting"
+            rm -f "$started"
+            return
+        fi
+        # The guest never started COMMAND: end this boot's timeout, vng and qemu (each
+        # names RWDIR, which is this boot's own).
+        pkill -f -- "$3" 2>/dev/null
+        wait "$booting"
+        echo "rig: boot $boot of $1: the guest had not started its command after ${limit}s (a boot that hung); ended"
+    done
+    echo "rig: $1 did not start in 2 boots"
+    return 1
+}
+
+# One boot, as rig_boot describes it, without the watch for its start.
+rig_boot_once() {
     # shellcheck disable=SC2086
     PATH=$VENV/bin:$PATH timeout --kill-after=10 "$2" \
         vng --run "$KERNEL" ${ACCEL---disable-kvm} --cpus "${RIG_CPUS:-2}" --memory 1G --name "$1" \

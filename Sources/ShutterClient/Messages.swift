@@ -89,6 +89,12 @@ public struct Interaction: Sendable, Equatable {
     public var slider: Slider?
     /// Gestures to be told of (default none).
     public var gestures: Gestures?
+    /// The events' format (protocol 1.7). Left nil, the client asks for `.compact` lines
+    /// (about 240 bytes a press on the socket instead of about 1 KB) and reads them as the
+    /// full ones: the same `Event` values, and the full line's text where a line is given.
+    /// `.full` asks for the full lines. A daemon before 1.7 is asked for neither (it refuses
+    /// a field it does not know) and sends full lines.
+    public var format: EventFormat?
 
     /// Which gestures the client is told of, with their times in milliseconds.
     public struct Gestures: Sendable, Equatable {
@@ -112,7 +118,8 @@ public struct Interaction: Sendable, Equatable {
     /// An interaction with these fields set and the others left out.
     public init(
         enabled: Bool? = nil, primary: Bool? = nil, secondary: Bool? = nil, defaultCaptureSoundDisabled: Bool? = nil,
-        grab: Bool? = nil, filter: Filter? = nil, slider: Slider? = nil, gestures: Gestures? = nil
+        grab: Bool? = nil, filter: Filter? = nil, slider: Slider? = nil, gestures: Gestures? = nil,
+        format: EventFormat? = nil
     ) {
         self.enabled = enabled
         self.primary = primary
@@ -122,6 +129,7 @@ public struct Interaction: Sendable, Equatable {
         self.filter = filter
         self.slider = slider
         self.gestures = gestures
+        self.format = format
     }
 }
 
@@ -251,7 +259,16 @@ extension Interaction {
             if let ms = gestures.doublePressWithin { asked.append(("doublePress", .object([("within", .int(ms))]))) }
             members.append(("gestures", .object(asked)))
         }
+        if let format { members.append(("format", .string(format.rawValue))) }
         return .object(members)
+    }
+
+    /// The request's `interaction` object for a daemon of `version`: `json`, with
+    /// `"format":"compact"` when no format is set, and no format for a daemon before 1.7.
+    package func request(for version: ProtocolVersion) -> JSON {
+        var asked = self
+        asked.format = version.major == 1 && version.minor < 7 ? nil : format ?? .compact
+        return asked.json
     }
 
     /// The interaction a reply carries (every field present; `gestures` from protocol 1.2).
@@ -275,6 +292,6 @@ extension Interaction {
                 Gestures(
                     longPressAfter: $0["longPress"]?["after"]?.intValue,
                     doublePressWithin: $0["doublePress"]?["within"]?.intValue)
-            })
+            }, format: json["format"]?.stringValue.flatMap(EventFormat.init(rawValue:)))
     }
 }

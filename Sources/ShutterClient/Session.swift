@@ -22,6 +22,9 @@ final class Session {
     var helloLine: String
 
     var connection: LineClient?
+    /// Reads the connection's compact events as the full lines they stand for, with the
+    /// devices it was given by handle (protocol 1.7).
+    var reader = CompactReader()
     /// Events (with their lines) read while waiting for a reply, in order.
     var pending: [(Event, String?)] = []
     /// Events dropped because more than `maxPending` came while requests waited.
@@ -66,10 +69,11 @@ final class Session {
         self.timeout = timeout
         self.reconnects = reconnect
         self.retryInterval = retryInterval
-        let (connection, hello, line) = try Session.open(self.socketPath, timeout: timeout)
+        let (connection, hello, line, json) = try Session.open(self.socketPath, timeout: timeout)
         self.connection = connection
         self.hello = hello
         self.helloLine = line
+        _ = try reader.read(json)
         position = (hello.instance ?? "", hello.seq ?? 0)
     }
 
@@ -81,8 +85,8 @@ final class Session {
         pending.removeAll()
     }
 
-    /// Connects and reads the hello.
-    static func open(_ path: String, timeout: Duration) throws(ClientError) -> (LineClient, Hello, String) {
+    /// Connects and reads the hello (also as JSON).
+    static func open(_ path: String, timeout: Duration) throws(ClientError) -> (LineClient, Hello, String, JSON) {
         let deadline = ContinuousClock.now + timeout
         let c = try LineClient(path: path, timeout: timeout)
         switch try c.receive(until: deadline) {
@@ -96,11 +100,20 @@ final class Session {
                 guard hello.protocolVersion.major == ProtocolVersion.supported.major else {
                     throw .unsupportedProtocol(hello.protocolVersion)
                 }
-                return (c, hello, text)
+                return (c, hello, text, json)
             case "error": throw ClientError(error: json)
             default: throw .notShutterd("\(path) sent \(quote(text)) instead of a hello")
             }
         }
+    }
+
+    /// A message as this client reads it: a compact event as the full line it stands for,
+    /// with that line's text (as the daemon writes it: what `nextMessage` gives and
+    /// `shutterctl monitor --json` prints is the same in both formats); the devices a
+    /// message gives kept by handle (`reader`).
+    func read(_ json: JSON, _ text: String) throws(ClientError) -> (JSON, String) {
+        guard let full = try reader.read(json) else { return (json, text) }
+        return (full, full.serialized)
     }
 
     // MARK: requests
@@ -125,7 +138,8 @@ final class Session {
                 case nil: throw ClientError.timedOut("no reply to \(type) from shutterd within \(seconds(timeout)) s")
                 case .closed: throw ClientError.closed
                 case .unreadable(let text, let e): throw ClientError.malformed("\(quote(text)) (not JSON: \(e))")
-                case .message(let json, let text):
+                case .message(let message, let line):
+                    let (json, text) = try read(message, line)
                     if whileMoving { deadline = ContinuousClock.now + timeout }
                     let type = json["type"]?.stringValue
                     if type == "reply" {
@@ -159,7 +173,7 @@ final class Session {
     func setInteraction(_ interaction: Interaction) throws(ClientError) -> Interaction {
         let reply: JSON
         do throws(ClientError) {
-            reply = try request("setInteraction", [("interaction", interaction.json)])
+            reply = try request("setInteraction", [("interaction", interaction.request(for: hello.protocolVersion))])
         } catch .closed {
             // Set again once reconnected.
             self.interaction = interaction
@@ -344,7 +358,8 @@ final class Session {
                 lost("shutterd closed the connection")
                 if !reconnects { throw .closed }
             case .unreadable(let text, let e): throw .malformed("\(quote(text)) (not JSON: \(e))")
-            case .message(let json, let text):
+            case .message(let message, let line):
+                let (json, text) = try read(message, line)
                 if let event = try Event(json: json) {
                     advance(event)
                     return (event, text)
@@ -378,10 +393,12 @@ final class Session {
             var bound = timeout
             if let deadline { bound = min(bound, max(.milliseconds(1), ContinuousClock.now.duration(to: deadline))) }
             do throws(ClientError) {
-                let (c, hello, text) = try Session.open(socketPath, timeout: bound)
+                let (c, hello, text, json) = try Session.open(socketPath, timeout: bound)
                 connection = c
                 self.hello = hello
                 helloLine = text
+                reader = CompactReader()
+                _ = try reader.read(json)
                 pending.removeAll()
                 if let interaction { try setInteraction(interaction) }
                 // What was missed while away comes first (a gap says what cannot); a daemon

@@ -16,12 +16,25 @@ package enum KeyNames {
         return r < 0 ? nil : UInt16(r)
     }
 
-    /// Every key and button name libevdev knows (KEY_MAX codes; aliases by their first name).
-    static func allKeyNames() -> [String] {
-        (0...UInt32(KEY_MAX)).compactMap { code in
-            libevdev_event_code_get_name(UInt32(EV_KEY), code).map { String(cString: $0) }
+    /// Every key code (EV_KEY) and every relative axis code (EV_REL, a slider's) that libevdev
+    /// names, with its name: the tables the client libraries carry (`shutterctl schema`'s
+    /// keyNames and axisNames), so that a compact event, which has the code alone, names its
+    /// key as the full line does.
+    package static func keyTable() -> [(code: UInt16, name: String)] {
+        table(type: UInt16(EV_KEY), max: UInt16(KEY_MAX))
+    }
+    package static func axisTable() -> [(code: UInt16, name: String)] {
+        table(type: UInt16(EV_REL), max: UInt16(REL_MAX))
+    }
+
+    static func table(type: UInt16, max: UInt16) -> [(code: UInt16, name: String)] {
+        (0...max).compactMap { code in
+            libevdev_event_code_get_name(UInt32(type), UInt32(code)).map { (code, String(cString: $0)) }
         }
     }
+
+    /// Every key and button name libevdev knows (KEY_MAX codes; aliases by their first name).
+    static func allKeyNames() -> [String] { keyTable().map(\.name) }
 
     /// Up to `limit` known key names closest to `name` (edit distance, case ignored), for a
     /// "did you mean" after a name libevdev does not know.

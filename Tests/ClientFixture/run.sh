@@ -5,7 +5,9 @@
 # (its own .build directory; the first build compiles the library from scratch) and runs it
 # against the built shutterd on a socket of its own: the hello, the device list, a ping,
 # the interaction in force, a bounded wait for events (none come: no device is pressed on
-# the host; the kernel rig presses one), and an unreachable daemon. Then a recording played
+# the host; the kernel rig presses one), and an unreachable daemon. Then two clients given
+# the same recorded presses, one asking for compact event lines (the library's default) and
+# one for full ones: they read them to equal events. Then a recording played
 # by a shutterd --replay --replay-wait of its own, started by the client after it set an
 # interaction without a secondary handler, 20 times over: every time exactly the expected
 # events, in order (Tests/ClientFixture/replay-expected.txt).
@@ -117,6 +119,21 @@ check fixture-unreachable 1 "^error: cannot connect to shutterd at $work/none.so
     "$FIXTURE" --socket "$work/none.sock"
 
 stop_shutterd || :
+
+# Compact events (protocol 1.7): a client that asks for no format gets compact lines, one
+# that asks for full lines gets those, and both read the same recorded presses (three of
+# volume up, each with its scancode) to equal events: device, key name, scancode, times,
+# handler, phase, press, clientSeq.
+if start_shutterd "$work/shutterd.log" "$sock" env SHUTTERD_CONFIG="$work/empty.conf" "$SHUTTERD" --socket "$sock" \
+    --replay-wait --replay "$REPO/examples/recordings/ab-shutter3-long-and-double.evemu"; then
+    check fixture-compact-and-full-agree 0 '^formats in force: compact and full$' \
+        '^capture secondary began press=1 KEY_VOLUMEUP' '^formats agree: [1-9][0-9]* events$' -- \
+        "$FIXTURE" --socket "$sock" --start-replay true --compare-formats true --timeout 20
+    stop_shutterd || :
+else
+    echo "FAIL fixture-compact-and-full-agree: shutterd did not start (above)"
+    failed=$((failed + 1))
+fi
 
 # The shipped AB Shutter3 recording, played on the client's word: its two clicks of volume
 # up fall through to primary, as the interaction (no secondary handler) was in force

@@ -120,12 +120,16 @@ struct ClientLibraryTests {
                 kinds: ["remote", "dial"],
                 keys: ["KEY_VOLUMEUP", "REL_DIAL"]),
             slider: .init(min: -10, max: 10, value: 3), gestures: .init(longPressAfter: 700, doublePressWithin: 250))
-        #expect(try client.setInteraction(every) == every)
+        // No format asked: the client asks for compact events (protocol 1.7).
+        var inForce = every
+        inForce.format = .compact
+        #expect(try client.setInteraction(every) == inForce)
         let defaults = Interaction(
             enabled: true, primary: true, secondary: true, defaultCaptureSoundDisabled: false, grab: false,
-            filter: .init(), slider: .init(min: 0, max: 100, value: 50), gestures: .init())
+            filter: .init(), slider: .init(min: 0, max: 100, value: 50), gestures: .init(), format: .compact)
         #expect(try client.setInteraction(Interaction()) == defaults)
         #expect(try client.setInteraction(Interaction(secondary: false)).secondary == false)
+        #expect(try client.setInteraction(Interaction(format: .full)).format == .full)
     }
 
     @Test("an error reply is thrown with its code and message, and the connection stays")

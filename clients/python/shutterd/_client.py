@@ -9,7 +9,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ._protocol import (MAX_LINE, ClientCore, ConnectError, Device, Disconnected, ExpectedPress, Held, Hello,
                         Interaction, Judge, Message, Press, ProtocolError, Reconnected, Reply, Slider, Timeout, check_hello,
-                        interaction_json, parse_line, remaining, _seconds)
+                        interaction_json, remaining, _seconds)
 
 
 class Client:
@@ -93,7 +93,7 @@ class Client:
             if i >= 0:
                 line, self._buf = self._buf[:i], self._buf[i + 1:]
                 if line.strip():
-                    return parse_line(line)
+                    return self._core.message(line)
                 continue
             if len(self._buf) > MAX_LINE:
                 raise ProtocolError("a line from the daemon is longer than %d bytes" % MAX_LINE)
@@ -145,19 +145,26 @@ class Client:
                         kinds: Optional[Sequence[str]] = None, keys: Optional[Sequence[str]] = None,
                         slider: Union[Slider, Tuple[int, int, int], None] = None,
                         long_press: Union[int, bool, None] = None, double_press: Union[int, bool, None] = None,
-                        timeout: Optional[float] = None) -> Interaction:
+                        format: str = "compact", timeout: Optional[float] = None) -> Interaction:
         """Replaces this client's interaction (docs/PROTOCOL.md, setInteraction); a field
         left None keeps its default, not its previous value. ``devices``, ``names``,
         ``buses``, ``kinds`` and ``keys`` make the filter; ``slider`` is (min, max, value)
         or a Slider. ``long_press`` and ``double_press`` ask for those gestures (protocol
         1.2): milliseconds (``after``, ``within``), or True for shutterd's default; Gesture
-        events then come among the others. Returns the interaction now in force."""
+        events then come among the others. ``format`` (protocol 1.7): ``"compact"``, the
+        default, asks for compact event lines (a press is about 240 bytes on the wire
+        instead of about 1 KB, less for the daemon to write and for this client to read),
+        which this client reads as the very Capture, Control and Gesture objects the full
+        lines give (the device from those it was told of, the key's name from its code,
+        ``raw`` the full line's object); ``"full"`` asks for the full lines, as a program
+        that forwards the daemon's lines may want. A daemon before 1.7 is not asked (it
+        sends full lines). Returns the interaction now in force."""
         obj = interaction_json(enabled, primary, secondary, default_capture_sound_disabled, grab, devices, names,
-                               buses, kinds, keys, slider, long_press, double_press)
+                               buses, kinds, keys, slider, long_press, double_press, format)
         return self._set_interaction(obj, timeout)
 
     def _set_interaction(self, obj: dict, timeout: Optional[float]) -> Interaction:
-        reply = self.request("setInteraction", timeout, interaction=obj)
+        reply = self.request("setInteraction", timeout, interaction=self._core.interaction_for(obj))
         self._core.interaction = obj
         return Interaction.from_json(reply.raw.get("interaction"))
 

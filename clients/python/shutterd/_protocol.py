@@ -16,15 +16,17 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ._base import Message, get_field
-from ._messages import (MESSAGE_TYPES, PROTOCOL_MAJOR, PROTOCOL_MINOR, Capture, Control, Device, DeviceAdded,
-                        DeviceChanged, DeviceRemoved, Gap, Gesture, Held, Hello, Key, Overflow, Reply)
+from ._messages import (AXIS_NAMES, KEY_NAMES, MESSAGE_TYPES, PROTOCOL_MAJOR, PROTOCOL_MINOR, Capture, Control,
+                        Device, DeviceAdded, DeviceChanged, DeviceRemoved, Gap, Gesture, Held, Hello, Key, Overflow,
+                        Reply)
 
 #: The protocol this package speaks (PROTOCOL_MAJOR, PROTOCOL_MINOR) and the message
 #: classes come from the daemon's schema (_messages.py, generated). 1.2: gestures,
 #: ``Device.replayed``, a device's link (``Device.connected``, ``.battery``, ``.alias``;
 #: ``DeviceChanged``). 1.3: the ``replay`` request (``Client.start_replay``). 1.4: the
 #: presses held, in a listDevices reply (``Client.held``). 1.5: resuming. 1.6: a resume
-#: names the presses the client holds (``ClientCore.open``).
+#: names the presses the client holds (``ClientCore.open``). 1.7: compact events
+#: (``ClientCore.message`` reads them as the full lines they stand for).
 
 #: Where the daemon listens unless told otherwise.
 DEFAULT_SOCKET = "/run/shutterd/shutterd.sock"
@@ -42,6 +44,10 @@ MAX_RESUME_PENDING = 1 << 20
 MAX_OPEN = 256
 
 HANDLERS = ("primary", "secondary")
+
+#: The event formats an interaction may ask for (protocol 1.7): ``compact`` events are about
+#: 240 bytes a press instead of about 1 KB, and read as the same objects.
+FORMATS = ("compact", "full")
 
 
 def socket_path(path: Optional[str] = None) -> str:
@@ -160,6 +166,8 @@ class Interaction:
     #: The gestures asked for, with their times in milliseconds; None: not asked for.
     long_press_after: Optional[int] = None
     double_press_within: Optional[int] = None
+    #: The events' format (protocol 1.7): ``compact`` or ``full``.
+    format: str = "full"
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -180,20 +188,15 @@ class Interaction:
                           value=get_field(sl, "value", int, 50)),
             long_press_after=None if lp is None else get_field(lp, "after", int),
             double_press_within=None if dp is None else get_field(dp, "within", int),
-            raw=obj)
+            format=get_field(obj, "format", str, "full"), raw=obj)
 
 
 def parse_line(line: bytes) -> Message:
     """One line from the daemon (without its newline) as a message. An ``error`` is
     returned as a Message of type error (the caller raises ErrorReply); a line that is not
-    a JSON object with a string ``type`` raises ProtocolError."""
-    try:
-        obj = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise ProtocolError("a line from the daemon is not JSON (%s): %r" % (e, line[:200])) from None
-    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-        raise ProtocolError("a line from the daemon is not a JSON object with a string type: %r" % line[:200])
-    return parse(obj)
+    a JSON object with a string ``type`` raises ProtocolError. A compact event needs the
+    devices a connection was given: ClientCore.message reads it."""
+    return parse(decode_line(line))
 
 
 def parse(obj: dict) -> Message:
@@ -201,6 +204,90 @@ def parse(obj: dict) -> Message:
     Unknown."""
     cls = MESSAGE_TYPES.get(obj["type"])
     return cls.from_json(obj) if cls is not None else Unknown(obj["type"], obj)
+
+
+def decode_line(line: bytes) -> dict:
+    """One line from the daemon (without its newline) as a JSON object with a string
+    ``type``; else ProtocolError."""
+    try:
+        obj = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ProtocolError("a line from the daemon is not JSON (%s): %r" % (e, line[:200])) from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+        raise ProtocolError("a line from the daemon is not a JSON object with a string type: %r" % line[:200])
+    return obj
+
+
+# --- compact events (protocol 1.7) ---------------------------------------------------------
+
+EV_KEY, EV_REL = 1, 2
+
+
+def code_name(type_: int, code: int) -> str:
+    """libevdev's name of an EV_KEY or EV_REL code, as the daemon writes it in a key object;
+    ``CODE_<type>_0x<hex>`` for a code libevdev does not name (the daemon's words)."""
+    name = (KEY_NAMES if type_ == EV_KEY else AXIS_NAMES if type_ == EV_REL else {}).get(code)
+    return name if name is not None else "CODE_%d_0x%x" % (type_, code)
+
+
+_COMPACT_HANDLERS = {"p": "primary", "s": "secondary"}
+_COMPACT_PHASES = {"b": "began", "e": "ended", "c": "cancelled"}
+# The compact fields each full one comes from, in the full line's order (docs/PROTOCOL.md,
+# "Compact events"); the device, key and times are added after them.
+_COMPACT_HEADS = {
+    "capture": (("seq", "seq"), ("clientSeq", "cs"), ("handler", "h"), ("phase", "ph"), ("press", "p"),
+                ("shouldPlaySound", "snd"), ("reason", "r")),
+    "control": (("seq", "seq"), ("clientSeq", "cs"), ("event", "ev"), ("press", "p"), ("delta", "delta"),
+                ("value", "value"), ("reason", "r")),
+    "gesture": (("clientSeq", "cs"), ("gesture", "g"), ("handler", "h"), ("press", "p"), ("firstPress", "fp")),
+}
+_COMPACT_TAIL = ("d", "k", "sc", "kt", "rt")
+
+
+def is_compact(obj: dict) -> bool:
+    """Whether a decoded line is a compact event (``cs`` where a full one has ``clientSeq``)."""
+    return obj["type"] in _COMPACT_HEADS and "cs" in obj and "clientSeq" not in obj
+
+
+def expand(obj: dict, devices: Dict[int, dict]) -> dict:
+    """The full line a compact event stands for: the same facts under their full names, the
+    device's object (``devices``: the device objects by handle), the key's name; a field
+    this version does not know is kept. A handle not in ``devices`` is a ProtocolError (the
+    daemon names only devices it gave the client before)."""
+    type_ = obj["type"]
+    handle = obj.get("d")
+    device = devices.get(handle) if isinstance(handle, int) and not isinstance(handle, bool) else None
+    if device is None:
+        raise ProtocolError("a compact %s names the device of handle %s, which shutterd never gave this client "
+                            "(in its hello, a deviceAdded, a deviceChanged or a listDevices reply): %s"
+                            % (type_, json.dumps(handle), json.dumps(obj)[:200]))
+    out: Dict[str, Any] = {"type": type_}
+    for full, short in _COMPACT_HEADS[type_]:
+        if short in obj:
+            value = obj[short]
+            if short == "h":
+                value = _COMPACT_HANDLERS.get(value, value)
+            elif short == "ph":
+                value = _COMPACT_PHASES.get(value, value)
+            out[full] = value
+        elif full == "shouldPlaySound":
+            out[full] = False  # the full line always has it; the compact one only when true
+    out["device"] = device
+    code = obj.get("k")
+    key: Dict[str, Any] = {} if code is None else {"code": code}
+    if isinstance(code, int) and not isinstance(code, bool):
+        key["name"] = code_name(EV_REL if type_ == "control" and obj.get("ev") == "slider" else EV_KEY, code)
+    if "sc" in obj:
+        key["scancode"] = obj["sc"]
+    out["key"] = key
+    for full, short in (("kernelTime", "kt"), ("receiveTime", "rt")):
+        if short in obj:
+            out[full] = obj[short]
+    known = {short for _, short in _COMPACT_HEADS[type_]} | set(_COMPACT_TAIL) | {"type"}
+    for name, value in obj.items():
+        if name not in known and name not in out:
+            out[name] = value
+    return out
 
 
 def error_of(msg: Message) -> ErrorReply:
@@ -229,11 +316,17 @@ def interaction_json(enabled: Optional[bool] = None, primary: Optional[bool] = N
                      names: Optional[Sequence[str]] = None, buses: Optional[Sequence[str]] = None,
                      kinds: Optional[Sequence[str]] = None, keys: Optional[Sequence[str]] = None,
                      slider: Union[Slider, Tuple[int, int, int], None] = None,
-                     long_press: Union[int, bool, None] = None, double_press: Union[int, bool, None] = None) -> dict:
+                     long_press: Union[int, bool, None] = None, double_press: Union[int, bool, None] = None,
+                     format: str = "compact") -> dict:
     """The ``interaction`` object of a setInteraction request; None leaves a field out (its
     default applies, not its previous value). ``long_press`` and ``double_press`` ask for
     those gestures: a time in milliseconds (``after``, ``within``), or True for shutterd's
-    default time; None or False asks for none."""
+    default time; None or False asks for none. ``format`` is the events' (protocol 1.7):
+    ``compact`` (the default: ``"format":"compact"``, a press is about 240 bytes on the
+    wire instead of about 1 KB, and the client reads each compact line as the full line it
+    stands for, ``raw`` included) or ``full`` (nothing asked: the daemon's default)."""
+    if format not in FORMATS:
+        raise ValueError("format must be 'compact' or 'full', not %r" % (format,))
     out: Dict[str, Any] = {}
     for name, value in (("enabled", enabled), ("primary", primary), ("secondary", secondary),
                         ("defaultCaptureSoundDisabled", default_capture_sound_disabled), ("grab", grab)):
@@ -263,6 +356,8 @@ def interaction_json(enabled: Optional[bool] = None, primary: Optional[bool] = N
             raise TypeError("%s must be milliseconds (an int) or True for the default, not %r" % (name, value))
     if gestures:
         out["gestures"] = gestures
+    if format == "compact":
+        out["format"] = "compact"
     return out
 
 
@@ -426,6 +521,43 @@ class ClientCore:
         # 1.6), so that those its interaction no longer selects are cancelled for it.
         self.open: Dict[int, Optional[str]] = {}
         self.open_instance: Optional[str] = None
+        # The device objects of this connection by handle (protocol 1.7), as the hello, the
+        # device messages and listDevices replies gave them: a compact event names its
+        # device by handle.
+        self.handles: Dict[int, dict] = {}
+
+    def message(self, line: bytes) -> Message:
+        """A line from the daemon as its message: a compact event as the full line it
+        stands for (its device from ``handles``); the devices it gives are kept by handle,
+        a removed one dropped after its deviceRemoved."""
+        obj = decode_line(line)
+        if is_compact(obj):
+            obj = expand(obj, self.handles)
+        msg = parse(obj)
+        if isinstance(msg, Hello):
+            self.handles = {}
+            self.keep(msg.devices)
+        elif isinstance(msg, (DeviceAdded, DeviceChanged)):
+            self.keep([msg.device])
+        elif isinstance(msg, DeviceRemoved):
+            if msg.device.handle is not None:
+                self.handles.pop(msg.device.handle, None)
+        elif isinstance(msg, Reply) and msg.request == "listDevices":
+            self.keep(msg.devices or [])
+        return msg
+
+    def keep(self, devices: Sequence[Device]) -> None:
+        for d in devices:
+            if d.handle is not None:
+                self.handles[d.handle] = d.raw
+
+    def interaction_for(self, obj: dict) -> dict:
+        """The interaction to send: without ``format`` to a daemon before protocol 1.7,
+        which refuses a field it does not know (and sends full lines anyway)."""
+        hello = self.hello
+        if "format" in obj and hello is not None and (hello.protocol_major, hello.protocol_minor) < (1, 7):
+            obj = {k: v for k, v in obj.items() if k != "format"}
+        return obj
 
     @property
     def devices(self) -> List[Device]:

@@ -20,7 +20,7 @@ from typing import AsyncIterator, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._protocol import (MAX_LINE, ClientCore, ConnectError, Device, Disconnected, ExpectedPress, Held, Hello,
                         Interaction, Judge, Message, Press, ProtocolError, Reconnected, Reply, Slider, Timeout, check_hello,
-                        interaction_json, parse_line, remaining, _seconds)
+                        interaction_json, remaining, _seconds)
 
 __all__ = ["AsyncClient", "connect", "wait_for_press", "expect_press"]
 
@@ -113,7 +113,7 @@ class AsyncClient:
                 await self.close()
                 raise self._core.disconnected(" before %s" % what)
             if line.strip():
-                return parse_line(line[:-1])
+                return self._core.message(line[:-1])
 
     # --- requests ------------------------------------------------------------------------
 
@@ -146,14 +146,14 @@ class AsyncClient:
                               slider: Union[Slider, Tuple[int, int, int], None] = None,
                               long_press: Union[int, bool, None] = None,
                               double_press: Union[int, bool, None] = None,
-                              timeout: Optional[float] = None) -> Interaction:
+                              format: str = "compact", timeout: Optional[float] = None) -> Interaction:
         """As shutterd.Client.set_interaction."""
         obj = interaction_json(enabled, primary, secondary, default_capture_sound_disabled, grab, devices, names,
-                               buses, kinds, keys, slider, long_press, double_press)
+                               buses, kinds, keys, slider, long_press, double_press, format)
         return await self._set_interaction(obj, timeout)
 
     async def _set_interaction(self, obj: dict, timeout: Optional[float]) -> Interaction:
-        reply = await self.request("setInteraction", timeout, interaction=obj)
+        reply = await self.request("setInteraction", timeout, interaction=self._core.interaction_for(obj))
         self._core.interaction = obj
         return Interaction.from_json(reply.raw.get("interaction"))
 

@@ -152,7 +152,9 @@ def test_gestures_are_asked_for_and_arrive_typed(fake):
 
 
 def test_gestures_in_the_interaction_json():
-    ij = shutterd._protocol.interaction_json
+    def ij(**kw):  # full lines: the compact default's "format" is test_compact.py's
+        return shutterd._protocol.interaction_json(format="full", **kw)
+
     assert ij() == {} and ij(long_press=None, double_press=False) == {}
     assert ij(long_press=True) == {"gestures": {"longPress": {}}}
     assert ij(double_press=300) == {"gestures": {"doublePress": {"within": 300}}}

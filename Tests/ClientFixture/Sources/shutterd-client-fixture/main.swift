@@ -13,6 +13,9 @@
 //   --start-replay  after the interaction, start the playback of a shutterd --replay
 //                   --replay-wait and print every event until each replayed device of the
 //                   hello has gone (default false)
+//   --compare-formats with --start-replay: a second client, asking for full event lines
+//                   (the first asks for nothing, and so gets compact ones), is given the
+//                   same events; says whether the two read them to equal values
 // Exit 0 when all arrived, 1 on a client error, 2 when the events did not all arrive in time.
 import Glibc
 import ShutterClient
@@ -28,6 +31,7 @@ var timeout = 30
 var names: [String] = []
 var secondary = true
 var startReplay = false
+var compareFormats = false
 var args = CommandLine.arguments.dropFirst()
 
 func flag(_ arg: String, _ value: String) -> Bool {
@@ -46,6 +50,7 @@ while let arg = args.popFirst() {
     case "--name": names.append(value)
     case "--secondary": secondary = flag(arg, value)
     case "--start-replay": startReplay = flag(arg, value)
+    case "--compare-formats": compareFormats = flag(arg, value)
     default:
         usage("unknown argument '\(arg)'")
     }
@@ -90,6 +95,14 @@ do {
         "interaction in force: enabled=\(inForce.enabled ?? false) secondary=\(inForce.secondary ?? true) names=\(inForce.filter?.names ?? [])"
     )
     let deadline = ContinuousClock.now + .seconds(timeout)
+    var full: Client?
+    var played: [Event] = []
+    if compareFormats {
+        full = try Client(socketPath: socketPath)
+        let asked = try full?.setInteraction(
+            Interaction(secondary: secondary, filter: Interaction.Filter(names: names), format: .full))
+        say("formats in force: \(inForce.format?.rawValue ?? "none") and \(asked?.format?.rawValue ?? "none")")
+    }
     if startReplay {
         var replayed = Set(hello.devices.filter(\.replayed).map(\.id))
         try client.startReplay()
@@ -100,8 +113,21 @@ do {
                 exit(2)
             }
             say(describe(event))
+            played.append(event)
             if case .deviceRemoved(let d) = event { replayed.remove(d.id) }
         }
+    }
+    if let full {
+        var same = 0
+        for event in played {
+            let other = try full.next(timeout: ContinuousClock.now.duration(to: deadline))
+            guard other == event else {
+                say("formats differ: \(describe(event)) (compact) against \(other.map(describe) ?? "nothing") (full)")
+                exit(1)
+            }
+            same += 1
+        }
+        say("formats agree: \(same) events")
     }
     for _ in 0..<events {
         guard let event = try client.next(timeout: ContinuousClock.now.duration(to: deadline)) else {

@@ -51,6 +51,8 @@ CODES = {"lineTooLong", "invalidJSON", "unknownRequest", "invalidRequest", "notP
 CLOSING = {"lineTooLong", "invalidJSON", "tooManyClients"}
 KINDS = ["remote", "headset", "dial", "keyboard", "camera", "media", "mouse"]
 BOOLS = ["enabled", "primary", "secondary", "defaultCaptureSoundDisabled", "grab"]
+# interaction.format's values (protocol 1.7).
+FORMATS = ["full", "compact"]
 # (name, setting, default, lowest, highest): docs/PROTOCOL.md, setInteraction's gestures.
 GESTURES = [("longPress", "after", 500, 50, 60000), ("doublePress", "within", 300, 50, 5000)]
 LISTS = ["devices", "names", "buses", "kinds", "keys"]
@@ -295,7 +297,7 @@ class Generator:
         want = {
             "enabled": True, "primary": True, "secondary": True, "defaultCaptureSoundDisabled": False,
             "grab": False, "filter": {k: [] for k in LISTS}, "slider": {"min": 0, "max": 100, "value": 50},
-            "gestures": {},
+            "gestures": {}, "format": "full",
         }
         pairs = []
         for key in BOOLS:
@@ -354,6 +356,10 @@ class Generator:
                         want["gestures"][name] = {setting: ms}
             self.rng.shuffle(gpairs)
             pairs.append(("gestures", Obj(gpairs)))
+        if self.rng.random() < 0.3:
+            # Protocol 1.7: the event lines' format.
+            want["format"] = self.rng.choice(FORMATS)
+            pairs.append(("format", want["format"]))
         self.rng.shuffle(pairs)
         return Obj(pairs), want
 
@@ -383,7 +389,7 @@ class Generator:
         value, _ = self.interaction_value()
         pairs = [p for p in value.pairs]
         top = [("type", "setInteraction")]
-        r = self.rng.randrange(14)
+        r = self.rng.randrange(15)
         if r == 0:
             return self.request("type not a string", [("type", self.wrong_of("string"))], "error", codes={"invalidRequest"})
         if r == 1:
@@ -441,6 +447,10 @@ class Generator:
                                         Obj([(self.rng.choice(["triplePress", "longpress", ""]), Obj([]))])])
             pairs = [p for p in pairs if p[0] != "gestures"] + [("gestures", gestures)]
             what = "gestures malformed"
+        elif r == 14:
+            bad = self.rng.choice([self.wrong_of("string"), "Compact", "", "full ", "tiny", self.text(5) + "x"])
+            pairs = [p for p in pairs if p[0] != "format"] + [("format", bad)]
+            what = "format not a known format"
         else:
             level = self.rng.choice(["interaction", "filter", "slider"])
             name = self.rng.choice(["enable", "Enabled", "grabs", "", "min ", "device", "value\u0000", self.text(4) + "z"])
@@ -524,7 +534,7 @@ class Generator:
     def default_interaction():
         return {"enabled": True, "primary": True, "secondary": True, "defaultCaptureSoundDisabled": False,
                 "grab": False, "filter": {k: [] for k in LISTS}, "slider": {"min": 0, "max": 100, "value": 50},
-                "gestures": {}}
+                "gestures": {}, "format": "full"}
 
     def odd_id(self):
         r = self.rng.randrange(6)

@@ -103,6 +103,10 @@ class Broker:
 
 
 def received(path):
-    """(topic, payload) of each line a subscriber wrote to `path` so far."""
+    """(topic, payload) of each whole line a subscriber wrote to `path` so far. A line not
+    ended yet is left for the next read: mosquitto_sub writes to a file through stdio's
+    buffer, which may end in the middle of a line (a payload cut there once failed the
+    rig's mqtt-broker-killed-mid-stream with a JSON error)."""
     with open(path, errors="replace") as f:
-        return [tuple(line.split(" ", 1)) for line in f.read().splitlines() if " " in line]
+        whole = f.read().split("\n")[:-1]
+    return [tuple(line.split(" ", 1)) for line in whole if " " in line]

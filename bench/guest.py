@@ -599,8 +599,6 @@ class Bench:
                 # after a burst, say) must not weigh on one contender only.
                 for n in ((16, 1) if i % 2 == 0 else (1, 16)):
                     for name in names[i % len(names):] + names[:i % len(names)]:
-                        if name == "relay-wire" and "wire_bytes" not in self.raw:
-                            continue
                         self.round_run(name, n, i)
                 self.floor_burst()
                 self.round_burst(i)

@@ -45,7 +45,6 @@ release_apt() {
         -o APT::Sandbox::User=root "$@"
 }
 
-# shellcheck disable=SC2034 # KVER, KROOT, KMODBASE and RELEASE_ERROR are the caller's
 # release_index RELEASE CACHE: RELEASE_MIRROR set, and RELEASE's index in CACHE/apt-RELEASE
 # read, again once a day at most (a run a day gets the release's newest packages); on failure
 # returns 1 with the reason in RELEASE_ERROR.
@@ -70,6 +69,7 @@ release_index() {
     fi
 }
 
+# shellcheck disable=SC2034 # KVER, KROOT, KMODBASE and RELEASE_ERROR are the caller's
 release_kernel() {
     RELEASE_ERROR=
     rk_rel=$1 rk_cache=$2

@@ -403,7 +403,14 @@ class Bluez:
         self.call("/org/bluez", "org.bluez.AgentManager1", "RegisterAgent", self.dbus.ObjectPath("/rig/agent"),
                   "NoInputNoOutput")
         self.call("/org/bluez", "org.bluez.AgentManager1", "RequestDefaultAgent", self.dbus.ObjectPath("/rig/agent"))
-        self.set("/org/bluez/hci0", "org.bluez.Adapter1", "Powered", self.dbus.Boolean(True))
+        # main.conf's AutoEnable powers the adapter as bluetoothd starts; 5.82 refuses a Set
+        # while that is under way (org.bluez.Error.Busy), and the adapter is powered all the same.
+        if self.prop("/org/bluez/hci0", "org.bluez.Adapter1", "Powered") is not True:
+            try:
+                self.set("/org/bluez/hci0", "org.bluez.Adapter1", "Powered", self.dbus.Boolean(True))
+            except BluezError as e:
+                if "org.bluez.Error.Busy" not in str(e):
+                    raise
         self.wait(lambda: self.prop("/org/bluez/hci0", "org.bluez.Adapter1", "Powered") is True, 30, "Powered")
 
     def discover(self, address, transport):

@@ -8,10 +8,19 @@ package struct ClientSession {
     package private(set) var interaction = Interaction()
     /// Messages of type capture and control sent so far.
     private(set) var clientSeq: UInt64 = 0
+    /// The occurrence that began a press, in a box that every session holding the press
+    /// open shares (`Fanout.sharedBegan`): one copy of it a press, not one a client, and an
+    /// open press that moves or goes costs a retain or a release, not the occurrence's copy.
+    /// Never changed while a session holds it.
+    package final class Began {
+        @exclusivity(unchecked) var o: Occurrence
+        init(_ o: Occurrence) { self.o = o }
+    }
+
     /// One press this client received a `began` for.
     struct OpenPress {
         var press: UInt64
-        var began: Occurrence
+        var began: Began
         /// The handler it was told (nil for the controls' half press).
         var handler: Handler?
         /// The kernel time (µs) at which it becomes long, while it has no `longPress` yet
@@ -83,7 +92,9 @@ package struct ClientSession {
     /// Whether this client receives `o`, and with which handler, keeping its open presses,
     /// slider and double-press marks as it goes; the line itself is written by `write` or
     /// `head(for:)`, which number it.
-    mutating func take(_ o: Occurrence) -> Take {
+    /// `began` is the box to keep `o` in when it begins a press (shared with the other
+    /// sessions the fan-out gives it to); without one, a box of this session's own.
+    mutating func take(_ o: Occurrence, began: Began? = nil) -> Take {
         let handler: Handler?
         switch o.kind {
         case .capture(let role, .began):
@@ -91,13 +102,13 @@ package struct ClientSession {
                 interaction.filter.matches(o.device, key: o.key.name)
             else { return .nothing }
             let longDue = interaction.gestures.longPressAfter.map { o.kernelTime + $0 * 1000 }
-            opened(OpenPress(press: o.press, began: o, handler: h, longDue: longDue))
+            opened(OpenPress(press: o.press, began: began ?? Began(o), handler: h, longDue: longDue))
             handler = h
         case .focus(.began):
             guard interaction.enabled, interaction.filter.matches(o.device, key: o.key.name) else {
                 return .nothing
             }
-            opened(OpenPress(press: o.press, began: o, handler: nil))
+            opened(OpenPress(press: o.press, began: began ?? Began(o), handler: nil))
             handler = nil
         case .capture(_, _), .focus(_):
             // An end goes exactly to the clients that received the began, with the handler
@@ -138,8 +149,10 @@ package struct ClientSession {
     /// Writes to `out` the line (with its newline) this client receives for `o`, whose
     /// shared text is `text`; returns false, writing nothing, when this client receives
     /// nothing of it.
-    mutating func deliver(_ o: Occurrence, text: Wire.SharedPart, into out: inout [UInt8]) -> Bool {
-        guard case .line(let handler) = take(o) else { return false }
+    mutating func deliver(
+        _ o: Occurrence, text: Wire.SharedPart, began: Began? = nil, into out: inout [UInt8]
+    ) -> Bool {
+        guard case .line(let handler) = take(o, began: began) else { return false }
         write(o, handler: handler, text: text, into: &out)
         return true
     }
@@ -166,8 +179,8 @@ package struct ClientSession {
 
     /// Whether this client receives `o` (`take`) and, when it does, what its head says, the
     /// line numbered: for a line the fan-out writes and sends itself.
-    mutating func head(for o: Occurrence) -> Head? {
-        guard case .line(let handler) = take(o) else { return nil }
+    mutating func head(for o: Occurrence, began: Began? = nil) -> Head? {
+        guard case .line(let handler) = take(o, began: began) else { return nil }
         clientSeq += 1
         return Head(
             handler: handler, clientSeq: clientSeq, shouldPlaySound: shouldPlaySound(o),
@@ -182,7 +195,7 @@ package struct ClientSession {
 
     /// Why an open press is cancelled when `new` is installed, or nil when it stays.
     static func cancelReason(_ entry: OpenPress, under new: Interaction) -> CancelReason? {
-        let began = entry.began
+        let began = entry.began.o
         if !new.enabled { return .disabled }
         if !new.filter.matches(began.device, key: began.key.name) { return .filtered }
         if case .capture(let role, _) = began.kind, new.handler(for: role) != entry.handler { return .filtered }
@@ -216,7 +229,7 @@ package struct ClientSession {
                 continue
             }
             precondition(!seqs.isEmpty, "a sequence number for each cancel (cancels(installing:))")
-            let cancel = entry.began.cancelled(seq: seqs.removeFirst(), reason: reason, receiveTime: now)
+            let cancel = entry.began.o.cancelled(seq: seqs.removeFirst(), reason: reason, receiveTime: now)
             var line: [UInt8] = []
             write(cancel, handler: entry.handler, text: Wire.SharedPart(cancel), into: &line)
             out.append(line)
@@ -278,7 +291,7 @@ package struct ClientSession {
     ) {
         if case .longPress = gesture { open[i].longDue = nil }
         let handler = open[i].handler
-        var g = open[i].began
+        var g = open[i].began.o
         g.kind = .gesture(gesture)
         g.reason = nil
         g.kernelTime = time
@@ -335,10 +348,10 @@ extension ClientSession {
         case .capture(let role, _):
             guard let h = interaction.handler(for: role) else { return }
             began.kind = .capture(role, .began)
-            opened(OpenPress(press: o.press, began: began, handler: h))
+            opened(OpenPress(press: o.press, began: Began(began), handler: h))
         case .focus:
             began.kind = .focus(.began)
-            opened(OpenPress(press: o.press, began: began, handler: nil))
+            opened(OpenPress(press: o.press, began: Began(began), handler: nil))
         case .slider, .gesture:
             return
         }
@@ -350,7 +363,7 @@ extension ClientSession {
         case .capture(_, .began), .focus(.began), .slider, .gesture: return false
         case .capture, .focus:
             guard let i = openIndex(o.press) else { return false }
-            return open[i].began.seq <= seq
+            return open[i].began.o.seq <= seq
         }
     }
 

@@ -44,10 +44,10 @@ package final class Engine {
         /// libevdev's names of the mapped keys, made once: no string per event. `nameSlot`
         /// has one byte per key code below `keyCount`: 0 for none, else 1 + its index in
         /// `keyNames` (no hashing per event).
-        @exclusivity(unchecked) var keyNames: [String] = []
+        @exclusivity(unchecked) var keyNames: [KeyName] = []
         @exclusivity(unchecked) var nameSlot: [UInt8] = Array(repeating: 0, count: DeviceState.keyCount)
         /// The slider axes' names, by code (codes below 32).
-        var axisNames: [String?] = Array(repeating: nil, count: 32)
+        var axisNames: [KeyName?] = Array(repeating: nil, count: 32)
 
         /// KEY_CNT: key codes are below it.
         static let keyCount = 0x300
@@ -116,7 +116,7 @@ package final class Engine {
         return state
     }
 
-    func keyName(_ state: DeviceState, _ code: UInt16) -> String {
+    func keyName(_ state: DeviceState, _ code: UInt16) -> KeyName {
         let slot = Int(code) < DeviceState.keyCount ? Int(state.nameSlot[Int(code)]) : 0
         return slot > 0 ? state.keyNames[slot - 1] : names.key(code)
     }
@@ -354,8 +354,8 @@ extension Array {
 /// the daemon's evdev library gives them: made once, read as data, so that the engine holds
 /// nothing it calls out through.
 package struct EventNames: Sendable {
-    let keys: [String]
-    let rels: [String]
+    let keys: [KeyName]
+    let rels: [KeyName]
 
     /// KEY_CNT and REL_CNT, from linux/input-event-codes.h.
     static let keyCount = 0x300
@@ -363,12 +363,16 @@ package struct EventNames: Sendable {
 
     /// The names `name` gives (an event type and a code), for every key code and axis.
     package init(_ name: (UInt16, UInt16) -> String) {
-        keys = (0..<UInt16(Self.keyCount)).map { name(EventType.key, $0) }
-        rels = (0..<UInt16(Self.relCount)).map { name(EventType.rel, $0) }
+        keys = KeyName.hold((0..<UInt16(Self.keyCount)).map { name(EventType.key, $0) })
+        rels = KeyName.hold((0..<UInt16(Self.relCount)).map { name(EventType.rel, $0) })
     }
 
-    func key(_ code: UInt16) -> String { Int(code) < keys.count ? keys[Int(code)] : Self.unnamed(EventType.key, code) }
-    func rel(_ axis: UInt16) -> String { Int(axis) < rels.count ? rels[Int(axis)] : Self.unnamed(EventType.rel, axis) }
+    func key(_ code: UInt16) -> KeyName {
+        Int(code) < keys.count ? keys[Int(code)] : KeyName(Self.unnamed(EventType.key, code))
+    }
+    func rel(_ axis: UInt16) -> KeyName {
+        Int(axis) < rels.count ? rels[Int(axis)] : KeyName(Self.unnamed(EventType.rel, axis))
+    }
 
     /// A code beyond the tables, named as libevdev's wrapper names a code it does not know.
     static func unnamed(_ type: UInt16, _ code: UInt16) -> String { "CODE_\(type)_0x\(String(code, radix: 16))" }

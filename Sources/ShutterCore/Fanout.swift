@@ -104,6 +104,13 @@ package struct Fanout: ~Copyable {
     var byID: [UInt64: Peer] = [:]
     /// The shared text of the occurrence being published, reused.
     var text = Wire.SharedPart()
+    /// The boxes the begans of open presses are kept in for the sessions (`sharedBegan`),
+    /// each used again once no session holds it: a press allocates none. A box waiting
+    /// keeps its last occurrence (and that one's device record) until it is used again.
+    var begans: [ClientSession.Began] = []
+    /// How many boxes are kept for use again: more presses open at once than this (every
+    /// key of a rig's devices held) are given boxes of their own, freed as they end.
+    static let beganBoxesKept = 16
     /// Clients whose interaction asks for long presses: only they have long presses due.
     var longPressPeers = 0
     /// The earliest long press pending (CLOCK_MONOTONIC µs).
@@ -399,7 +406,11 @@ package struct Fanout: ~Copyable {
         let alone = batch.count == 1 && plan.sendCount == 0
         for o in batch {
             history.append(o)
-            if o.isBegan { lastBegan = o.press }
+            var began: ClientSession.Began? = nil
+            if o.isBegan {
+                lastBegan = o.press
+                began = sharedBegan(o)
+            }
             text.render(o)
             // Read once for every client: passing the stored property to each client's step
             // would retain and release its bytes every time; a head needs only the digits,
@@ -412,7 +423,7 @@ package struct Fanout: ~Copyable {
             var compactIn = false
             for peer in peers where !peer.closing && !peer.resuming {
                 if alone && peer.out.isEmpty && !peer.session.wantsGestures {
-                    guard let h = peer.session.head(for: o) else {
+                    guard let h = peer.session.head(for: o, began: began) else {
                         if peer.session.roomReleased != 0 { collectReleased(peer) }
                         continue
                     }
@@ -446,7 +457,7 @@ package struct Fanout: ~Copyable {
                     planned = true
                     continue
                 }
-                switch peer.out.deliver(o, text: text, to: &peer.session) {
+                switch peer.out.deliver(o, text: text, began: began, to: &peer.session) {
                 case .skipped: break
                 case .queued: write(peer)
                 case .overflow: overflow(peer, missing: o.seq)
@@ -458,6 +469,22 @@ package struct Fanout: ~Copyable {
             // Only a press's began or end can move the earliest long press.
             if longPressPeers > 0 { planLongPress() }
         }
+    }
+
+    /// A box for `o`, the began of a press, that every session taking it keeps: one no
+    /// session holds any longer, or a new one.
+    mutating func sharedBegan(_ o: Occurrence) -> ClientSession.Began {
+        var i = 0
+        while i < begans.count {
+            if isKnownUniquelyReferenced(&begans[i]) {
+                begans[i].o = o
+                return begans[i]
+            }
+            i += 1
+        }
+        let box = ClientSession.Began(o)
+        if begans.count < Self.beganBoxesKept { begans.append(box) }
+        return box
     }
 
     /// Adds to the plan the room a session gave back (at an end of a capture or a control

@@ -22,8 +22,8 @@ struct Filter: Equatable, Sendable {
             && (kinds.isEmpty || kinds.contains(device.kind))
     }
 
-    func matches(_ device: DeviceInfo, key: String) -> Bool {
-        matches(device) && (keys.isEmpty || keys.contains(key))
+    func matches(_ device: DeviceInfo, key: KeyName) -> Bool {
+        matches(device) && (keys.isEmpty || keys.contains { key.matches($0) })
     }
 
     /// Whether it lets everything through (no criterion): a client's usual filter. Every
@@ -34,7 +34,7 @@ struct Filter: Equatable, Sendable {
 
     /// `matches(_:key:)` for an admitted device, which an empty filter passes without the
     /// device's facts being read (a copy of them, with their strings, for every client).
-    func matches(_ device: DeviceRecord, key: String) -> Bool {
+    func matches(_ device: DeviceRecord, key: KeyName) -> Bool {
         isEmpty || matches(device.info, key: key)
     }
 }

@@ -114,19 +114,31 @@ extension JSON {
 
     package static func writeString(_ s: String, into out: inout [UInt8]) {
         // Most strings (key names, ids, paths) need no escape: they go in one append.
-        if let plain = s.utf8.withContiguousStorageIfAvailable({ bytes -> Bool in
-            guard !bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
-                return false
-            }
-            out.append(UInt8(ascii: "\""))
-            out.append(contentsOf: bytes)
-            out.append(UInt8(ascii: "\""))
-            return true
-        }), plain {
+        if let plain = s.utf8.withContiguousStorageIfAvailable({ writePlain($0, into: &out) }), plain {
             return
         }
+        writeEscaped(s.utf8, into: &out)
+    }
+
+    /// A string given as its UTF-8 bytes (a `KeyName`'s).
+    static func writeString(_ utf8: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+        if !writePlain(utf8, into: &out) { writeEscaped(utf8, into: &out) }
+    }
+
+    /// Writes `bytes` quoted when none needs an escape; false, writing nothing, otherwise.
+    static func writePlain(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) -> Bool {
+        guard !bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+            return false
+        }
         out.append(UInt8(ascii: "\""))
-        for byte in s.utf8 {
+        out.append(contentsOf: bytes)
+        out.append(UInt8(ascii: "\""))
+        return true
+    }
+
+    static func writeEscaped<Bytes: Sequence<UInt8>>(_ utf8: Bytes, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
             case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])

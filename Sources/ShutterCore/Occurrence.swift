@@ -24,13 +24,17 @@ enum CancelReason: String, CaseIterable, Sendable {
 /// The key or axis of an event, as clients see it.
 struct KeyInfo: Equatable, Sendable {
     var code: UInt16
-    var name: String
+    var name: KeyName
     var scancode: Int32?
 
-    init(code: UInt16, name: String, scancode: Int32? = nil) {
+    init(code: UInt16, name: KeyName, scancode: Int32? = nil) {
         self.code = code
         self.name = name
         self.scancode = scancode
+    }
+
+    init(code: UInt16, name: String, scancode: Int32? = nil) {
+        self.init(code: code, name: KeyName(name), scancode: scancode)
     }
 
     /// The same key for an event that no frame of the device carried (a cancel).

@@ -58,11 +58,14 @@ package struct OutBuffer {
     /// place and queues it: the whole per-client step of publishing, in one call.
     /// A gesture the occurrence completes goes with it: a long press found out at the
     /// release before it, a double press after the began.
-    package mutating func deliver(_ o: Occurrence, text: Wire.SharedPart, to session: inout ClientSession) -> Delivery {
+    /// `began`: the box a press's began is kept in (`ClientSession.take`).
+    package mutating func deliver(
+        _ o: Occurrence, text: Wire.SharedPart, began: ClientSession.Began? = nil, to session: inout ClientSession
+    ) -> Delivery {
         var m = mark
         if session.gesture(before: o, into: &bytes), !commit(from: m) { return .overflow }
         m = mark
-        guard session.deliver(o, text: text, into: &bytes) else { return .skipped }
+        guard session.deliver(o, text: text, began: began, into: &bytes) else { return .skipped }
         guard commit(from: m) else { return .overflow }
         m = mark
         if session.gesture(after: o, into: &bytes), !commit(from: m) { return .overflow }

@@ -151,7 +151,7 @@ extension Wire {
         out.append(ascii: ",\"key\":{\"code\":")
         out.append(decimal: o.key.code)
         out.append(ascii: ",\"name\":")
-        JSON.writeString(o.key.name, into: &out)
+        JSON.writeString(o.key.name.bytes, into: &out)
     }
 
     /// `,"scancode":N},"kernelTime":N,"receiveTime":N}\n`: three integers (21 bytes each)
@@ -594,7 +594,7 @@ extension HeldPress {
     var json: JSON {
         .object([
             ("device", .string(device)),
-            ("key", .object([("code", .int(Int64(key.code))), ("name", .string(key.name))])),
+            ("key", .object([("code", .int(Int64(key.code))), ("name", .string(key.name.string))])),
             ("press", .int(Int64(press))),
         ])
     }

@@ -183,7 +183,7 @@ struct ClientSessionTests {
         }
         let record = DeviceRecord(handle: 1, info: remote)
         for f in criteria + [Filter()] {
-            for key in ["KEY_ENTER", "KEY_VOLUMEUP"] {
+            for key in [KeyName("KEY_ENTER"), KeyName("KEY_VOLUMEUP")] {
                 #expect(f.matches(record, key: key) == f.matches(remote, key: key))
             }
         }

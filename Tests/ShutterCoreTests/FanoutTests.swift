@@ -61,6 +61,14 @@ struct FanoutTests {
         f.setInteraction(try interaction(json), of: peer.id, now: 0, seqs: [])
     }
 
+    /// Two clients: one with the usual interaction, one that asks for long presses (50 ms).
+    static func plainAndLong(_ f: inout Fanout) throws -> (plain: Fanout.Peer, long: Fanout.Peer) {
+        let plain = add(&f, id: 1, mayGrab: false)
+        let long = add(&f, id: 2, mayGrab: false)
+        try set(&f, #"{"gestures":{"longPress":{"after":50}}}"#, of: long)
+        return (plain, long)
+    }
+
     static func drain(_ peer: Fanout.Peer) -> [UInt8] {
         var written: [UInt8] = []
         _ = peer.out.drain { bytes in
@@ -194,9 +202,7 @@ struct FanoutTests {
     )
     func longPresses() throws {
         var f = Fanout(limits: ClientLimits())
-        let plain = Self.add(&f, id: 1, mayGrab: false)
-        let long = Self.add(&f, id: 2, mayGrab: false)
-        try Self.set(&f, #"{"gestures":{"longPress":{"after":50}}}"#, of: long)
+        let (plain, long) = try Self.plainAndLong(&f)
         #expect(f.longPressPeers == 1 && f.longPressDue == nil)
         _ = f.takePlan()
         let began = Self.three[0]
@@ -219,6 +225,41 @@ struct FanoutTests {
         f.remove(long.id)
         let left = f.takePlan()
         #expect(f.longPressPeers == 0 && f.longPressDue == nil && left.longPressMoved && left.longPressDue == nil)
+    }
+
+    @Test(
+        "presses open at once keep each its own began: a client's long presses and cancels name each press's key, and the boxes the begans are kept in are used again once no client holds them"
+    )
+    func sharedBegans() throws {
+        var f = Fanout(limits: ClientLimits())
+        let (plain, long) = try Self.plainAndLong(&f)
+        _ = f.takePlan()
+        let o = Self.occurrences([
+            (KeyCode.volumeUp, 1), (KeyCode.enter, 1), (KeyCode.volumeUp, 0), (KeyCode.enter, 0), (KeyCode.enter, 1),
+        ])
+        _ = f.published([o[0]])
+        _ = f.published([o[1]])
+        #expect(f.begans.count == 2, "two presses open: two boxes")
+        _ = Self.drain(long)
+        f.longPresses(dueBy: o[1].kernelTime + 50_000)
+        let gestures = String(decoding: Self.drain(long), as: UTF8.self).split(separator: "\n")
+        #expect(gestures.count == 2)
+        #expect(gestures.first?.contains(#""name":"KEY_VOLUMEUP""#) == true, "\(gestures)")
+        #expect(gestures.last?.contains(#""name":"KEY_ENTER""#) == true, "\(gestures)")
+        _ = Self.drain(plain)
+        f.setInteraction(try Self.interaction(#"{"enabled":false}"#), of: plain.id, now: 2_000_000, seqs: [100, 101])
+        let cancels = String(decoding: Self.drain(plain), as: UTF8.self).split(separator: "\n")
+        #expect(cancels.count == 2)
+        #expect(cancels.first?.contains(#""name":"KEY_VOLUMEUP""#) == true, "\(cancels)")
+        #expect(cancels.last?.contains(#""name":"KEY_ENTER""#) == true, "\(cancels)")
+        _ = f.published([o[2]])
+        _ = f.published([o[3]])
+        let boxes = f.begans.map(ObjectIdentifier.init)
+        _ = f.published([o[4]])
+        #expect(f.begans.map(ObjectIdentifier.init) == boxes, "a box no client holds is used again, none added")
+        _ = Self.drain(long)
+        f.longPresses(dueBy: o[4].kernelTime + 50_000)
+        #expect(String(decoding: Self.drain(long), as: UTF8.self).contains(#""name":"KEY_ENTER""#))
     }
 
     @Test(

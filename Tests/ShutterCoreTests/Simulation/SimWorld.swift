@@ -66,7 +66,7 @@ final class SimWorld {
         var kind: Occurrence.Kind
         var press: UInt64
         var device: DeviceRecord
-        var key: String
+        var key: KeyName
     }
 
     /// One run of shutterd: its instance, engine and what it published.

@@ -20,8 +20,8 @@
 #   make check-systemd        boot Debian 12 and Debian 13 with systemd under qemu and check
 #                             the README's install, the units, uninstall and the packages
 #                             from the signed repository (root; slow)
-#   make check-rig-release    the kernel rig on Debian 13's kernel (6.12): the device checks
-#                             and the scenarios but the Bluetooth tier's (root)
+#   make check-rig-release    the kernel rig on Debian 13's kernel (6.12) and bluetoothd
+#                             (BlueZ 5.82): the device checks and the scenarios (root)
 #   make run                  set up, build and run shutterd in the foreground (root)
 #   make test                 set up and run every test tier (Tests/run-tests.sh; root)
 #   make load                 the hostile-client tier at ten times its size, and the
@@ -373,14 +373,15 @@ check-rules:
 check-systemd:
 	sh Tests/systemd/run.sh $(SWIFT_BIN)/shutterd $(SWIFT_BIN)/shutterctl
 
-# The kernel rig on another Debian release's kernel (RIG_RELEASE, default trixie: Debian 13's
-# 6.12, its linux-image-amd64 downloaded and unpacked into the rig's cache by
-# Tests/rig/release.sh, nothing installed), with this machine's root file system: the device
-# checks and every scenario but the Bluetooth tier's (its bluetoothd is this machine's) and
-# the Swift client fixture's (a client's build, nothing of the kernel's). Root; about 4
-# minutes. `make test` runs it (stage 8b) with the debug binaries.
+# The kernel rig on another Debian release's kernel and bluetoothd (RIG_RELEASE, default
+# trixie: Debian 13's 6.12 and BlueZ 5.82, its linux-image-amd64 and its bluez with the
+# packages bluez depends on downloaded and unpacked into the rig's cache by
+# Tests/rig/release.sh, nothing installed; the Bluetooth tier runs that bluetoothd through
+# its own ld.so), with this machine's root file system otherwise: the device checks and every
+# scenario but the Swift client fixture's (a client's build, nothing of the kernel's). Root;
+# about 5 minutes. `make test` runs it (stage 8b) with the debug binaries.
 RIG_RELEASE      ?= trixie
-RIG_RELEASE_ONLY  = !bluez-*,!swift-client-fixture
+RIG_RELEASE_ONLY  = !swift-client-fixture
 check-rig-release:
 	SHUTTERD_RIG_RELEASE=$(RIG_RELEASE) sh Tests/rig/run.sh --only '$(RIG_RELEASE_ONLY)' \
 		$(SWIFT_BIN)/shutterd $(SWIFT_BIN)/shutterctl

@@ -30,9 +30,9 @@
 #   8. the kernel rig: a real Linux kernel under qemu with real uhid, uinput and USB
 #      gadget devices, and its Bluetooth tier: Debian's bluetoothd paired with a virtual
 #      remote (Bumble on a btvirt controller) (Tests/rig/run.sh)
-#   8b. the kernel rig again on Debian 13's kernel (6.12, downloaded and unpacked, not
-#      installed): the device checks and the scenarios but the Bluetooth tier's
-#      (make check-rig-release)
+#   8b. the kernel rig again on Debian 13's kernel (6.12) and its bluetoothd (BlueZ 5.82),
+#      downloaded and unpacked, not installed: the device checks and the scenarios, the
+#      Bluetooth tier's with 5.82 (make check-rig-release)
 #   9. the systemd boot tier: Debian 12 and Debian 13 booted with systemd as PID 1, the
 #      README's install, the units at work, uninstall, the packages from the signed
 #      repository (Tests/systemd/run.sh). Always under CI=true;
@@ -219,9 +219,9 @@ run_tier "the MQTT tier" Tests/mqtt/run.sh
 echo "== kernel rig"
 run_tier "the kernel rig" Tests/rig/run.sh
 
-echo "== kernel rig on Debian 13's kernel (make check-rig-release)"
+echo "== kernel rig on Debian 13's kernel and bluetoothd (make check-rig-release)"
 make -s check-rig-release SWIFT_BIN=.build/debug 2>&1 | tee "$log"
-count_tier "the kernel rig on Debian 13's kernel"
+count_tier "the kernel rig on Debian 13's kernel and bluetoothd"
 
 echo "== systemd boot"
 run_systemd=${SHUTTERD_CHECK_SYSTEMD:-}

@@ -8,8 +8,13 @@
   btdev, BR/EDR + LE, Bluetooth 5.2) over the kernel's hci_vhci;
 - the remote: Tests/rig/btremote.py (Bumble) on hci1 through the HCI user channel, opened
   before bluetoothd starts, so that bluetoothd only ever sees hci0;
-- bluetoothd 5.66 itself (Debian's bluez, all its plugins), driven over D-Bus with
-  Debian's python3-dbus: an agent NoInputNoOutput, discovery, Pair, Trusted, Connect.
+- bluetoothd itself (Debian's bluez, all its plugins), driven over D-Bus with Debian's
+  python3-dbus: an agent NoInputNoOutput, discovery, Pair, Trusted, Connect. This root's
+  (Debian 12's 5.66), or another release's unpacked into a directory (`root`: run.sh with
+  SHUTTERD_RIG_BLUEZ, Tests/rig/release.sh's release_bluez): its bluetoothd is run through
+  that root's own ld.so with that root's libraries, and its D-Bus policy and input.conf
+  and network.conf (bluetoothd reads them from /etc/bluetooth) replace this root's in the
+  guest's /etc, a writable overlay, before the bus starts.
 
 Every wait is on a D-Bus signal (GLib's main loop runs while waiting), a line from the
 remote, or a file the kernel makes, each bounded; the signals bluetoothd sent are kept in
@@ -29,6 +34,7 @@ import time
 RIG = os.path.dirname(os.path.abspath(__file__))
 BUS_SOCKET = "/run/dbus/system_bus_socket"
 BUS_ADDRESS = "unix:path=" + BUS_SOCKET
+BLUETOOTHD = "/usr/libexec/bluetooth/bluetoothd"
 HCIGETDEVINFO = 0x800448D3  # _IOR('H', 211, int)
 
 
@@ -123,9 +129,10 @@ class Remote:
 class Bluez:
     """The system bus, the controllers, bluetoothd and a D-Bus client of it."""
 
-    def __init__(self, results, bumble):
+    def __init__(self, results, bumble, root=None):
         self.results = results
         self.bumble = bumble
+        self.root = root  # another release's bluez unpacked, or None for this root's
         self.procs = {}
         self.bus = None
         self.signals = []  # (time, path, interface, what, details) in the order received
@@ -136,12 +143,56 @@ class Bluez:
 
     # --- processes ---------------------------------------------------------------------
 
+    def bluetoothd_command(self):
+        """bluetoothd, as this root has it, or the other root's through that root's ld.so."""
+        if not self.root:
+            return [BLUETOOTHD]
+        return [os.path.join(self.root, "usr/lib64/ld-linux-x86-64.so.2"), "--library-path",
+                os.path.join(self.root, "usr/lib/x86_64-linux-gnu"), self.root + BLUETOOTHD]
+
+    def version(self):
+        p = subprocess.run(self.bluetoothd_command() + ["--version"], capture_output=True, text=True, timeout=30)
+        if p.returncode != 0 or not p.stdout.strip():
+            raise BluezError("%s --version: exit %s, %s" % (" ".join(self.bluetoothd_command()), p.returncode,
+                                                            (p.stderr or p.stdout).strip()[-300:]))
+        return p.stdout.strip()
+
+    def version_tuple(self):
+        """(major, minor) of bluetoothd --version, e.g. (5, 82)."""
+        major, minor = self.version().split(".")[:2]
+        return int(major), int(minor)
+
+    @staticmethod
+    def set_input_conf(text):
+        """/etc/bluetooth/input.conf, read by the next bluetoothd started (the guest's /etc is
+        a writable overlay)."""
+        os.makedirs("/etc/bluetooth", exist_ok=True)
+        with open("/etc/bluetooth/input.conf", "w") as f:
+            f.write(text)
+
+    def install_config(self):
+        """The other root's D-Bus policy and input and network configuration in this root's
+        /etc (the guest's overlay), where the bus and bluetoothd read them."""
+        for src, dst in (("usr/share/dbus-1/system.d/bluetooth.conf", "/etc/dbus-1/system.d/bluetooth.conf"),
+                         ("etc/bluetooth/input.conf", "/etc/bluetooth/input.conf"),
+                         ("etc/bluetooth/network.conf", "/etc/bluetooth/network.conf")):
+            with open(os.path.join(self.root, src), "rb") as f:
+                data = f.read()
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            with open(dst, "wb") as f:
+                f.write(data)
+
     def start_bus(self):
+        if self.root:
+            self.install_config()
         os.makedirs("/run/dbus", exist_ok=True)
         if os.path.exists(BUS_SOCKET):
             os.unlink(BUS_SOCKET)
+        # Its log (5.82's hostname plugin asks it to start systemd's hostnamed, which the
+        # guest has not) in a file of its own.
+        log = open(os.path.join(self.results, "dbus.log"), "a")
         self.procs["dbus"] = subprocess.Popen(["dbus-daemon", "--system", "--nofork", "--nopidfile"],
-                                              stdin=subprocess.DEVNULL)
+                                              stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         self._wait_file(BUS_SOCKET, 30, "the system bus's socket")
 
     def start_controllers(self, tries=3):
@@ -182,7 +233,7 @@ class Bluez:
         log = open(os.path.join(self.results, "bluetoothd.log"), "a")
         log.write("--- bluetoothd started\n")
         log.flush()
-        self.procs["bluetoothd"] = subprocess.Popen(["/usr/libexec/bluetooth/bluetoothd", "-n", "-d", "-f", path],
+        self.procs["bluetoothd"] = subprocess.Popen(self.bluetoothd_command() + ["-n", "-d", "-f", path],
                                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                                     env=dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=BUS_ADDRESS))
         self.connect_bus()
@@ -352,7 +403,14 @@ class Bluez:
         self.call("/org/bluez", "org.bluez.AgentManager1", "RegisterAgent", self.dbus.ObjectPath("/rig/agent"),
                   "NoInputNoOutput")
         self.call("/org/bluez", "org.bluez.AgentManager1", "RequestDefaultAgent", self.dbus.ObjectPath("/rig/agent"))
-        self.set("/org/bluez/hci0", "org.bluez.Adapter1", "Powered", self.dbus.Boolean(True))
+        # main.conf's AutoEnable powers the adapter as bluetoothd starts; 5.82 refuses a Set
+        # while that is under way (org.bluez.Error.Busy), and the adapter is powered all the same.
+        if self.prop("/org/bluez/hci0", "org.bluez.Adapter1", "Powered") is not True:
+            try:
+                self.set("/org/bluez/hci0", "org.bluez.Adapter1", "Powered", self.dbus.Boolean(True))
+            except BluezError as e:
+                if "org.bluez.Error.Busy" not in str(e):
+                    raise
         self.wait(lambda: self.prop("/org/bluez/hci0", "org.bluez.Adapter1", "Powered") is True, 30, "Powered")
 
     def discover(self, address, transport):

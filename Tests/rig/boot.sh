@@ -17,7 +17,10 @@
 #                     within SHUTTERD_RIG_START_TIMEOUT seconds (default 240: up in 15 to
 #                     70 s as a rule; one boot of Debian 13's kernel in twelve once hung
 #                     before it, qemu idle) is ended and booted again, once, and that is
-#                     said. TCG unless ACCEL is set (to empty for KVM);
+#                     said. TCG unless ACCEL is set (to empty for KVM); RIG_BLUEZROOT, when
+#                     set, is exported to the guest read-only at its own path (another
+#                     release's bluez, Tests/rig/release.sh's release_bluez, in the cache
+#                     the guest's tmpfs over /var/cache would hide);
 #                     RIG_CPUS sets the vCPUs, RIG_QEMU_OPTS adds vng options (the
 #                     benchmark's counted boot: one vCPU and qemu's -icount).
 
@@ -103,7 +106,7 @@ rig_boot_once() {
     # shellcheck disable=SC2086
     PATH=$VENV/bin:$PATH timeout --kill-after=10 "$2" \
         vng --run "$KERNEL" ${ACCEL---disable-kvm} --cpus "${RIG_CPUS:-2}" --memory 1G --name "$1" \
-        --rwdir "$3" ${RIG_MODDIR:+--rodir "$RIG_MODDIR"} ${RIG_QEMU_OPTS-} \
+        --rwdir "$3" ${RIG_MODDIR:+--rodir "$RIG_MODDIR"} ${RIG_BLUEZROOT:+--rodir "$RIG_BLUEZROOT"} ${RIG_QEMU_OPTS-} \
         --append "mitigations=off module_blacklist=$RIG_BLACKLIST" \
         --exec "$4" 2>&1 </dev/null | cat
 }

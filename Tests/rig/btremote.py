@@ -27,8 +27,9 @@ Reads commands from stdin, one a line, and writes JSON lines to stdout:
   quit
 Events: ready {address}, connected {peer}, disconnected {reason}, hid {ctrl, intr} (Classic,
 when a channel opens or closes), subscribed {report} (LE, when the host enables a
-characteristic's notifications), sent, battery, refuse {on}, refused {what} (a pairing it
-refused), forgot {keys}, off, on, error {message}.
+characteristic's notifications), restored {handles} (LE: a bonded host's notifications
+enabled again at its connection, as the spec keeps them), sent, battery, refuse {on},
+refused {what} (a pairing it refused), forgot {keys}, off, on, error {message}.
 """
 import asyncio
 import errno
@@ -129,6 +130,7 @@ class Remote:
         self.battery_level = 100
         self.battery = None
         self.refuse = False
+        self.cccds = {}  # peer address -> {characteristic handle: CCC value} (LE)
         device.on("connection", self.on_connection)
         default_config = device.pairing_config_factory
 
@@ -156,7 +158,17 @@ class Remote:
 
     def on_connection(self, connection):
         self.connection = connection
-        say("connected", peer=str(connection.peer_address).split("/")[0])
+        peer = str(connection.peer_address).split("/")[0]
+        say("connected", peer=peer)
+        # A bonded client's Client Characteristic Configuration stays across connections
+        # (Bluetooth Core, Vol 3 Part G, 3.3.3.3: "shall be persistent across connections for
+        # bonded devices"), so a host may not write it again (BlueZ 5.82's hog, its uhid
+        # device kept, does not). Bumble's server forgets it at the disconnection: kept
+        # here by peer, until `forget`, and given back when that peer connects again.
+        saved = self.cccds.get(peer)
+        if self.mode == "le" and saved:
+            self.device.gatt_server.subscribers[connection] = dict(saved)
+            say("restored", handles=sorted(saved))
 
         def gone(reason):
             self.connection = None
@@ -204,6 +216,8 @@ class Remote:
         self.device.add_services([dis, hid_service, self.battery])
 
         def subscription(connection, characteristic, notify, indicate):
+            peer = str(connection.peer_address).split("/")[0]
+            remote.cccds[peer] = dict(remote.device.gatt_server.subscribers.get(connection, {}))
             for rid, c in remote.reports.items():
                 if c is characteristic:
                     say("subscribed", report=rid, notify=bool(notify))
@@ -248,6 +262,7 @@ class Remote:
             keys = await self.device.keystore.get_all() if self.device.keystore else []
             for name, _ in keys:
                 await self.device.keystore.delete(name)
+            self.cccds.clear()
             say("forgot", keys=len(keys))
         elif op == "off":
             if self.mode == "le":
@@ -289,6 +304,12 @@ async def main():
         config = DeviceConfiguration(name=NAME, class_of_device=CLASS_OF_DEVICE,
                                      classic_enabled=(mode == "classic"), le_enabled=(mode == "le"))
         config.address = hci.Address(address)
+        if mode == "le":
+            # Its identity, in pairing, is its static random address, as an LE-only remote's
+            # is: Bumble would give the controller's public address otherwise, which is the
+            # Classic remote's (the same btvirt controller), and BlueZ then knew a second
+            # 'AB Shutter3' (its name from its cache) after an LE pairing.
+            config.identity_address_type = hci.Address.RANDOM_DEVICE_ADDRESS
         device = Device.from_config_with_hci(config, transport.source, transport.sink)
         remote = Remote(device, mode)
         if mode == "classic":
@@ -301,6 +322,11 @@ async def main():
             await device.set_connectable(True)
             say("ready", address=str(device.public_address).split("/")[0])
         else:
+            # No inquiry or page scan: btvirt's controller keeps them on from the Classic remote
+            # that had it before (btdev's reset clears its LE states only, "FIXME: include
+            # here clearing of all states"), and BlueZ 5.82 found an 'AB Shutter3' at the
+            # controller's public address in an LE run's discovery.
+            await device.send_command(hci.HCI_Write_Scan_Enable_Command(scan_enable=0))
             await device.start_advertising(auto_restart=True)
             say("ready", address=str(device.random_address).split("/")[0])
         reader = asyncio.StreamReader()

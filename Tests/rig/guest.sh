@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Runs inside the rig's guest (started by run.sh through virtme-ng), as root.
 #
-# Usage: guest.sh RESULTS_DIR SHUTTERD|- SHUTTERCTL|- [PYTHON_VENV|-] [ONLY|-] [FLOOD_ROUNDS|-] [BUMBLE|-]
+# Usage: guest.sh RESULTS_DIR SHUTTERD|- SHUTTERCTL|- [PYTHON_VENV|-] [ONLY|-] [FLOOD_ROUNDS|-] [BUMBLE|-] [BLUEZROOT|-]
 #
 # Loads the input modules, installs the project's udev rules, settles udev, checks every
 # device data file against the kernel, then starts shutterd and runs the scenarios against
@@ -16,6 +16,8 @@ SHUTTERCTL=${3:--}
 PYTHON_VENV=${4:--}
 ONLY=${5:--}
 BUMBLE=${7:--}
+# Another release's bluez unpacked (run.sh, SHUTTERD_RIG_BLUEZ), or - for this root's.
+BLUEZROOT=${8:--}
 [ "$ONLY" = - ] && ONLY=
 # The rounds of the dropped-events tier (scenarios/42_dropped.py): the guest has none of
 # the host's environment.
@@ -87,7 +89,8 @@ failsBefore=$(grep -c '^FAIL' "$OUT" 2>/dev/null || :)
 # What scenarios.py exits with is kept past the pipe: a run that ends early with no check
 # failed (a crash, an exception outside a scenario) is a failure, not fewer checks.
 { "$PY" -u "$RIG/scenarios.py" --shutterd "$SHUTTERD" --shutterctl "$SHUTTERCTL" \
-    --socket "$SOCK" --log "$RESULTS/shutterd.log" --python-venv "$PYTHON_VENV" --only "$ONLY" --bumble "$BUMBLE"
+    --socket "$SOCK" --log "$RESULTS/shutterd.log" --python-venv "$PYTHON_VENV" --only "$ONLY" --bumble "$BUMBLE" \
+        --bluez-root "$BLUEZROOT"
     echo $? >"$RESULTS/scenarios.status"; } 2>&1 | tee -a "$OUT"
 status=$(cat "$RESULTS/scenarios.status" 2>/dev/null || echo "unknown")
 failsAfter=$(grep -c '^FAIL' "$OUT" 2>/dev/null || :)
@@ -95,4 +98,6 @@ if [ "$status" != 0 ] && [ "${failsAfter:-0}" = "${failsBefore:-0}" ]; then
     echo "FAIL scenarios: scenarios.py exited with $status and said no check failed (above)" | tee -a "$OUT"
 fi
 say "scenarios took $(elapsed "$T2")s"
+# The kernel's log (its Bluetooth stack's messages among it), for a failure's reader.
+dmesg >"$RESULTS/dmesg.txt" 2>&1
 exit 0

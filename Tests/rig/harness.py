@@ -35,6 +35,11 @@ class Failure(Exception):
     pass
 
 
+class NotHere(Exception):
+    """A scenario that cannot run here, for a reason it gives (what it measures is not in
+    this bluetoothd's version): a SKIP line with the reason, neither passed nor failed."""
+
+
 def check(cond, message):
     if not cond:
         raise Failure(message)

@@ -15,6 +15,9 @@
 # is a failure (exit 1). Needs root. Runs Tests/rig/setup.sh first unless
 # SHUTTERD_RIG_NO_SETUP=1. SHUTTERD_RIG_KEEP=1 keeps the results directory.
 # SHUTTERD_RIG_FLOOD_ROUNDS=N runs N rounds per device of the dropped-events tier (12).
+# SHUTTERD_RIG_RELEASE=CODENAME boots that Debian release's kernel (Tests/rig/boot.sh), and
+# SHUTTERD_RIG_BLUEZ=CODENAME (by default the same) runs that release's bluetoothd in the
+# Bluetooth tier; SHUTTERD_RIG_BLUEZ= (empty) this machine's.
 set -u
 
 RIG=$(cd "$(dirname "$0")" && pwd)
@@ -76,6 +79,20 @@ rig_kernel || skip "$RIG_BOOT_ERROR"
 for m in uinput uhid dummy_hcd usb_f_hid; do
     modinfo -b "$KMODBASE" -k "$KVER" "$m" >/dev/null 2>&1 || skip "kernel $KVER has no $m module"
 done
+
+# The Bluetooth tier's bluetoothd: this machine's (Debian 12's 5.66), or another Debian
+# release's with SHUTTERD_RIG_BLUEZ=CODENAME (by default the release whose kernel boots,
+# SHUTTERD_RIG_RELEASE: a trixie rig is trixie's kernel and trixie's bluetoothd; set it empty
+# for this machine's), its bluez and the packages it depends on downloaded and unpacked into
+# the cache (Tests/rig/release.sh) and exported to the guest.
+BLUEZ_RELEASE=${SHUTTERD_RIG_BLUEZ-${SHUTTERD_RIG_RELEASE:-}}
+BLUEZROOT=-
+if [ -n "$BLUEZ_RELEASE" ] && [ "$SHUTTERD" != - ]; then
+    release_bluez "$BLUEZ_RELEASE" "$CACHE" || skip "Debian $BLUEZ_RELEASE's bluez: $RELEASE_ERROR"
+    BLUEZROOT=$BROOT
+    # shellcheck disable=SC2034 # rig_boot (boot.sh) exports it to the guest
+    RIG_BLUEZROOT=$BROOT
+fi
 
 # TCG: on the machines this was built on /dev/kvm is kvm-pvm, which stock kernels hang in.
 # SHUTTERD_RIG_KVM=1 opts into KVM where it is real hardware virtualization.
@@ -144,9 +161,9 @@ if [ "$SHUTTERD" != - ] && ! out=$(/usr/bin/python3 "$RIG/scenarios.py" --list 2
     exit 1
 fi
 
-echo "rig: kernel $KERNEL ($KVER${SHUTTERD_RIG_RELEASE:+, Debian $SHUTTERD_RIG_RELEASE}), qemu $([ -n "$ACCEL" ] && echo TCG || echo KVM), results in $RESULTS"
+echo "rig: kernel $KERNEL ($KVER${SHUTTERD_RIG_RELEASE:+, Debian $SHUTTERD_RIG_RELEASE})${BLUEZ_RELEASE:+, bluez $BVER (Debian $BLUEZ_RELEASE)}, qemu $([ -n "$ACCEL" ] && echo TCG || echo KVM), results in $RESULTS"
 START=$(date +%s)
-rig_boot shutterd-rig "$TIMEOUT" "$RESULTS" "sh $GUEST_RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL $PYTHON_VENV '$ONLY' ${SHUTTERD_RIG_FLOOD_ROUNDS:--} $BUMBLE"
+rig_boot shutterd-rig "$TIMEOUT" "$RESULTS" "sh $GUEST_RIG/guest.sh $RESULTS $SHUTTERD $SHUTTERCTL $PYTHON_VENV '$ONLY' ${SHUTTERD_RIG_FLOOD_ROUNDS:--} $BUMBLE $BLUEZROOT"
 END=$(date +%s)
 echo "rig: guest finished in $((END - START))s"
 

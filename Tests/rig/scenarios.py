@@ -9,7 +9,9 @@ Usage (inside the rig's guest, as root):
 
 Starts shutterd, makes devices from Tests/devices/ through uhid, uinput and the USB gadget,
 and asserts on the decoded JSON a client receives, per docs/PROTOCOL.md. Prints one line per
-scenario, 'PASS name: what was seen' or 'FAIL name: why', and exits 1 when any failed.
+scenario, 'PASS name: what was seen' or 'FAIL name: why' ('SKIP name: why' for one that
+cannot run here, as a Bluetooth scenario of a newer bluetoothd's option), and exits 1 when
+any failed.
 
 The scenarios are in scenarios/NN_topic.py, the harness they share in harness.py (as
 libinput keeps litest.c apart from its test-*.c). The modules are loaded in the order of
@@ -29,7 +31,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Failure, Rig  # noqa: E402
+from harness import Failure, NotHere, Rig  # noqa: E402
 
 SCENARIO_DIR = os.path.join(harness.RIG, "scenarios")
 
@@ -58,6 +60,8 @@ def main():
     ap.add_argument("--log", default="/tmp/x/shutterd.log")
     ap.add_argument("--python-venv", default="-", help="a venv with the shutterd package and pytest, or -")
     ap.add_argument("--bumble", default="-", help="Bumble's directory (PYTHONPATH) for the Bluetooth tier, or -")
+    ap.add_argument("--bluez-root", default="-",
+                    help="another release's bluez unpacked, whose bluetoothd the Bluetooth tier runs, or -")
     ap.add_argument("--only", default="", help="comma-separated scenario names (shell patterns; '!PATTERN' leaves out)")
     args = ap.parse_args()
     scenarios, measurements = load_scenarios()
@@ -110,11 +114,18 @@ def main():
             outcome[name] = False
             failed += 1
             continue
+        if need and need in outcome and outcome[need] is None:
+            print("SKIP %s: not run, it needs '%s', which could not run here" % (name, need), flush=True)
+            outcome[name] = None
+            continue
         t0 = time.monotonic()
         try:
             detail = fn(rig)
             outcome[name] = True
             print("PASS %s (%.1fs): %s" % (name, time.monotonic() - t0, detail), flush=True)
+        except NotHere as e:
+            outcome[name] = None
+            print("SKIP %s: %s" % (name, e), flush=True)
         except Failure as e:
             outcome[name] = False
             failed += 1

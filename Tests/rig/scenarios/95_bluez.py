@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The Bluetooth tier: a real bluetoothd (Debian 12's BlueZ 5.66) pairs with a virtual remote
+"""The Bluetooth tier: a real bluetoothd (Debian 12's BlueZ 5.66, or Debian 13's 5.82 with
+SHUTTERD_RIG_BLUEZ=trixie, which a trixie rig sets: Tests/rig/run.sh) pairs with a virtual remote
 (Bumble on a second hci_vhci controller of btvirt, through the HCI user channel; bluez.py,
 btremote.py), and a shutterd of its own, run as an unprivileged user in group input as its
 unit runs it, follows it on the real system bus. The presses travel Bumble -> btdev -> the
@@ -8,6 +9,7 @@ kernel's Bluetooth stack -> hidp (Classic) or bluetoothd's HoG over uhid (LE) ->
 Nothing here mocks BlueZ: when the tier cannot run (no hci_vhci, no bluetoothd, no Bumble),
 its first scenario fails and says why, and the rest are not run.
 """
+import fcntl
 import glob
 import grp
 import os
@@ -17,7 +19,7 @@ import subprocess
 import threading
 import time
 
-from harness import Client, Failure, check, is_capture, scenario
+from harness import Client, Failure, NotHere, check, is_capture, scenario
 from shutterd import testing
 
 BLUETOOTHD_CONF = """[General]
@@ -26,6 +28,25 @@ BLUETOOTHD_CONF = """[General]
 JustWorksRepairing = never
 [Policy]
 AutoEnable = true
+"""
+
+# BlueZ 5.82 (5.78's NEWS: "Fix issue with pairing method not setting auto-connect") puts an LE
+# remote in the kernel's accept list before it asks the kernel to pair, and the emulated
+# controllers connect at once: in some runs the kernel then answered Pair Device "done" at
+# the connection, bluetoothd took the remote for paired, refused the Just Works confirmation
+# that followed as a re-pairing (JustWorksRepairing = never) and never answered Device1.Pair
+# (docs/TESTING.md has the count). With `confirm` it asks the agent instead, which says yes:
+# the tier runs 5.78 and later so (the agent's calls, RequestAuthorization among them when
+# the race came, are in bluez-le-pair's result).
+BLUETOOTHD_CONF_578 = BLUETOOTHD_CONF.replace("JustWorksRepairing = never", "JustWorksRepairing = confirm")
+
+# BlueZ 5.79 added input.conf's UserspaceHID=persist ("Add support for persistent userspace
+# HID operation", its NEWS; the patch "input: Add support for UserspaceHID=persist", which
+# does not make it the default "since this appears to create more problems than it solves"):
+# the uhid device of a keyboard-class remote (Classic) and a HoG remote's is kept across a
+# disconnect. Its default, true, destroys both at the disconnect, as 5.66's hidp and hog do.
+PERSIST_INPUT_CONF = """[General]
+UserspaceHID=persist
 """
 
 
@@ -37,12 +58,16 @@ class Tier:
         self.bluez_module = bluez
         self.rig = rig
         self.results = os.path.dirname(os.path.abspath(rig.args.log))
-        self.bluez = bluez.Bluez(self.results, rig.args.bumble)
+        root = getattr(rig.args, "bluez_root", "-")
+        self.bluez = bluez.Bluez(self.results, rig.args.bumble, None if root in ("", "-") else root)
         self.remote = None
         self.mode = None  # the remote's: classic or le
         self.path = None  # the remote's Device1 object
         self.address = None
         self.ids = {}  # node name -> id
+        self.version = None  # bluetoothd's (major, minor)
+        self.input_conf = None  # /etc/bluetooth/input.conf as the tier found it
+        self.bluetoothd_conf = BLUETOOTHD_CONF  # main.conf, by version (sc_setup)
         base = "/tmp/bluez-tier"
         os.makedirs(base, exist_ok=True)
         os.chmod(base, 0o777)
@@ -111,7 +136,34 @@ class Tier:
                               and m.get("phase") != "began", timeout=30, what="%s ended" % key)
         return began, ended
 
+    def node_identity(self):
+        """The remote's event nodes with their input devices (eventN -> inputN): the same
+        pairs after a disconnect are the same nodes, kept."""
+        return sorted((dev, os.path.basename(os.path.realpath("/sys/class/input/%s/device" % os.path.basename(dev))))
+                      for dev, _ in self.nodes())
+
+    @staticmethod
+    def keys_down(node):
+        """The keys the kernel holds down on an event node (EVIOCGKEY)."""
+        buf = bytearray(96)  # KEY_MAX 0x2ff: 768 bits
+        fd = os.open(node, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            fcntl.ioctl(fd, 0x80604518, buf)  # EVIOCGKEY(96): _IOC(_IOC_READ, 'E', 0x18, 96)
+        finally:
+            os.close(fd)
+        return sorted(i for i in range(768) if buf[i // 8] >> (i % 8) & 1)
+
+    def restart_bluetoothd(self, input_conf):
+        """bluetoothd stopped (the adapter is powered off: the link and the node go) and
+        started again with that input.conf."""
+        self.bluez.stop_bluetoothd()
+        self.bluez.set_input_conf(input_conf)
+        self.bluez.start_bluetoothd(self.bluetoothd_conf)
+        self.bluez.power_on()
+
     def close(self):
+        if self.input_conf is not None:
+            self.bluez.set_input_conf(self.input_conf)
         if self.daemon.alive():
             self.daemon.stop()
         if self.remote is not None:
@@ -220,10 +272,13 @@ def check_device(t, d, connected=True, alias="AB Shutter3"):
 @scenario("bluez-setup")
 def sc_setup(rig):
     """btvirt's two controllers set up, the Classic remote on hci1 (user channel), the system
-    bus and bluetoothd 5.66 with hci0 powered and our agent; shutterd (uid 65534, group
-    input) started on that bus."""
+    bus and bluetoothd (this root's, or another release's) with hci0 powered and our agent;
+    shutterd (uid 65534, group input) started on that bus."""
     for tool in ("/usr/libexec/bluetooth/bluetoothd", "/usr/bin/btvirt"):
         check(os.path.exists(tool), "%s is missing (Tests/rig/setup.sh installs bluez and bluez-test-tools)" % tool)
+    root = getattr(rig.args, "bluez_root", "-")
+    check(root in ("", "-") or os.path.exists(root + "/usr/libexec/bluetooth/bluetoothd"),
+          "no bluetoothd in %s, the other release's bluez (is it exported to the guest?)" % root)
     check(rig.args.bumble not in ("", "-") and os.path.isdir(rig.args.bumble),
           "no Bumble directory (%r): Tests/rig/setup.sh installs Tests/rig/bumble-requirements.txt" % rig.args.bumble)
     t = Tier(rig)
@@ -235,10 +290,14 @@ def sc_setup(rig):
     t.start_remote("classic")
     t2 = time.monotonic()
     check(t.address == addresses[1], "the remote's address %s is not hci1's %s" % (t.address, addresses[1]))
-    t.bluez.start_bluetoothd(BLUETOOTHD_CONF)
+    t.version = t.bluez.version_tuple()
+    if t.version >= (5, 78):
+        t.bluetoothd_conf = BLUETOOTHD_CONF_578
+    with open("/etc/bluetooth/input.conf") as f:
+        t.input_conf = f.read()
+    t.bluez.start_bluetoothd(t.bluetoothd_conf)
     t.bluez.power_on()
-    version = subprocess.run(["/usr/libexec/bluetooth/bluetoothd", "--version"], capture_output=True,
-                             text=True).stdout.strip()
+    version = t.bluez.version()
     try:
         t.daemon.start()
     except testing.DaemonError as e:
@@ -302,8 +361,9 @@ def sc_classic_presses(rig):
 @scenario("bluez-classic-link-loss-mid-press", needs="bluez-classic-presses")
 def sc_classic_link_loss(rig):
     """The remote drops the link (HCI Disconnect, reason 0x08 connection timeout) with volume
-    up held: the press is cancelled; the reason is what BlueZ 5.66 and the kernel really
-    give (hidp removes the node). Connect again: the same id, and presses work."""
+    up held: the press is cancelled; the reason is what BlueZ and the kernel really give:
+    5.66's hidp and 5.82's uhid (input.conf's UserspaceHID=true, its default) both remove
+    the node at the link loss. Connect again: the same id, and presses work."""
     t = tier(rig)
     c = t.client("bluez-link-loss")
     t.remote.command("send", IOS[0])
@@ -315,7 +375,7 @@ def sc_classic_link_loss(rig):
     end = c.expect(lambda m: m.get("type") == "capture" and m.get("press") == began["press"], timeout=30,
                    what="the end of press %s" % began["press"])
     removed = c.expect(lambda m: m.get("type") == "deviceRemoved" and m["device"].get("id") in ids, timeout=30,
-                       what="deviceRemoved (5.66: hidp's node goes at disconnect)")
+                       what="deviceRemoved (5.66's hidp node, 5.82's uhid node by default, goes at disconnect)")
     t.bluez.wait(lambda: t.bluez.prop(t.path, "org.bluez.Device1", "Connected") is False, 30, "Connected false")
     order = [m.get("type") + ("/" + m.get("phase", "") if m.get("type") == "capture" else "")
              for m in c.all if m.get("type") in ("capture", "deviceChanged", "deviceRemoved")]
@@ -382,7 +442,7 @@ def sc_bluetoothd_restart(rig):
             break
         check(m["device"].get("connected") is not True, "after bluetoothd stopped: %s" % m)
     t.remote.expect("disconnected", timeout=30)
-    t.bluez.start_bluetoothd(BLUETOOTHD_CONF)
+    t.bluez.start_bluetoothd(t.bluetoothd_conf)
     t.bluez.power_on()
     t.bluez.connect(t.path)
     nodes = t.wait_nodes()
@@ -458,6 +518,119 @@ def sc_ctl_pair_again(rig):
     return "exit 0; steps %s" % got
 
 
+def persist_here(t):
+    if t.version < (5, 79):
+        raise NotHere("bluetoothd %d.%d has no UserspaceHID=persist (BlueZ 5.79 added it)" % t.version)
+
+
+def persisting(rig, name, body):
+    """body(t, c): bluetoothd stopped (the remote's node goes) and started again with
+    UserspaceHID=persist (5.79 and later), a client c; input.conf put back after."""
+    t = tier(rig)
+    persist_here(t)
+    try:
+        c = t.client(name)
+        t.restart_bluetoothd(PERSIST_INPUT_CONF)
+        c.expect(lambda m: m.get("type") == "deviceRemoved" and m["device"].get("uniq") == t.address.lower(),
+                 timeout=30, what="deviceRemoved as bluetoothd stops (the adapter powered off)")
+        return body(t, c)
+    finally:
+        t.bluez.set_input_conf(t.input_conf)
+
+
+def after_kept(t, c, node):
+    """After a reconnection on a kept node whose KEY_VOLUMEUP was held at the link loss: the
+    kernel still holds it down, so the remote's next volume up is no event and its release
+    ends nothing; then Enter and volume up arrive. Returns the keys held down and the two
+    presses' began."""
+    held = t.keys_down(node)
+    check(held == [115], "keys the kernel holds down on the kept node after the reconnection: %s" % held)
+    swallowed = len(c.all)
+    t.remote.command("send", IOS[0])
+    t.remote.command("send", IOS[1])
+    enter, _ = t.click(c, *ANDROID)
+    lost = [m for m in c.all[swallowed:] if is_capture(m, None, "KEY_VOLUMEUP")]
+    check(not lost, "the press of the key the kernel held down gave %s" % lost)
+    check(t.keys_down(node) == [], "keys down after its release: %s" % t.keys_down(node))
+    volume, _ = t.click(c, *IOS)
+    return held, enter, volume
+
+
+def link_messages(messages, uniq):
+    """What a client saw of the remote: captures, deviceChanged (with connected and battery),
+    deviceRemoved and deviceAdded, in order."""
+    out = []
+    for m in messages:
+        if m.get("type") == "capture":
+            out.append("capture/%s%s" % (m.get("phase"), "/" + m["reason"] if m.get("reason") else ""))
+        elif m.get("type") in ("deviceChanged", "deviceRemoved", "deviceAdded") and m["device"].get("uniq") == uniq:
+            d = m["device"]
+            out.append("%s(connected=%s battery=%s)" % (m["type"], d.get("connected"), d.get("battery")))
+    return out
+
+
+@scenario("bluez-classic-persist-link-loss", needs="bluez-ctl-pair-again")
+def sc_classic_persist(rig):
+    """BlueZ 5.79 and later with UserspaceHID=persist: the Classic keyboard-class remote's
+    uhid node is kept across a link loss (0x08). The press held then ends `cancelled` with
+    reason `disconnected`; a `deviceChanged` says `connected: false`, then, once the rig
+    connects again, `connected: true`, on the same node and id, with no deviceRemoved or
+    deviceAdded. The kernel still holds the key down on the kept node (no release came), so
+    the remote's next press of that key is no event at all (EVIOCGKEY, and no capture), and
+    its release ends nothing; Enter right after the reconnection, and the key pressed once
+    more, arrive from that id. input.conf is put back as it was at the end."""
+    return persisting(rig, "bluez-classic-persist", classic_persist)
+
+
+def classic_persist(t, c):
+    uniq = t.address.lower()
+    drain(t.remote)
+    t.bluez.connect(t.path)
+    t.remote.expect("hid", timeout=60, pred=lambda e: e["ctrl"] and e["intr"])
+    nodes = t.wait_nodes()
+    added = t.added(c, len(nodes), "deviceAdded with UserspaceHID=persist")
+    ids = {d["id"] for d in added}
+    check(ids == set(t.ids.values()), "ids %s, before %s" % (sorted(ids), sorted(t.ids.values())))
+    for d in added:
+        if d.get("connected") is not True:
+            c.expect(lambda m: m.get("type") == "deviceChanged" and m["device"].get("id") == d["id"]
+                     and m["device"].get("connected") is True, timeout=30, what="connected")
+    kept = t.node_identity()
+    node = kept[0][0]
+    t.click(c, *IOS)
+    mark = len(c.all)
+    t.remote.command("send", IOS[0])
+    began = c.expect(lambda m: is_capture(m, "began", "KEY_VOLUMEUP"), timeout=30, what="began")
+    t.remote.send("disconnect", "0x08")
+    t.remote.expect("disconnected", timeout=30)
+    end = c.expect(lambda m: m.get("type") == "capture" and m.get("press") == began["press"], timeout=30,
+                   what="the end of press %s" % began["press"])
+    check(end.get("phase") == "cancelled" and end.get("reason") == "disconnected",
+          "press %s: phase %r reason %r (the node kept: BlueZ's Connected false ends it)" % (
+              began["press"], end.get("phase"), end.get("reason")))
+    off = c.expect(lambda m: m.get("type") == "deviceChanged" and m["device"].get("id") in ids
+                   and m["device"].get("connected") is False, timeout=30, what="deviceChanged connected false")
+    check(t.node_identity() == kept, "the node after the link loss %s, before %s" % (t.node_identity(), kept))
+    held_off = t.keys_down(node)
+    drain(t.remote)
+    attempts = t.bluez.connect(t.path)
+    on = c.expect(lambda m: m.get("type") == "deviceChanged" and m["device"].get("id") in ids
+                  and m["device"].get("connected") is True, timeout=60, what="deviceChanged connected true")
+    t.remote.expect("hid", timeout=60, pred=lambda e: e["ctrl"] and e["intr"])
+    held_on, b2, b = after_kept(t, c, node)
+    seen = link_messages(c.all[mark:], uniq)
+    check(not [m for m in seen if m.startswith(("deviceRemoved", "deviceAdded"))],
+          "the node went or came: %s" % seen)
+    check(t.node_identity() == kept, "the node after the reconnection %s, before %s" % (t.node_identity(), kept))
+    check(off["device"]["id"] == on["device"]["id"] == b2["device"]["id"] == b["device"]["id"],
+          "ids: off %s, on %s, presses %s %s" % (off["device"]["id"], on["device"]["id"], b2["device"]["id"],
+                                                 b["device"]["id"]))
+    return ("node %s kept; press %s cancelled with reason %s; client saw %s; keys held down while off %s and"
+            " after the reconnection %s (Connect attempts: %d): that key's next press no event, Enter press %s and"
+            " KEY_VOLUMEUP press %s from %s" % (kept, began["press"], end.get("reason"), seen, held_off, held_on,
+                                               attempts, b2["press"], b["press"], b["device"]["id"]))
+
+
 @scenario("bluez-le-pair", needs="bluez-setup")
 def sc_le_pair(rig):
     """The Classic remote removed (RemoveDevice; its process ended, and with it its keys); an
@@ -478,7 +651,7 @@ def sc_le_pair(rig):
     t.remote = None
     t.ids = {}
     t.start_remote("le")
-    t.bluez.start_bluetoothd(BLUETOOTHD_CONF)
+    t.bluez.start_bluetoothd(t.bluetoothd_conf)
     t.bluez.power_on()
     t.path = t.bluez.pair(t.address, "le")
     t.bluez.wait(lambda: t.bluez.prop(t.path, "org.bluez.Device1", "ServicesResolved") is True, 60,
@@ -496,8 +669,8 @@ def sc_le_pair(rig):
     b, e = t.click(c, *IOS)
     b2, e2 = t.click(c, *ANDROID)
     check(b["handler"] == "secondary" and b2["handler"] == "primary", "handlers %s %s" % (b["handler"], b2["handler"]))
-    return "%d node(s) %s over HoG; KEY_VOLUMEUP secondary, KEY_ENTER primary" % (
-        len(added), ", ".join("%s=%s" % (d["name"], d["id"]) for d in added))
+    return "%d node(s) %s over HoG; KEY_VOLUMEUP secondary, KEY_ENTER primary; agent calls %s" % (
+        len(added), ", ".join("%s=%s" % (d["name"], d["id"]) for d in added), t.bluez.agent.calls or "none")
 
 
 @scenario("bluez-le-battery", needs="bluez-le-pair")
@@ -536,7 +709,7 @@ def sc_le_alias(rig):
 @scenario("bluez-le-disconnect-mid-press", needs="bluez-le-pair")
 def sc_le_disconnect(rig):
     """The LE remote disconnects (0x13, user ended) with a key held: cancelled, and what 5.66
-    does with the HoG node (destroyed at disconnect)."""
+    and 5.82 (UserspaceHID=true, its default) do with the HoG node: destroyed at disconnect."""
     t = tier(rig)
     c = t.client("bluez-le-disconnect")
     t.remote.command("send", IOS[0])
@@ -548,9 +721,10 @@ def sc_le_disconnect(rig):
                    what="the end of press %s" % began["press"])
     check(end.get("phase") == "cancelled" and end.get("reason") in ("disconnected", "removed"),
           "press %s: phase %r reason %r" % (began["press"], end.get("phase"), end.get("reason")))
-    # 5.66's hog destroys its uhid device at disconnect (5.73 keeps it).
+    # 5.66's hog destroys its uhid device at disconnect, and so does 5.82's unless
+    # UserspaceHID=persist (bluez-le-persist-link-loss).
     removed = c.expect(lambda m: m.get("type") == "deviceRemoved" and m["device"].get("uniq") == t.address.lower(),
-                       timeout=30, what="deviceRemoved (5.66 destroys the HoG node)")
+                       timeout=30, what="deviceRemoved (the HoG node destroyed)")
     # The remote advertises again, and bluetoothd has the trusted HID device in the kernel's
     # accept list: it connects again by itself, and the node comes back with its id.
     back = c.expect(lambda m: m.get("type") == "deviceAdded" and m["device"].get("uniq") == t.address.lower(),
@@ -648,6 +822,79 @@ def sc_ctl_off_on(rig):
     t.remote.expect("subscribed", timeout=60, pred=lambda e: e.get("report") == 2 and e.get("notify"))
     b, e = t.click(c, *IOS)
     return "off: deviceRemoved; on: back by itself as %s, press %s" % (back["device"]["id"], b["press"])
+
+
+@scenario("bluez-le-persist-link-loss", needs="bluez-ctl-off-on")
+def sc_le_persist(rig):
+    """BlueZ 5.79 and later with UserspaceHID=persist: the HoG remote's uhid node is kept while
+    the remote is off (btremote's `off`: disconnect 0x15, no advertising). The press held then
+    ends `cancelled` with reason `disconnected`; `connected: false`, then, once it is on again
+    and bluetoothd has connected it by itself, `connected: true`, on the same node and id, with
+    no deviceRemoved or deviceAdded; the battery level the remote had when it came back is the
+    device's `battery` after the reconnection (Battery1 read again). As for Classic, the kernel
+    still holds the key down: its next press is no event, and its release ends nothing; Enter
+    right after the reconnection, and the key pressed once more, arrive from that id."""
+    return persisting(rig, "bluez-le-persist", le_persist)
+
+
+def le_persist(t, c):
+    uniq = t.address.lower()
+    # bluetoothd connects the trusted remote by itself once it is up again.
+    back = c.expect(lambda m: m.get("type") == "deviceAdded" and m["device"].get("uniq") == uniq, timeout=90,
+                    what="deviceAdded with UserspaceHID=persist (no Connect from the rig)")
+    ident = back["device"]["id"]
+    t.remote.expect("subscribed", timeout=60, pred=lambda e: e.get("report") == 2 and e.get("notify"))
+    t.bluez.wait(lambda: t.bluez.prop(t.path, "org.bluez.Battery1", "Percentage") is not None, 60, "Battery1")
+    t.remote.command("battery", 70, event="battery")
+    c.expect(lambda m: m.get("type") == "deviceChanged" and m["device"].get("id") == ident
+             and m["device"].get("battery") == 70 and m["device"].get("connected") is True, timeout=30,
+             what="deviceChanged battery 70, connected")
+    kept = t.node_identity()
+    node = kept[0][0]
+    mark = len(c.all)
+    since = time.monotonic()
+    t.remote.command("send", IOS[0])
+    began = c.expect(lambda m: is_capture(m, "began", "KEY_VOLUMEUP"), timeout=30, what="began")
+    t.remote.command("off", event="off")
+    end = c.expect(lambda m: m.get("type") == "capture" and m.get("press") == began["press"], timeout=30,
+                   what="the end of press %s" % began["press"])
+    check(end.get("phase") == "cancelled" and end.get("reason") == "disconnected",
+          "press %s: phase %r reason %r (the node kept: BlueZ's Connected false ends it)" % (
+              began["press"], end.get("phase"), end.get("reason")))
+    off = c.expect(lambda m: m.get("type") == "deviceChanged" and m["device"].get("id") == ident
+                   and m["device"].get("connected") is False, timeout=30, what="deviceChanged connected false")
+    check(t.node_identity() == kept, "the node while off %s, before %s" % (t.node_identity(), kept))
+    t.bluez.wait(lambda: "org.bluez.Battery1" not in t.bluez.objects.get(t.path, {}), 30, "Battery1 removed while off")
+    held_off = t.keys_down(node)
+    t.remote.command("battery", 40, event="battery")
+    drain(t.remote)
+    since_on = len(t.remote.all)
+    t.remote.command("on", event="on")
+    on = c.expect(lambda m: m.get("type") == "deviceChanged" and m["device"].get("id") == ident
+                  and m["device"].get("connected") is True, timeout=90, what="deviceChanged connected true")
+    # hog, its uhid device kept, writes no Client Characteristic Configuration again: the
+    # remote (bonded) notifies as before (btremote's `restored`, at the connection, before
+    # BlueZ says it is connected). The battery read again is GATT at work on the new
+    # connection, after hog's attach.
+    check(any(e.get("event") == "restored" for e in t.remote.all[since_on:]),
+          "the remote's notifications were not given back: %s" % t.remote.all[since_on:])
+    if on["device"].get("battery") != 40:
+        c.expect(lambda m: m.get("type") == "deviceChanged" and m["device"].get("id") == ident
+                 and m["device"].get("battery") == 40, timeout=60, what="deviceChanged battery 40 after the reconnection")
+    held_on, b2, b = after_kept(t, c, node)
+    seen = link_messages(c.all[mark:], uniq)
+    check(not [m for m in seen if m.startswith(("deviceRemoved", "deviceAdded"))],
+          "the node went or came: %s" % seen)
+    check(t.node_identity() == kept, "the node after the reconnection %s, before %s" % (t.node_identity(), kept))
+    check(off["device"]["id"] == on["device"]["id"] == b2["device"]["id"] == b["device"]["id"] == ident,
+          "ids: off %s, on %s, presses %s %s, the node %s" % (off["device"]["id"], on["device"]["id"],
+                                                              b2["device"]["id"], b["device"]["id"], ident))
+    sig = [(s[2].split(".")[-1], s[3], sorted(s[4]) if isinstance(s[4], dict) else s[4])
+           for s in t.bluez.signals_of(t.path, since)]
+    return ("node %s kept; press %s cancelled with reason %s; client saw %s; BlueZ signals %s; keys held down while"
+            " off %s and after the reconnection %s: that key's next press no event, Enter press %s and KEY_VOLUMEUP"
+            " press %s from %s" % (kept, began["press"], end.get("reason"), seen, sig, held_off, held_on,
+                                   b2["press"], b["press"], ident))
 
 
 @scenario("bluez-teardown", needs="bluez-setup")

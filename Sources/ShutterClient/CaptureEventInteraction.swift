@@ -333,6 +333,10 @@ public struct CaptureEvent: Sendable, Equatable {
         }
     }
 
+    /// True on the `began` and `ended` of a press whose key-down the kernel withheld (a key
+    /// held down since a Bluetooth link loss), given whole at its release (protocol 1.8,
+    /// docs/PROTOCOL.md, "A press the kernel withheld").
+    public var isWithheld: Bool { capture.reason == "withheld" }
     /// True only for a headset's events when `defaultCaptureSoundDisabled` is set.
     public var shouldPlaySound: Bool { capture.shouldPlaySound }
     /// The handler it went to.

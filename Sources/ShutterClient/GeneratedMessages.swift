@@ -171,8 +171,9 @@ public struct Capture: Sendable, Equatable {
     public var press: Int64
     /// True only for a headset's events when the interaction disabled the default capture sound.
     public var shouldPlaySound: Bool
-    /// Why a press ended without its release (on cancelled, or an early inactive). One of: `removed`, `dropped`,
-    /// `shutdown`, `disabled`, `filtered`, `disconnected`.
+    /// Why a press ended without its release (on cancelled, or an early inactive); withheld: on a began and its
+    /// ended, a press whose key-down the kernel withheld, given whole at its release. One of: `removed`, `dropped`,
+    /// `shutdown`, `disabled`, `filtered`, `disconnected`, `withheld`.
     public var reason: String?
     /// The device the event came from.
     public var device: Device
@@ -222,8 +223,9 @@ public struct Control: Sendable, Equatable {
     public var delta: Int64?
     /// For slider: this client's value after it, clamped to its range.
     public var value: Int64?
-    /// Why a press ended without its release (on cancelled, or an early inactive). One of: `removed`, `dropped`,
-    /// `shutdown`, `disabled`, `filtered`, `disconnected`.
+    /// Why a press ended without its release (on cancelled, or an early inactive); withheld: on a began and its
+    /// ended, a press whose key-down the kernel withheld, given whole at its release. One of: `removed`, `dropped`,
+    /// `shutdown`, `disabled`, `filtered`, `disconnected`, `withheld`.
     public var reason: String?
     /// The device the event came from.
     public var device: Device

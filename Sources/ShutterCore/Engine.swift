@@ -41,6 +41,16 @@ package final class Engine {
         @exclusivity(unchecked) var frameMoreRel: [(UInt16, Int64, Int64)] = []
         /// Releases of the current frame: how the frame ends says whether they are real.
         @exclusivity(unchecked) var frameReleases: [(event: RawEvent, scan: Int32?)] = []
+        /// The keys whose presses BlueZ's link loss cancelled (`replaceRecord`). Their
+        /// releases went with the link, so the kernel holds them down, and for a usage of a
+        /// HID array (the AB Shutter3's keys) so does the HID core, until a release is read:
+        /// the remote's next key-down changes nothing there and is passed on to no reader.
+        /// A release read while the link is down brings the state back and ends nothing; read
+        /// once the link is up again, it ends the remote's next press of that key, whose
+        /// key-down was withheld (`withheld`).
+        @exclusivity(unchecked) var heldAtLinkLoss: [UInt16] = []
+        /// Releases of the current frame that end a withheld press: given at its end.
+        @exclusivity(unchecked) var frameWithheld: [(event: RawEvent, scan: Int32?)] = []
         /// libevdev's names of the mapped keys, made once: no string per event. `nameSlot`
         /// has one byte per key code below `keyCount`: 0 for none, else 1 + its index in
         /// `keyNames` (no hashing per event).
@@ -192,6 +202,25 @@ package final class Engine {
                 reason: reason, time: event.time, now: now))
     }
 
+    /// The presses the current frame's releases end whose key-downs were withheld (see
+    /// `DeviceState.heldAtLinkLoss`): each is given whole at its release, `began` then
+    /// `ended`, both with reason `withheld` and the release's times, as when it went down
+    /// is not known.
+    func withheld(_ state: DeviceState, now: Int64, into out: inout [Occurrence]) {
+        for (event, scan) in state.frameWithheld {
+            guard let role = state.role(ofKey: event.code) else { continue }
+            lastPress += 1
+            let key = KeyInfo(code: event.code, name: keyName(state, event.code), scancode: scan)
+            for phase in [Phase.began, .ended] {
+                out.append(
+                    occurrence(
+                        state, role: role, phase: phase, press: lastPress, key: key, reason: .withheld,
+                        time: event.time, now: now))
+            }
+        }
+        state.frameWithheld.empty()
+    }
+
     func occurrence(
         _ state: DeviceState, role: KeyRole, phase: Phase, press: UInt64, key: KeyInfo, reason: CancelReason?,
         time: Int64, now: Int64
@@ -277,6 +306,9 @@ package final class Engine {
                 // Decided at the end of the frame: the kernel releases held keys itself when
                 // a device goes away (or resumes), in a frame ending with SYN_REPORT 1.
                 state.frameReleases.append((event, scan))
+            case 0 where !state.heldAtLinkLoss.isEmpty && state.heldAtLinkLoss.contains(event.code):
+                state.heldAtLinkLoss.removeAll { $0 == event.code }
+                if state.record.info.connected != false { state.frameWithheld.append((event, scan)) }
             default:
                 break  // Autorepeat (2), or a press of a key already held.
             }
@@ -304,6 +336,11 @@ package final class Engine {
                 }
                 state.frameReleases.empty()
             }
+            if !state.frameWithheld.isEmpty {
+                // The kernel's own releases (a device going away) end no press.
+                if event.value != 1 { withheld(state, now: now, into: &produced) }
+                state.frameWithheld.empty()
+            }
             if state.frameMoved {
                 state.frameMoved = false
                 slide(
@@ -325,6 +362,8 @@ package final class Engine {
                 release(state, pending, scan: scan, reason: .dropped, now: now, into: &produced)
             }
             state.frameReleases.empty()
+            // A withheld press's release was read: the press happened.
+            withheld(state, now: now, into: &produced)
             state.frameMoved = false
             state.frameMoreRel.empty()
             state.scan = nil

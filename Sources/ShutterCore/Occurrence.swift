@@ -19,6 +19,9 @@ enum CancelReason: String, CaseIterable, Sendable {
     case filtered
     /// BlueZ said the device's link went down with the key held.
     case disconnected
+    /// Not a cancel: on a `began` and its `ended`, a press whose key-down the kernel
+    /// withheld (the key held down since a link loss), given whole at its release.
+    case withheld
 }
 
 /// The key or axis of an event, as clients see it.

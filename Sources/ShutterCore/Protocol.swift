@@ -6,7 +6,7 @@ package let shutterdVersion = "0.1.0"
 /// The protocol version spoken; see docs/PROTOCOL.md.
 package enum ProtocolVersion {
     package static let major = 1
-    package static let minor = 7
+    package static let minor = 8
 }
 
 /// The longest request line accepted, without its newline.

@@ -199,7 +199,9 @@ package enum Schema {
     static let handler = FieldSpec(
         "handler", .string, "The handler the press drives.", values: Handler.allCases.map(\.rawValue))
     static let reason = FieldSpec(
-        "reason", .string, "Why a press ended without its release (on cancelled, or an early inactive).",
+        "reason", .string,
+        "Why a press ended without its release (on cancelled, or an early inactive); withheld: on a began and its "
+            + "ended, a press whose key-down the kernel withheld, given whole at its release.",
         presence: .sometimes, values: CancelReason.allCases.map(\.rawValue))
     static let device = FieldSpec("device", .device, "The device object.")
     static let id = FieldSpec(

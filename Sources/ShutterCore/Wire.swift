@@ -264,6 +264,7 @@ extension Wire {
             case .disabled: out.write("\"reason\":\"disabled\",")
             case .filtered: out.write("\"reason\":\"filtered\",")
             case .disconnected: out.write("\"reason\":\"disconnected\",")
+            case .withheld: out.write("\"reason\":\"withheld\",")
             }
         }
     }
@@ -352,6 +353,7 @@ extension Wire {
             case .disabled: out.write("disabled")
             case .filtered: out.write("filtered")
             case .disconnected: out.write("disconnected")
+            case .withheld: out.write("withheld")
             }
             out.write("\",")
         }

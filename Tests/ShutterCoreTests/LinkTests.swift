@@ -134,6 +134,107 @@ struct LinkTests {
         #expect(String(decoding: line, as: UTF8.self).contains(#""reason":"disconnected""#))
     }
 
+    /// A frame of the remote's: the key's scancode, the key, SYN_REPORT (`synValue` 1 for the
+    /// kernel's own releases, of a device going away).
+    func frame(_ code: UInt16, _ value: Int32, time: Int64, synValue: Int32 = 0) -> [RawEvent] {
+        [
+            RawEvent(type: EventType.msc, code: MscCode.scan, value: 0x70028, time: time),
+            RawEvent(type: EventType.key, code: code, value: value, time: time),
+            RawEvent(type: EventType.syn, code: SynCode.report, value: synValue, time: time),
+        ]
+    }
+
+    /// An engine with the remote connected, Enter held, then the link lost: Enter's press
+    /// cancelled, the kernel still holding it down. Returns the engine and the records.
+    func heldAtLinkLoss() -> (Engine, connected: DeviceRecord, gone: DeviceRecord) {
+        let engine = Engine(name: TestNames.name)
+        let record = engine.addDevice(handle: 1, info: remote, mapping: .standard(for: .remote))
+        let connected = record.updated(link: LinkState(connected: true), hidBattery: nil)!
+        _ = engine.replaceRecord(connected, now: 5)
+        var out: [Occurrence] = []
+        engine.handle(1, frame(KeyCode.enter, 1, time: 10), now: 11, into: &out)
+        let gone = connected.updated(link: LinkState(connected: false), hidBattery: nil)!
+        out += engine.replaceRecord(gone, now: 20)
+        #expect(out.map(\.kind) == [.capture(.primary, .began), .capture(.primary, .cancelled)])
+        return (engine, connected, gone)
+    }
+
+    @Test("a key held at a link loss: once the link is back, its release ends a withheld press, given whole")
+    func withheldPress() {
+        let (engine, connected, _) = heldAtLinkLoss()
+        #expect(engine.replaceRecord(connected, now: 30).isEmpty)
+        var out: [Occurrence] = []
+        // The remote's next press: its key-down changes nothing in the kernel, only its
+        // release is read.
+        engine.handle(1, frame(KeyCode.enter, 0, time: 40), now: 41, into: &out)
+        #expect(out.map(\.kind) == [.capture(.primary, .began), .capture(.primary, .ended)])
+        #expect(out.map(\.reason) == [.withheld, .withheld])
+        #expect(out.map(\.kernelTime) == [40, 40])
+        #expect(out.map(\.key.scancode) == [0x70028, 0x70028])
+        #expect(out[0].press == out[1].press && out[0].press == 2, "a press of its own, after the cancelled one")
+        #expect(engine.heldCount(1) == 0)
+        var line: [UInt8] = []
+        Wire.event(
+            out[0], Wire.SharedPart(out[0]), clientSeq: 1, handler: .primary, shouldPlaySound: false, sliderValue: 0,
+            into: &line)
+        #expect(String(decoding: line, as: UTF8.self).contains(#""phase":"began","press":2,"#))
+        #expect(String(decoding: line, as: UTF8.self).contains(#""reason":"withheld""#))
+        // Once: the next press is an ordinary one.
+        out = []
+        engine.handle(1, frame(KeyCode.enter, 1, time: 50) + frame(KeyCode.enter, 0, time: 60), now: 61, into: &out)
+        #expect(out.map(\.kind) == [.capture(.primary, .began), .capture(.primary, .ended)])
+        #expect(out.map(\.reason) == [nil, nil])
+        #expect(out.map(\.press) == [3, 3])
+    }
+
+    @Test("a withheld press's release read in a frame that events were dropped from still gives the press")
+    func withheldInDamagedFrame() {
+        let (engine, connected, _) = heldAtLinkLoss()
+        _ = engine.replaceRecord(connected, now: 30)
+        var out: [Occurrence] = []
+        var damaged = frame(KeyCode.enter, 0, time: 40)
+        damaged[2] = RawEvent(type: EventType.syn, code: SynCode.dropped, value: 0, time: 40)
+        engine.handle(1, damaged, now: 41, into: &out)
+        #expect(out.map(\.kind) == [.capture(.primary, .began), .capture(.primary, .ended)])
+        #expect(out.map(\.reason) == [.withheld, .withheld])
+    }
+
+    @Test("a key held at a link loss: a release read while the link is down ends nothing, and nothing later")
+    func releaseWhileDown() {
+        let (engine, connected, _) = heldAtLinkLoss()
+        var out: [Occurrence] = []
+        engine.handle(1, frame(KeyCode.enter, 0, time: 25), now: 26, into: &out)
+        #expect(out.isEmpty, "the release of the cancelled press, while disconnected")
+        _ = engine.replaceRecord(connected, now: 30)
+        engine.handle(1, frame(KeyCode.enter, 0, time: 40), now: 41, into: &out)
+        #expect(out.isEmpty, "a release of a key that is up was never the kernel's")
+        engine.handle(1, frame(KeyCode.enter, 1, time: 50) + frame(KeyCode.enter, 0, time: 60), now: 61, into: &out)
+        #expect(out.map(\.reason) == [nil, nil])
+    }
+
+    @Test(
+        "a key held at a link loss: a key-down passed on after it, or the kernel's own release, ends no withheld press")
+    func notWithheld() {
+        // The kernel had the key up after all (a key-down came through): an ordinary press.
+        let (engine, connected, _) = heldAtLinkLoss()
+        _ = engine.replaceRecord(connected, now: 30)
+        var out: [Occurrence] = []
+        engine.handle(1, frame(KeyCode.enter, 1, time: 40) + frame(KeyCode.enter, 0, time: 50), now: 51, into: &out)
+        #expect(out.map(\.kind) == [.capture(.primary, .began), .capture(.primary, .ended)])
+        #expect(out.map(\.reason) == [nil, nil])
+        // The device going away: the kernel releases the key it holds (SYN_REPORT 1).
+        let (engine2, connected2, _) = heldAtLinkLoss()
+        _ = engine2.replaceRecord(connected2, now: 30)
+        out = []
+        engine2.handle(1, frame(KeyCode.enter, 0, time: 40, synValue: 1), now: 41, into: &out)
+        #expect(out.isEmpty, "the kernel's release of a device going away")
+        // A key that was not held at the link loss: its release alone ends nothing.
+        let (engine3, connected3, _) = heldAtLinkLoss()
+        _ = engine3.replaceRecord(connected3, now: 30)
+        engine3.handle(1, frame(KeyCode.volumeUp, 0, time: 40), now: 41, into: &out)
+        #expect(out.isEmpty)
+    }
+
     @Test("the HID device of an input node and of a hid-input power_supply")
     func hidBatteryPaths() {
         let hid = "/sys/devices/virtual/misc/uhid/0005:248A:8266.0001"

@@ -273,7 +273,7 @@ struct MessageTests {
         let m = try oneLine(Message.hello(version: "1.2.3", devices: [record]))
         #expect(m["type"] == .string("hello"))
         #expect(m["protocol"]?["major"] == .int(1))
-        #expect(m["protocol"]?["minor"] == .int(7))
+        #expect(m["protocol"]?["minor"] == .int(8))
         #expect(m["daemon"]?["name"] == .string("shutterd"))
         #expect(m["daemon"]?["version"] == .string("1.2.3"))
         #expect(m["devices"]?.arrayValue == [record.info.json])

@@ -319,6 +319,19 @@ private func captureLine(_ phase: String, press: Int64, extra: String = "") -> S
     #"{"type":"capture","seq":\#(press * 2),"clientSeq":\#(press),"handler":"secondary","phase":"\#(phase)","press":\#(press),"shouldPlaySound":false,"device":{"id":"bluetooth-2717-0040-c2:1a-ab-shutter3-keyboard","group":"bluetooth-2717-0040-c2:1a","name":"AB Shutter3 Keyboard","bus":"bluetooth","vendor":"2717","product":"0040","version":"0023","uniq":"c2:1a","syspath":"/sys/x/event5","node":"/dev/input/event5","kind":"remote","battery":80},"key":{"code":115,"name":"KEY_VOLUMEUP","scancode":786665,"usagePage":12},"kernelTime":1000,"receiveTime":1001\#(extra)}"#
 }
 
+@Test("a withheld press's began and ended say so in CaptureEvent; an ordinary press's do not")
+func captureEventWithheld() throws {
+    func event(_ phase: String, extra: String = "") throws -> CaptureEvent {
+        CaptureEvent(try Capture(json: try JSON.parse(Array(captureLine(phase, press: 3, extra: extra).utf8))))
+    }
+    let began = try event("began", extra: #","reason":"withheld""#)
+    let ended = try event("ended", extra: #","reason":"withheld""#)
+    #expect(began.isWithheld && began.phase == .began)
+    #expect(ended.isWithheld && ended.phase == .ended)
+    #expect(try !event("began").isWithheld)
+    #expect(try !event("cancelled", extra: #","reason":"disconnected""#).isWithheld)
+}
+
 @Suite("ShutterClient against a stand-in", .serialized)
 struct ClientStandInTests {
     func withStandIn(
@@ -346,7 +359,7 @@ struct ClientStandInTests {
     @Test("a newer minor is accepted: unknown fields and message types are ignored")
     func newerMinor() throws {
         let hello =
-            #"{"type":"hello","protocol":{"major":1,"minor":7,"patch":2},"daemon":{"name":"shutterd","version":"1.7.0","build":"x"},"devices":[],"motd":"hi"}"#
+            #"{"type":"hello","protocol":{"major":1,"minor":9,"patch":2},"daemon":{"name":"shutterd","version":"1.9.0","build":"x"},"devices":[],"motd":"hi"}"#
         let after = [
             #"{"type":"batteryLow","device":{"id":"x"},"level":5}"#,
             captureLine("began", press: 1, extra: #","pressure":0.5,"gesture":{"kind":"tap"}"#),
@@ -355,8 +368,8 @@ struct ClientStandInTests {
         ]
         try withStandIn(hello: hello, afterHello: after) { s in
             let client = try Client(socketPath: s.path)
-            #expect(client.hello.protocolVersion == ProtocolVersion(major: 1, minor: 7))
-            #expect(client.hello.daemonVersion == "1.7.0")
+            #expect(client.hello.protocolVersion == ProtocolVersion(major: 1, minor: 9))
+            #expect(client.hello.daemonVersion == "1.9.0")
             guard case .capture(let began) = try client.next(timeout: .seconds(5)) else {
                 Issue.record("the capture did not come first")
                 return

@@ -59,12 +59,9 @@ def sc_bluetooth_link(rig):
     return "%d nodes: connected, disconnected, connected, battery 55%% (listDevices, shutterctl devices)" % len(nodes)
 
 
-@scenario("bluetooth-disconnect-mid-press", needs="bluetooth-link")
-def sc_bluetooth_disconnect(rig):
-    """A press held when BlueZ says the remote disconnected is cancelled with reason
-    disconnected, before the deviceChanged; its late release ends nothing."""
-    c = rig.client("bt-press")
-    shutter = rig.devs["ab-shutter3"]
+def held_at_disconnect(rig, c, shutter):
+    """The iOS button pressed, then BlueZ's Connected set false: the press must be
+    cancelled with reason disconnected. Returns its began and its cancel."""
     shutter.press("ios")
     began = c.expect(lambda m: is_capture(m, "began", "KEY_VOLUMEUP"), what="began")
     rig.bus.bluez("mock.DisconnectDevice('hci0', %r)" % SHUTTER_ADDRESS)
@@ -72,6 +69,16 @@ def sc_bluetooth_disconnect(rig):
                          what="the end of press %s" % began["press"])
     check(cancelled.get("phase") == "cancelled" and cancelled.get("reason") == "disconnected",
           "press %s: phase %r reason %r" % (began["press"], cancelled.get("phase"), cancelled.get("reason")))
+    return began, cancelled
+
+
+@scenario("bluetooth-disconnect-mid-press", needs="bluetooth-link")
+def sc_bluetooth_disconnect(rig):
+    """A press held when BlueZ says the remote disconnected is cancelled with reason
+    disconnected, before the deviceChanged; its late release ends nothing."""
+    c = rig.client("bt-press")
+    shutter = rig.devs["ab-shutter3"]
+    began, cancelled = held_at_disconnect(rig, c, shutter)
     check(cancelled["device"].get("connected") is False, "the cancel's device: %s" % cancelled["device"])
     changed(rig, c, "deviceChanged connected false", lambda d: d.get("connected") is False)
     shutter.release("ios")
@@ -81,3 +88,40 @@ def sc_bluetooth_disconnect(rig):
     late = [m for m in c.all if m.get("type") == "capture" and m.get("press") == began["press"]]
     check(len(late) == 2, "press %s got %d messages: %s" % (began["press"], len(late), late))
     return "press %s cancelled (disconnected), then deviceChanged; its release ended nothing" % began["press"]
+
+
+@scenario("bluetooth-link-lost-key-held", needs="bluetooth-disconnect-mid-press")
+def sc_bluetooth_link_lost_key_held(rig):
+    """The remote's release lost with the link, as with BlueZ 5.79's UserspaceHID=persist:
+    the node stays and the key stays down in the HID core and the kernel; once the link is
+    back, the remote's next press of that key comes as its release alone. That press is
+    not lost in silence: shutterd gives it whole at its release, `began` and `ended` with
+    reason `withheld`. A press after it is an ordinary one."""
+    c = rig.client("bt-lost")
+    shutter = rig.devs["ab-shutter3"]
+    began, _ = held_at_disconnect(rig, c, shutter)
+    changed(rig, c, "deviceChanged connected false", lambda d: d.get("connected") is False)
+    rig.bus.bluez("mock.ConnectDevice('hci0', %r)" % SHUTTER_ADDRESS)
+    changed(rig, c, "deviceChanged connected true", lambda d: d.get("connected") is True)
+    # The remote knows nothing of the lost release: its next press is the same report.
+    mark = len(c.all)
+    shutter.press("ios")
+    shutter.release("ios")
+    first = c.expect(lambda m: is_capture(m, "began", "KEY_VOLUMEUP"), what="the withheld press's began")
+    end = c.expect(lambda m: m.get("type") == "capture" and m.get("press") == first["press"]
+                   and m.get("phase") != "began", what="the end of press %s" % first["press"])
+    check(first.get("reason") == "withheld" and end.get("phase") == "ended" and end.get("reason") == "withheld",
+          "the press after the reconnection: began %s, then %s" % (first, end))
+    check(first["kernelTime"] == end["kernelTime"], "began at %s, ended at %s" % (first["kernelTime"],
+                                                                                  end["kernelTime"]))
+    shutter.press("ios")
+    shutter.release("ios")
+    b = c.expect(lambda m: is_capture(m, "began", "KEY_VOLUMEUP") and m["press"] != first["press"],
+                 what="the next press's began")
+    e = c.expect(lambda m: m.get("type") == "capture" and m.get("press") == b["press"] and m.get("phase") != "began",
+                 what="the next press's end")
+    check("reason" not in b and e.get("phase") == "ended" and "reason" not in e, "the next press: %s, %s" % (b, e))
+    seen = [(m.get("phase"), m.get("reason")) for m in c.all[mark:] if m.get("type") == "capture"]
+    check(len(seen) == 4, "captures after the reconnection: %s" % seen)
+    return "press %s cancelled (disconnected); after the reconnection press %s given at its release (withheld), " \
+           "then press %s as ever" % (began["press"], first["press"], b["press"])

@@ -540,20 +540,31 @@ def persisting(rig, name, body):
 
 def after_kept(t, c, node):
     """After a reconnection on a kept node whose KEY_VOLUMEUP was held at the link loss: the
-    kernel still holds it down, so the remote's next volume up is no event and its release
-    ends nothing; then Enter and volume up arrive. Returns the keys held down and the two
-    presses' began."""
+    kernel still holds it down (and the HID core, the usage being in an array), so the
+    remote's next press of it passes no key-down on, only its release: shutterd gives that
+    press whole at its release, `began` and `ended` with reason `withheld`. Then Enter and
+    volume up arrive as ever. Returns the keys held down, the withheld press's began and the
+    two presses' began."""
     held = t.keys_down(node)
     check(held == [115], "keys the kernel holds down on the kept node after the reconnection: %s" % held)
-    swallowed = len(c.all)
+    mark = len(c.all)
     t.remote.command("send", IOS[0])
     t.remote.command("send", IOS[1])
-    enter, _ = t.click(c, *ANDROID)
-    lost = [m for m in c.all[swallowed:] if is_capture(m, None, "KEY_VOLUMEUP")]
-    check(not lost, "the press of the key the kernel held down gave %s" % lost)
+    late = c.expect(lambda m: is_capture(m, "began", "KEY_VOLUMEUP"), timeout=30,
+                    what="the withheld press of the key the kernel held down")
+    end = c.expect(lambda m: m.get("type") == "capture" and m.get("press") == late["press"]
+                   and m.get("phase") != "began", timeout=30, what="the end of press %s" % late["press"])
+    check(late.get("reason") == "withheld" and end.get("phase") == "ended" and end.get("reason") == "withheld"
+          and late["kernelTime"] == end["kernelTime"],
+          "the press of the key the kernel held down: %s, then %s" % (late, end))
     check(t.keys_down(node) == [], "keys down after its release: %s" % t.keys_down(node))
-    volume, _ = t.click(c, *IOS)
-    return held, enter, volume
+    enter, _ = t.click(c, *ANDROID)
+    volume, ended = t.click(c, *IOS)
+    check("reason" not in volume and "reason" not in ended, "the press after it: %s, %s" % (volume, ended))
+    others = [m for m in c.all[mark:] if m.get("type") == "capture" and m.get("reason")
+              and m.get("press") != late["press"]]
+    check(not others, "other captures with a reason: %s" % others)
+    return held, late, enter, volume
 
 
 def link_messages(messages, uniq):
@@ -576,9 +587,10 @@ def sc_classic_persist(rig):
     reason `disconnected`; a `deviceChanged` says `connected: false`, then, once the rig
     connects again, `connected: true`, on the same node and id, with no deviceRemoved or
     deviceAdded. The kernel still holds the key down on the kept node (no release came), so
-    the remote's next press of that key is no event at all (EVIOCGKEY, and no capture), and
-    its release ends nothing; Enter right after the reconnection, and the key pressed once
-    more, arrive from that id. input.conf is put back as it was at the end."""
+    the remote's next press of that key passes no key-down on (EVIOCGKEY), only its release:
+    shutterd gives it whole then, `began` and `ended` with reason `withheld`. Enter right
+    after, and the key pressed once more, arrive from that id as ever. input.conf is put
+    back as it was at the end."""
     return persisting(rig, "bluez-classic-persist", classic_persist)
 
 
@@ -617,7 +629,7 @@ def classic_persist(t, c):
     on = c.expect(lambda m: m.get("type") == "deviceChanged" and m["device"].get("id") in ids
                   and m["device"].get("connected") is True, timeout=60, what="deviceChanged connected true")
     t.remote.expect("hid", timeout=60, pred=lambda e: e["ctrl"] and e["intr"])
-    held_on, b2, b = after_kept(t, c, node)
+    held_on, late, b2, b = after_kept(t, c, node)
     seen = link_messages(c.all[mark:], uniq)
     check(not [m for m in seen if m.startswith(("deviceRemoved", "deviceAdded"))],
           "the node went or came: %s" % seen)
@@ -626,9 +638,10 @@ def classic_persist(t, c):
           "ids: off %s, on %s, presses %s %s" % (off["device"]["id"], on["device"]["id"], b2["device"]["id"],
                                                  b["device"]["id"]))
     return ("node %s kept; press %s cancelled with reason %s; client saw %s; keys held down while off %s and"
-            " after the reconnection %s (Connect attempts: %d): that key's next press no event, Enter press %s and"
-            " KEY_VOLUMEUP press %s from %s" % (kept, began["press"], end.get("reason"), seen, held_off, held_on,
-                                               attempts, b2["press"], b["press"], b["device"]["id"]))
+            " after the reconnection %s (Connect attempts: %d): that key's next press %s given at its release"
+            " (withheld), Enter press %s and KEY_VOLUMEUP press %s from %s" % (
+                kept, began["press"], end.get("reason"), seen, held_off, held_on, attempts, late["press"],
+                b2["press"], b["press"], b["device"]["id"]))
 
 
 @scenario("bluez-le-pair", needs="bluez-setup")
@@ -832,8 +845,9 @@ def sc_le_persist(rig):
     and bluetoothd has connected it by itself, `connected: true`, on the same node and id, with
     no deviceRemoved or deviceAdded; the battery level the remote had when it came back is the
     device's `battery` after the reconnection (Battery1 read again). As for Classic, the kernel
-    still holds the key down: its next press is no event, and its release ends nothing; Enter
-    right after the reconnection, and the key pressed once more, arrive from that id."""
+    still holds the key down: its next press comes whole at its release, `began` and `ended`
+    with reason `withheld`; Enter right after, and the key pressed once more, arrive from that
+    id as ever."""
     return persisting(rig, "bluez-le-persist", le_persist)
 
 
@@ -881,7 +895,7 @@ def le_persist(t, c):
     if on["device"].get("battery") != 40:
         c.expect(lambda m: m.get("type") == "deviceChanged" and m["device"].get("id") == ident
                  and m["device"].get("battery") == 40, timeout=60, what="deviceChanged battery 40 after the reconnection")
-    held_on, b2, b = after_kept(t, c, node)
+    held_on, late, b2, b = after_kept(t, c, node)
     seen = link_messages(c.all[mark:], uniq)
     check(not [m for m in seen if m.startswith(("deviceRemoved", "deviceAdded"))],
           "the node went or came: %s" % seen)
@@ -892,9 +906,10 @@ def le_persist(t, c):
     sig = [(s[2].split(".")[-1], s[3], sorted(s[4]) if isinstance(s[4], dict) else s[4])
            for s in t.bluez.signals_of(t.path, since)]
     return ("node %s kept; press %s cancelled with reason %s; client saw %s; BlueZ signals %s; keys held down while"
-            " off %s and after the reconnection %s: that key's next press no event, Enter press %s and KEY_VOLUMEUP"
-            " press %s from %s" % (kept, began["press"], end.get("reason"), seen, sig, held_off, held_on,
-                                   b2["press"], b["press"], ident))
+            " off %s and after the reconnection %s: that key's next press %s given at its release (withheld),"
+            " Enter press %s and KEY_VOLUMEUP press %s from %s" % (
+                kept, began["press"], end.get("reason"), seen, sig, held_off, held_on, late["press"], b2["press"],
+                b["press"], ident))
 
 
 @scenario("bluez-teardown", needs="bluez-setup")

@@ -16,7 +16,7 @@ from ._base import CaptureMethods, DeviceMethods, Message, objects_field, get_fi
 #: The protocol this package speaks: a daemon with another major is refused, a newer
 #: minor accepted (what it adds is kept in ``raw``).
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 7
+PROTOCOL_MINOR = 8
 
 
 @dataclass
@@ -190,8 +190,9 @@ class Capture(CaptureMethods, Message):
     press: int = 0
     #: True only for a headset's events when the interaction disabled the default capture sound.
     should_play_sound: bool = False
-    #: Why a press ended without its release (on cancelled, or an early inactive). One of:
-    #: removed, dropped, shutdown, disabled, filtered, disconnected.
+    #: Why a press ended without its release (on cancelled, or an early inactive); withheld: on
+    #: a began and its ended, a press whose key-down the kernel withheld, given whole at its
+    #: release. One of: removed, dropped, shutdown, disabled, filtered, disconnected, withheld.
     reason: Optional[str] = None
     #: The device the event came from.
     device: Device = field(default_factory=lambda: Device.from_json({}))
@@ -239,8 +240,9 @@ class Control(Message):
     delta: Optional[int] = None
     #: For slider: this client's value after it, clamped to its range.
     value: Optional[int] = None
-    #: Why a press ended without its release (on cancelled, or an early inactive). One of:
-    #: removed, dropped, shutdown, disabled, filtered, disconnected.
+    #: Why a press ended without its release (on cancelled, or an early inactive); withheld: on
+    #: a began and its ended, a press whose key-down the kernel withheld, given whole at its
+    #: release. One of: removed, dropped, shutdown, disabled, filtered, disconnected, withheld.
     reason: Optional[str] = None
     #: The device the event came from.
     device: Device = field(default_factory=lambda: Device.from_json({}))

@@ -32,9 +32,9 @@ def test_an_unknown_major_is_refused(fake):
 
 def test_a_newer_minor_is_accepted_and_its_new_fields_kept(fake):
     dev = {"id": "usb-1-x", "name": "X", "kind": "remote", "battery": 80}
-    f = fake(hello=hello_of(1, 7, devices=[dev], uptime=12))
+    f = fake(hello=hello_of(1, 9, devices=[dev], uptime=12))
     with shutterd.Client(f.path) as c:
-        assert (c.hello.protocol_major, c.hello.protocol_minor) == (1, 7)
+        assert (c.hello.protocol_major, c.hello.protocol_minor) == (1, 9)
         assert c.hello.raw["uptime"] == 12
         assert c.devices[0].name == "X" and c.devices[0].raw["battery"] == 80
         c.ping()

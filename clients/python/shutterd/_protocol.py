@@ -26,7 +26,9 @@ from ._messages import (AXIS_NAMES, KEY_NAMES, MESSAGE_TYPES, PROTOCOL_MAJOR, PR
 #: ``DeviceChanged``). 1.3: the ``replay`` request (``Client.start_replay``). 1.4: the
 #: presses held, in a listDevices reply (``Client.held``). 1.5: resuming. 1.6: a resume
 #: names the presses the client holds (``ClientCore.open``). 1.7: compact events
-#: (``ClientCore.message`` reads them as the full lines they stand for).
+#: (``ClientCore.message`` reads them as the full lines they stand for). 1.8: the reason
+#: ``withheld`` on a began and its ended (a press the kernel passed on only the release
+#: of, given whole then).
 
 #: Where the daemon listens unless told otherwise.
 DEFAULT_SOCKET = "/run/shutterd/shutterd.sock"

@@ -530,16 +530,17 @@ class Bench:
             broker.terminate()
             broker.wait(10)
 
-    def note_wire_bytes(self, row):
+    def note_wire_bytes(self, row, key="wire_bytes"):
         """What the wire relay writes per message: the mean length of shutterd's event
-        lines in its first run with 16 clients."""
+        lines in its first run with 16 clients (`wire_bytes_compact`: of its compact ones)."""
         m = re.search(r"event_lines=(\d+) event_bytes=(\d+)", row["reader"])
-        if "wire_bytes" not in self.raw and row["clients"] == 16 and m and int(m.group(1)) > 0:
-            self.raw["wire_bytes"] = round(int(m.group(2)) / int(m.group(1)))
+        if key not in self.raw and row["clients"] == 16 and m and int(m.group(1)) > 0:
+            self.raw[key] = round(int(m.group(2)) / int(m.group(1)))
 
     def counted(self, count=2, presses=600):
         """The counted boot's only step (bench/run.sh boots the guest a second time for it,
-        with qemu's -icount and one vCPU): shutterd (full lines, then compact ones), the relay and the wire relay, each
+        with qemu's -icount and one vCPU): shutterd (full lines, then compact ones), the relay, the wire relay and
+        the compact wire relay (lines as long as shutterd's compact ones: what two such lines a press cost), each
         started for its run alone, with 16 and 1 client, `count` times. Under -icount the
         guest's clock advances with the instructions the vCPU executes, so a task's run time
         counts the instructions run on its behalf, in the kernel too, however busy the host
@@ -552,7 +553,7 @@ class Bench:
             for i in range(count):
                 self.presses, self.raw["latency"] = presses, []
                 for n in (16, 1):
-                    for name in ("shutterd", "shutterd-compact", "relay", "relay-wire"):
+                    for name in ("shutterd", "shutterd-compact", "relay", "relay-wire", "relay-wire-compact"):
                         self.round_run(name, n, i)
                 out["runs"].append({"latency": self.raw["latency"]})
                 self.write()
@@ -624,12 +625,18 @@ class Bench:
                                        settle=0.5, pid=pid)
                 if name == "shutterd":
                     self.note_wire_bytes(row)
+                else:
+                    self.note_wire_bytes(row, "wire_bytes_compact")
             finally:
                 self.stop_pid(pid)
             return
         argv = [self.b("relay"), self.inj.nodes["keys"], sock]
         if name == "relay-wire":
             argv.append(str(self.raw["wire_bytes"]))
+        elif name == "relay-wire-compact":
+            if "wire_bytes_compact" not in self.raw:
+                raise RuntimeError("no length of shutterd's compact event lines (its run failed)")
+            argv.append(str(self.raw["wire_bytes_compact"]))
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         try:
             self.wait_socket(sock)
@@ -792,6 +799,9 @@ class Bench:
     def run(self):
         t0 = time.monotonic()
         self.raw["kernel"] = os.uname().release
+        # Whether clock_gettime is a system call here: the vDSO reads the TSC, not the HPET.
+        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
+            self.raw["clocksource"] = f.read().strip()
         self.raw["cpus"] = os.cpu_count()
         self.inj = Injector(self.b("inject"))
         subprocess.run(["udevadm", "settle", "--timeout=30"])

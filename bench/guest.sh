@@ -14,7 +14,7 @@ shift 2
 BENCH=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$BENCH/.." && pwd)
 
-echo "bench: guest up at $(cut -d' ' -f1 /proc/uptime)s (kernel $(uname -r))"
+echo "bench: guest up at $(cut -d' ' -f1 /proc/uptime)s (kernel $(uname -r), clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource))"
 modprobe -a uinput evdev || { echo "bench: modprobe failed"; exit 1; }
 if [ -f "$REPO/udev-rules/60-shutterd.rules" ]; then
     mkdir -p /etc/udev/rules.d

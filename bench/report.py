@@ -103,6 +103,8 @@ def counted_rows(raw):
             r["cpu_relay_ratio"] = ratio(r.get("cpu_us_per_press"), lat.get("relay-%d" % n, {}).get("cpu_us_per_press"))
             r["cpu_wire_ratio"] = ratio(r.get("cpu_us_per_press"),
                                         lat.get("relay-wire-%d" % n, {}).get("cpu_us_per_press"))
+            r["cpu_wire_compact_ratio"] = ratio(r.get("cpu_us_per_press"),
+                                                lat.get("relay-wire-compact-%d" % n, {}).get("cpu_us_per_press"))
         out.append(lat)
     return out
 
@@ -130,6 +132,13 @@ def counted_summary(rounds):
                 " and ".join(fmt(x.get("cpu_us_per_press")) for x in c),
                 " and ".join(fmt(x.get("cpu_relay_ratio"), "x") for x in c),
                 " and ".join(fmt(x.get("cpu_wire_ratio"), "x") for x in c)))
+        wc = [r.get("relay-wire-compact-%d" % n, {}) for r in rounds]
+        if any(x for x in wc):
+            L.append("  The compact wire relay (two lines a press as long as the compact ones, nothing else) %s, %s"
+                     " the relay's; shutterd's compact lines %s its." % (
+                         " and ".join(fmt(x.get("cpu_us_per_press")) for x in wc),
+                         " and ".join(fmt(x.get("cpu_relay_ratio"), "x") for x in wc),
+                         " and ".join(fmt(x.get("cpu_wire_compact_ratio"), "x") for x in c)))
     return L
 
 

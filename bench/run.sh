@@ -11,6 +11,10 @@
 #              minutes; what a change to the press path is judged by)
 #   --profile  also run shutterd under valgrind's callgrind in the guest (16 clients, 120
 #              presses); the annotated profile goes to .build/bench/callgrind.txt
+# BENCH_COUNTED_APPEND, an experiment: kernel options added to the counted boot's command
+#   line, such as "clocksource=tsc tsc=reliable" (the guest's clock read in the vDSO, not
+#   by a system call to the HPET, as on a machine with a usable TSC); the guest's
+#   clocksource is printed at its start.
 #
 # Installs what it needs (Tests/rig/setup.sh for qemu, the kernel and virtme-ng; apt: acpid,
 # lirc, gcc), builds shutterd (release) and the C helpers (into .build/bench/), boots the
@@ -119,7 +123,9 @@ fi
 mkdir -p "$RESULTS/counted"
 chmod 755 "$RESULTS/counted"
 START_COUNTED=$(date +%s)
-RIG_CPUS=1 RIG_QEMU_OPTS="--qemu-opts=-icount --qemu-opts=shift=0,sleep=on" rig_boot shutterd-bench "$TIMEOUT" \
+APPEND=
+for option in ${BENCH_COUNTED_APPEND-}; do APPEND="$APPEND --append=$option"; done
+RIG_CPUS=1 RIG_QEMU_OPTS="--qemu-opts=-icount --qemu-opts=shift=0,sleep=on$APPEND" rig_boot shutterd-bench "$TIMEOUT" \
     "$RESULTS/counted" "sh $BENCH/guest.sh $RESULTS/counted $RESULTS/bin $QUICK --counted"
 echo "bench: counted guest finished in $(($(date +%s) - START_COUNTED))s"
 if [ -n "$COUNTED_ONLY" ]; then

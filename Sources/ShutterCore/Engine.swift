@@ -41,14 +41,16 @@ package final class Engine {
         @exclusivity(unchecked) var frameMoreRel: [(UInt16, Int64, Int64)] = []
         /// Releases of the current frame: how the frame ends says whether they are real.
         @exclusivity(unchecked) var frameReleases: [(event: RawEvent, scan: Int32?)] = []
-        /// The keys whose presses BlueZ's link loss cancelled (`replaceRecord`). Their
-        /// releases went with the link, so the kernel holds them down, and for a usage of a
-        /// HID array (the AB Shutter3's keys) so does the HID core, until a release is read:
-        /// the remote's next key-down changes nothing there and is passed on to no reader.
-        /// A release read while the link is down brings the state back and ends nothing; read
-        /// once the link is up again, it ends the remote's next press of that key, whose
-        /// key-down was withheld (`withheld`).
-        @exclusivity(unchecked) var heldAtLinkLoss: [UInt16] = []
+        /// Keys the kernel holds down whose key-down no press of this engine's began: those
+        /// down when the node was opened (`addDevice`'s `down`: a press held as shutterd
+        /// started, or a key left down by a link loss before it), and those whose presses
+        /// BlueZ's link loss cancelled (`replaceRecord`). A link loss's releases go with the
+        /// link, so the kernel holds the keys down, and for a usage of a HID array (the AB
+        /// Shutter3's keys) so does the HID core, until a release is read: the remote's next
+        /// key-down changes nothing there and is passed on to no reader. A release read
+        /// while BlueZ says the link is down brings the state back and ends nothing; read
+        /// otherwise, it ends a press whose key-down was withheld (`withheld`).
+        @exclusivity(unchecked) var downUnseen: [UInt16] = []
         /// Releases of the current frame that end a withheld press: given at its end.
         @exclusivity(unchecked) var frameWithheld: [(event: RawEvent, scan: Int32?)] = []
         /// libevdev's names of the mapped keys, made once: no string per event. `nameSlot`
@@ -113,9 +115,12 @@ package final class Engine {
 
     /// Takes an admitted device; its events are then handed over with the state returned
     /// (or its record's handle).
+    /// `down`: the keys the kernel holds down as the node is opened (libevdev reads them):
+    /// the release of each that has a role, when read, gives its press (`downUnseen`).
     @discardableResult
-    package func addDevice(_ record: DeviceRecord, mapping: DeviceMapping) -> DeviceState {
+    package func addDevice(_ record: DeviceRecord, mapping: DeviceMapping, down: [UInt16] = []) -> DeviceState {
         let state = DeviceState(record: record, mapping: mapping)
+        state.downUnseen = down.filter { state.role(ofKey: $0) != nil }
         for code in mapping.primaryKeys.union(mapping.secondaryKeys).union(mapping.focusKeys).sorted()
         where Int(code) < DeviceState.keyCount && state.keyNames.count < 255 {
             state.keyNames.append(names.key(code))
@@ -203,7 +208,7 @@ package final class Engine {
     }
 
     /// The presses the current frame's releases end whose key-downs were withheld (see
-    /// `DeviceState.heldAtLinkLoss`): each is given whole at its release, `began` then
+    /// `DeviceState.downUnseen`): each is given whole at its release, `began` then
     /// `ended`, both with reason `withheld` and the release's times, as when it went down
     /// is not known.
     func withheld(_ state: DeviceState, now: Int64, into out: inout [Occurrence]) {
@@ -306,8 +311,8 @@ package final class Engine {
                 // Decided at the end of the frame: the kernel releases held keys itself when
                 // a device goes away (or resumes), in a frame ending with SYN_REPORT 1.
                 state.frameReleases.append((event, scan))
-            case 0 where !state.heldAtLinkLoss.isEmpty && state.heldAtLinkLoss.contains(event.code):
-                state.heldAtLinkLoss.removeAll { $0 == event.code }
+            case 0 where !state.downUnseen.isEmpty && state.downUnseen.contains(event.code):
+                state.downUnseen.removeAll { $0 == event.code }
                 if state.record.info.connected != false { state.frameWithheld.append((event, scan)) }
             default:
                 break  // Autorepeat (2), or a press of a key already held.

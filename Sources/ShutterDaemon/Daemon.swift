@@ -344,7 +344,8 @@ package final class Daemon {
         let linked = info.with(link: link, hidBattery: battery)
         let deviceRecord = DeviceRecord(handle: lastHandle, info: linked)
         let device = OpenDevice(
-            evdev: evdev, record: deviceRecord, state: engine.addDevice(deviceRecord, mapping: plan.mapping))
+            evdev: evdev, record: deviceRecord,
+            state: engine.addDevice(deviceRecord, mapping: plan.mapping, down: evdev.heldKeys))
         device.hidBattery = battery
         device.batteryReads = reads
         do {

@@ -87,6 +87,12 @@ package final class EvdevDevice {
         keyCodes.contains { libevdev_get_event_value(dev, UInt32(EV_KEY), UInt32($0)) != 0 }
     }
 
+    /// The keys down, as this reader last read them (libevdev's copy of their state; at
+    /// first, what the kernel said as the node was opened).
+    package var heldKeys: [UInt16] {
+        keyCodes.filter { libevdev_get_event_value(dev, UInt32(EV_KEY), UInt32($0)) != 0 }
+    }
+
     /// Events one read takes at most. The kernel keeps 64 or more per reader; what does
     /// not fit stays readable and the (level-triggered) loop comes back for it.
     static let readCapacity = 128

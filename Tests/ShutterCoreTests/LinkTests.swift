@@ -199,6 +199,25 @@ struct LinkTests {
         #expect(out.map(\.reason) == [.withheld, .withheld])
     }
 
+    @Test("a key down when the node is opened: its release gives its press whole, unless BlueZ says disconnected")
+    func downAtOpen() {
+        let engine = Engine(name: TestNames.name)
+        let record = DeviceRecord(handle: 1, info: remote)
+        engine.addDevice(record, mapping: .standard(for: .remote), down: [KeyCode.enter, KeyCode.a])
+        var out: [Occurrence] = []
+        engine.handle(1, frame(KeyCode.enter, 0, time: 40), now: 41, into: &out)
+        #expect(out.map(\.kind) == [.capture(.primary, .began), .capture(.primary, .ended)])
+        #expect(out.map(\.reason) == [.withheld, .withheld])
+        out = []
+        engine.handle(1, frame(KeyCode.a, 0, time: 50), now: 51, into: &out)
+        #expect(out.isEmpty, "a key without a role makes no press")
+        let gone = record.updated(link: LinkState(connected: false), hidBattery: nil)!
+        let other = Engine(name: TestNames.name)
+        other.addDevice(gone, mapping: .standard(for: .remote), down: [KeyCode.enter])
+        other.handle(1, frame(KeyCode.enter, 0, time: 60), now: 61, into: &out)
+        #expect(out.isEmpty, "released while BlueZ says disconnected: the state is the remote's again")
+    }
+
     @Test("a key held at a link loss: a release read while the link is down ends nothing, and nothing later")
     func releaseWhileDown() {
         let (engine, connected, _) = heldAtLinkLoss()

@@ -80,6 +80,12 @@ enum SimStep: Equatable, CustomStringConvertible {
     /// shutterd stops (its held presses cancelled, `shutdown`; or killed: nothing said)
     /// and starts again: a new instance, an empty history, every connection closed.
     case restart(crash: Bool)
+    /// BlueZ says the Bluetooth device's link is gone (`Connected` false) and keeps its node
+    /// (`UserspaceHID=persist`): the keys down then stay down in the kernel, their releases
+    /// gone with the link, and presses while it is gone reach no host.
+    case linkDown(device: Int)
+    /// The link is back (`Connected` true).
+    case linkUp(device: Int)
 
     var description: String {
         switch self {
@@ -96,6 +102,8 @@ enum SimStep: Equatable, CustomStringConvertible {
         case .read(let c, let n): "read c\(c) \(n) bytes"
         case .tick(let ms): "tick \(ms) ms"
         case .restart(let crash): crash ? "restart (kill -9)" : "restart (stop)"
+        case .linkDown(let d): "link down d\(d)"
+        case .linkUp(let d): "link up d\(d)"
         }
     }
 }
@@ -171,8 +179,11 @@ struct SimSchedule: CustomStringConvertible {
                 late: r.chance(30))
         case 53..<58: return .leave(client: r.below(s.clients))
         case 58..<90: return .read(client: c, bytes: r.pick([40, 200, 1_000, 10_000, 1 << 20]))
-        case 90..<97: return .tick(ms: r.pick([10, 100, 400, 1_000, 200_000]))
-        default: return .restart(crash: r.chance(50))
+        case 90..<96: return .tick(ms: r.pick([10, 100, 400, 1_000, 200_000]))
+        case 96..<98: return .restart(crash: r.chance(50))
+        // The remote, the only device with a Bluetooth link.
+        case 98: return .linkDown(device: 0)
+        default: return .linkUp(device: 0)
         }
     }
 

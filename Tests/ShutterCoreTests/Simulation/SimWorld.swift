@@ -88,6 +88,17 @@ final class SimWorld {
         var handle = 0
         var state: Engine.DeviceState?
         var record: DeviceRecord?
+        /// Its Bluetooth link (only a device with a `uniq` has one), as BlueZ says it.
+        var linked = true
+        /// Keys the kernel holds down whose release went with the link: the key is up on
+        /// the remote, so its next key-down changes nothing and is passed on to no reader.
+        var stale: Set<UInt16> = []
+        /// Keys down whose press is owed an `ended`: pressed while the link was up, in this
+        /// run, with nothing since that cancels it (a drop, an unplug, a link loss).
+        var owing: Set<UInt16> = []
+        /// Presses owed an `ended` and those given one, by key code, over every run.
+        var owed: [UInt16: Int] = [:]
+        var given: [UInt16: Int] = [:]
     }
 
     let schedule: SimSchedule
@@ -158,7 +169,25 @@ final class SimWorld {
         }
         stepIndex = schedule.steps.count
         try finish()
+        try checkPresses()
         try SimChecks(world: self).check()
+    }
+
+    /// Every press the rig made while its device's link was up, and that nothing cancelled
+    /// before its release (a drop, an unplug, a link loss, a restart), was published with an
+    /// `ended`: no press is lost in silence, whatever the kernel passed on of it.
+    func checkPresses() throws(SimViolation) {
+        for d in devices.indices {
+            for code in Set(devices[d].owed.keys).union(devices[d].given.keys).sorted() {
+                let owed = devices[d].owed[code] ?? 0
+                let given = devices[d].given[code] ?? 0
+                guard owed != given else { continue }
+                throw fail(
+                    "pressLost",
+                    "\(Self.devices[d].info.name), key \(code): \(owed) presses made and not cancelled, \(given) "
+                        + "published with an ended")
+            }
+        }
     }
 
     func perform(_ step: SimStep) throws(SimViolation) {
@@ -166,19 +195,25 @@ final class SimWorld {
         switch step {
         case .press(let d, let k):
             let code = Self.devices[d].keys[k]
-            guard devices[d].present, !devices[d].down.contains(code) else { return }
+            guard devices[d].present, devices[d].linked, !devices[d].down.contains(code) else { return }
             devices[d].down.insert(code)
-            feed(d, [key(code, 1), syn()])
+            devices[d].owing.insert(code)
+            // A key the kernel holds down: its key-down is no change, and no event.
+            if !devices[d].stale.contains(code) { feed(d, [key(code, 1), syn()]) }
         case .release(let d, let k):
             let code = Self.devices[d].keys[k]
-            guard devices[d].present, devices[d].down.contains(code) else { return }
+            guard devices[d].present, devices[d].linked, devices[d].down.contains(code) else { return }
             devices[d].down.remove(code)
+            devices[d].stale.remove(code)
+            if devices[d].owing.remove(code) != nil { devices[d].owed[code, default: 0] += 1 }
             feed(d, [key(code, 0), syn()])
         case .clicks(let d, let k, let count):
             let code = Self.devices[d].keys[k]
-            guard devices[d].present, !devices[d].down.contains(code) else { return }
+            guard devices[d].present, devices[d].linked, !devices[d].down.contains(code) else { return }
             var events: [RawEvent] = []
             for _ in 0..<count { events += [key(code, 1), syn(), key(code, 0), syn()] }
+            if devices[d].stale.remove(code) != nil { events.removeFirst(2) }
+            devices[d].owed[code, default: 0] += count
             feed(d, events)
         case .spin(let d, let frames, let oneRead):
             guard devices[d].present, let axis = Self.devices[d].axis else { return }
@@ -200,12 +235,18 @@ final class SimWorld {
                 events.append(RawEvent(type: EventType.key, code: code, value: 0, time: now - 100, resync: true))
             }
             events.append(syn())
+            // A key pressed again after a link loss went up too: the kernel has it up.
+            devices[d].stale.subtract(devices[d].down)
             devices[d].down = []
+            devices[d].owing = []
             feed(d, events)
         case .unplug(let d):
             guard devices[d].present, let record = devices[d].record else { return }
             devices[d].present = false
             devices[d].down = []
+            devices[d].owing = []
+            devices[d].stale = []
+            devices[d].linked = true
             publish(run.engine.removeDevice(handle: devices[d].handle, now: now))
             fanout.broadcast(Message.device(added: false, record))
             carryAll()
@@ -233,7 +274,31 @@ final class SimWorld {
             }
         case .restart(let crash):
             restart(crash: crash)
+        case .linkDown(let d):
+            guard devices[d].present, devices[d].linked, Self.devices[d].info.uniq != nil else { return }
+            devices[d].linked = false
+            // The keys down are let go while the link is gone: their releases go with it.
+            devices[d].stale.formUnion(devices[d].down)
+            devices[d].down = []
+            devices[d].owing = []
+            relink(d)
+        case .linkUp(let d):
+            guard devices[d].present, !devices[d].linked else { return }
+            devices[d].linked = true
+            relink(d)
         }
+    }
+
+    /// BlueZ's `Connected` of device `d` changed: its record is made again (the daemon's
+    /// `updateLink`), the presses a loss cancels published.
+    func relink(_ d: Int) {
+        guard let record = devices[d].record,
+            let new = record.updated(link: LinkState(connected: devices[d].linked), hidBattery: nil)
+        else { return }
+        devices[d].record = new
+        publish(run.engine.replaceRecord(new, now: now))
+        fanout.broadcast(Message.deviceChanged(new))
+        carryAll()
     }
 
     func key(_ code: UInt16, _ value: Int32) -> RawEvent {
@@ -255,7 +320,10 @@ final class SimWorld {
         nextHandle += 1
         devices[d].handle = record.handle
         devices[d].record = record
-        devices[d].state = run.engine.addDevice(record, mapping: .standard(for: record.info.kind))
+        // The keys the kernel holds down, as libevdev reads them when the node is opened:
+        // those a link loss left down (the others held across a restart are never released).
+        devices[d].state = run.engine.addDevice(
+            record, mapping: .standard(for: record.info.kind), down: devices[d].stale.sorted())
         fanout.broadcast(Message.device(added: true, record))
         carryAll()
     }
@@ -268,6 +336,13 @@ final class SimWorld {
     func publish(_ batch: [Occurrence]) {
         guard !batch.isEmpty else { return }
         for o in batch {
+            switch o.kind {
+            case .capture(_, .ended), .focus(.ended):
+                if let d = devices.firstIndex(where: { $0.handle == o.device.handle }) {
+                    devices[d].given[o.key.code, default: 0] += 1
+                }
+            default: break
+            }
             run.truth[o.seq] = Truth(seq: o.seq, kind: o.kind, press: o.press, device: o.device, key: o.key.name)
             switch o.kind {
             case .capture(_, .began), .focus(.began): run.began[o.press] = o.seq
@@ -419,7 +494,12 @@ final class SimWorld {
         for d in devices.indices {
             // The keys held across the restart: the new run did not see them go down.
             devices[d].down = []
-            if devices[d].present { admit(d) }
+            devices[d].owing = []
+            if devices[d].present {
+                admit(d)
+                // BlueZ tells the new run the link's state.
+                if !devices[d].linked { relink(d) }
+            }
         }
         trace?.append("   run \(run.instance.name)")
     }
@@ -431,7 +511,10 @@ final class SimWorld {
     func finish() throws(SimViolation) {
         now += 1000
         for d in devices.indices where devices[d].present {
-            for code in devices[d].down.sorted() { feed(d, [key(code, 0), syn()]) }
+            for code in devices[d].down.sorted() {
+                if devices[d].owing.remove(code) != nil { devices[d].owed[code, default: 0] += 1 }
+                feed(d, [key(code, 0), syn()])
+            }
             devices[d].down = []
         }
         for round in 0..<10_000 {

@@ -152,6 +152,26 @@ struct SimulationHoles {
         #expect(v == nil, "\(v.map(String.init(describing:)) ?? "")")
     }
 
+    @Test("a key left down by a link loss across a restart: its next press is given, at its release (seeds 31, 44)")
+    func downAcrossARestart() {
+        // The remote's volume up held, the link lost (its release with it); shutterd
+        // restarts, with the link down (seed 31) or back (seed 44): the new run opens the
+        // node with the key down in the kernel, and the remote's next press of it reaches
+        // the node as its release alone.
+        let settings = SimSettings(history: 24, queueMessages: 32, queueBytes: 262_144, socketBytes: 8_000, clients: 1)
+        for (crash, upFirst) in [(true, false), (false, true)] {
+            var steps: [SimStep] = [
+                .connect(client: 0, interaction: 0, resume: .none, late: false), .press(device: 0, key: 0),
+                .linkDown(device: 0),
+            ]
+            steps +=
+                upFirst ? [.linkUp(device: 0), .restart(crash: crash)] : [.restart(crash: crash), .linkUp(device: 0)]
+            steps += [.clicks(device: 0, key: 0, count: 3)]
+            let v = Self.run(settings, steps)
+            #expect(v == nil, "\(v.map(String.init(describing:)) ?? "")")
+        }
+    }
+
     @Test("the end of a press held since before the history is given on a resume that comes while it is still held")
     func stillHeldPastTheHistory() {
         // As above, but the client comes back while the button is still down: the press is

@@ -90,6 +90,17 @@ def sc_bluetooth_disconnect(rig):
     return "press %s cancelled (disconnected), then deviceChanged; its release ended nothing" % began["press"]
 
 
+def withheld_press(c, what):
+    """The next KEY_VOLUMEUP press c gets must be a withheld one: its began and its ended
+    together, both with reason withheld and the release's kernel time. Returns the began."""
+    began = c.expect(lambda m: is_capture(m, "began", "KEY_VOLUMEUP"), what="%s: its began" % what)
+    end = c.expect(lambda m: m.get("type") == "capture" and m.get("press") == began["press"]
+                   and m.get("phase") != "began", what="%s: the end of press %s" % (what, began["press"]))
+    check(began.get("reason") == "withheld" and end.get("phase") == "ended" and end.get("reason") == "withheld"
+          and began["kernelTime"] == end["kernelTime"], "%s: began %s, then %s" % (what, began, end))
+    return began
+
+
 @scenario("bluetooth-link-lost-key-held", needs="bluetooth-disconnect-mid-press")
 def sc_bluetooth_link_lost_key_held(rig):
     """The remote's release lost with the link, as with BlueZ 5.79's UserspaceHID=persist:
@@ -107,13 +118,7 @@ def sc_bluetooth_link_lost_key_held(rig):
     mark = len(c.all)
     shutter.press("ios")
     shutter.release("ios")
-    first = c.expect(lambda m: is_capture(m, "began", "KEY_VOLUMEUP"), what="the withheld press's began")
-    end = c.expect(lambda m: m.get("type") == "capture" and m.get("press") == first["press"]
-                   and m.get("phase") != "began", what="the end of press %s" % first["press"])
-    check(first.get("reason") == "withheld" and end.get("phase") == "ended" and end.get("reason") == "withheld",
-          "the press after the reconnection: began %s, then %s" % (first, end))
-    check(first["kernelTime"] == end["kernelTime"], "began at %s, ended at %s" % (first["kernelTime"],
-                                                                                  end["kernelTime"]))
+    first = withheld_press(c, "the press after the reconnection")
     shutter.press("ios")
     shutter.release("ios")
     b = c.expect(lambda m: is_capture(m, "began", "KEY_VOLUMEUP") and m["press"] != first["press"],
@@ -125,3 +130,18 @@ def sc_bluetooth_link_lost_key_held(rig):
     check(len(seen) == 4, "captures after the reconnection: %s" % seen)
     return "press %s cancelled (disconnected); after the reconnection press %s given at its release (withheld), " \
            "then press %s as ever" % (began["press"], first["press"], b["press"])
+
+
+@scenario("shutterd-start-key-held", needs="bluetooth-link-lost-key-held")
+def sc_start_key_held(rig):
+    """shutterd started while the remote's iOS button is held (stopped with it held, as in
+    a restart): the new run opens the node with the key down and never reads its press;
+    its release gives that press whole, `began` and `ended` with reason `withheld`."""
+    shutter = rig.devs["ab-shutter3"]
+    shutter.press("ios")
+    rig.daemon.stop()
+    rig.daemon.start()
+    c = rig.client("bt-start-held")
+    shutter.release("ios")
+    began = withheld_press(c, "the press held across the start")
+    return "press %s, held as shutterd started, given at its release (withheld)" % began["press"]

@@ -22,7 +22,7 @@ struct HIDBatteryTests {
     @Test("the capacity of the hid-*-battery under the input node's HID device")
     func capacity() throws {
         let dir = temporaryDirectory()
-        defer { _ = Child(["/bin/rm", "-rf", dir], directory: "/tmp").wait() }
+        defer { removeTree(dir) }
         let hid = dir + "/devices/virtual/misc/uhid/0003:1D50:60FF.0001"
         let input = hid + "/input/input9/event8"
         for d in [input, hid + "/power_supply/BAT0", hid + "/power_supply/hid-0003:1D50:60FF.0001-battery"] {

@@ -298,6 +298,8 @@ package final class Engine {
             guard let role = state.role(ofKey: event.code) else { break }
             switch event.value {
             case 1 where state.heldIndex(event.code) == nil:
+                // A key-down passed on: the kernel had the key up, whatever it was marked.
+                if !state.downUnseen.isEmpty { state.downUnseen.removeAll { $0 == event.code } }
                 lastPress += 1
                 let key = KeyInfo(code: event.code, name: keyName(state, event.code), scancode: scan)
                 state.held.append(Held(code: event.code, press: lastPress, role: role, key: key))
@@ -305,13 +307,15 @@ package final class Engine {
                     occurrence(
                         state, role: role, phase: .began, press: lastPress, key: key, reason: nil, time: event.time,
                         now: now))
-            case 0 where event.resync:
+            case 0 where event.resync && state.heldIndex(event.code) != nil:
                 release(state, event, scan: scan, reason: .dropped, now: now, into: &produced)
             case 0 where state.heldIndex(event.code) != nil:
                 // Decided at the end of the frame: the kernel releases held keys itself when
                 // a device goes away (or resumes), in a frame ending with SYN_REPORT 1.
                 state.frameReleases.append((event, scan))
             case 0 where !state.downUnseen.isEmpty && state.downUnseen.contains(event.code):
+                // Read, or reported by a resynchronisation after dropped events (the key went
+                // up meanwhile): either way a withheld press ended.
                 state.downUnseen.removeAll { $0 == event.code }
                 if state.record.info.connected != false { state.frameWithheld.append((event, scan)) }
             default:
@@ -343,8 +347,7 @@ package final class Engine {
             }
             if !state.frameWithheld.isEmpty {
                 // The kernel's own releases (a device going away) end no press.
-                if event.value != 1 { withheld(state, now: now, into: &produced) }
-                state.frameWithheld.empty()
+                if event.value != 1 { withheld(state, now: now, into: &produced) } else { state.frameWithheld.empty() }
             }
             if state.frameMoved {
                 state.frameMoved = false

@@ -218,6 +218,28 @@ struct LinkTests {
         #expect(out.isEmpty, "released while BlueZ says disconnected: the state is the remote's again")
     }
 
+    @Test("a withheld press whose release was dropped, reported by the resynchronisation, is given all the same")
+    func withheldReleaseResynchronised() {
+        let engine = Engine(name: TestNames.name)
+        engine.addDevice(DeviceRecord(handle: 1, info: remote), mapping: .standard(for: .remote), down: [KeyCode.enter])
+        var out: [Occurrence] = []
+        engine.handle(
+            1,
+            [
+                RawEvent(type: EventType.syn, code: SynCode.dropped, value: 0, time: 40),
+                RawEvent(type: EventType.key, code: KeyCode.enter, value: 0, time: 41, resync: true),
+                RawEvent(type: EventType.syn, code: SynCode.report, value: 0, time: 41, resync: true),
+            ], now: 42, into: &out)
+        #expect(out.map(\.kind) == [.capture(.primary, .began), .capture(.primary, .ended)])
+        #expect(out.map(\.reason) == [.withheld, .withheld])
+        // The mark is gone with it: a press and a link loss later, it is held once.
+        out = []
+        engine.handle(1, frame(KeyCode.enter, 1, time: 50), now: 51, into: &out)
+        let record = DeviceRecord(handle: 1, info: remote)
+        _ = engine.replaceRecord(record.updated(link: LinkState(connected: false), hidBattery: nil)!, now: 60)
+        #expect(engine.devices[1]?.downUnseen == [KeyCode.enter])
+    }
+
     @Test("a key held at a link loss: a release read while the link is down ends nothing, and nothing later")
     func releaseWhileDown() {
         let (engine, connected, _) = heldAtLinkLoss()
@@ -241,6 +263,10 @@ struct LinkTests {
         engine.handle(1, frame(KeyCode.enter, 1, time: 40) + frame(KeyCode.enter, 0, time: 50), now: 51, into: &out)
         #expect(out.map(\.kind) == [.capture(.primary, .began), .capture(.primary, .ended)])
         #expect(out.map(\.reason) == [nil, nil])
+        // Its mark went with the key-down: held at the next link loss, it is marked once.
+        engine.handle(1, frame(KeyCode.enter, 1, time: 60), now: 61, into: &out)
+        _ = engine.replaceRecord(connected.updated(link: LinkState(connected: false), hidBattery: nil)!, now: 70)
+        #expect(engine.devices[1]?.downUnseen == [KeyCode.enter])
         // The device going away: the kernel releases the key it holds (SYN_REPORT 1).
         let (engine2, connected2, _) = heldAtLinkLoss()
         _ = engine2.replaceRecord(connected2, now: 30)

@@ -235,7 +235,11 @@ final class SimWorld {
                 events.append(RawEvent(type: EventType.key, code: code, value: 0, time: now - 100, resync: true))
             }
             events.append(syn())
-            // A key pressed again after a link loss went up too: the kernel has it up.
+            // A key pressed again after a link loss went up too: the kernel has it up, and the
+            // resync's release of it gives its withheld press (the engine never saw it begin).
+            for code in devices[d].stale.intersection(devices[d].down) where devices[d].owing.contains(code) {
+                devices[d].owed[code, default: 0] += 1
+            }
             devices[d].stale.subtract(devices[d].down)
             devices[d].down = []
             devices[d].owing = []

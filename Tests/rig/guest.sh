@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Runs inside the rig's guest (started by run.sh through virtme-ng), as root.
 #
-# Usage: guest.sh RESULTS_DIR SHUTTERD|- SHUTTERCTL|- [PYTHON_VENV|-] [ONLY|-] [FLOOD_ROUNDS|-] [BUMBLE|-] [BLUEZROOT|-]
+# Usage: guest.sh RESULTS_DIR SHUTTERD|- SHUTTERCTL|- [PYTHON_VENV|-] [ONLY|@only|-] [FLOOD_ROUNDS|-] [BUMBLE|-] [BLUEZROOT|-]
 #
 # Loads the input modules, installs the project's udev rules, settles udev, checks every
 # device data file against the kernel, then starts shutterd and runs the scenarios against
@@ -18,6 +18,8 @@ ONLY=${5:--}
 BUMBLE=${7:--}
 # Another release's bluez unpacked (run.sh, SHUTTERD_RIG_BLUEZ), or - for this root's.
 BLUEZROOT=${8:--}
+# @only: the patterns are in RESULTS/only (run.sh: the kernel's command line is short).
+[ "$ONLY" = @only ] && ONLY=$(cat "$RESULTS/only")
 [ "$ONLY" = - ] && ONLY=
 # The rounds of the dropped-events tier (scenarios/42_dropped.py): the guest has none of
 # the host's environment.

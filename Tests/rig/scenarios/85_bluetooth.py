@@ -4,10 +4,11 @@ bluez5 template on a private dbus-daemon, started before shutterd): connected, a
 battery in the device object, deviceChanged on every change, a held press cancelled on
 disconnect.
 
-The mock keeps the input node across a disconnection, as BlueZ 5.73 and later do for a
-keyboard-class device, so a held press ends with reason disconnected here. BlueZ 5.66, which
-the Bluetooth tier (95_bluez.py) runs for real, removes the node with the link: there the
-reason is removed."""
+The mock keeps the input node across a disconnection, as BlueZ 5.79 and later do with
+input.conf's UserspaceHID=persist (and 5.73 to 5.78 by default, inferred: README), so a held
+press ends with reason disconnected here. BlueZ 5.66 and 5.82 with their default settings,
+which the Bluetooth tier (95_bluez.py) runs for real, remove the node with the link: there
+the reason is removed."""
 import subprocess
 
 from harness import SHUTTER_ADDRESS, SHUTTER_ALIAS, check, is_capture, scenario

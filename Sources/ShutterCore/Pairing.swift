@@ -124,6 +124,8 @@ package struct PairingPlan: Equatable, Sendable {
 package enum PairingStep: String, Sendable, CaseIterable {
     case adapter
     case agent
+    /// A matching remote BlueZ knows but has not paired, removed before the discovery.
+    case forget
     case discover
     case pair
     case trust
@@ -206,6 +208,21 @@ package enum PairingFailure: Error, Equatable, Sendable {
         case .noInputNode, .shutterd: .inputNode
         case .wrongPress, .noPress: .press
         }
+    }
+
+    /// Whether BlueZ's answer to Device1.Pair says the link went away under the pairing:
+    /// bluetoothd answers `org.bluez.Error.AuthenticationCanceled` for the kernel's
+    /// Disconnected, Cancelled and No Resources statuses (src/device.c,
+    /// `new_authentication_return`), and `org.bluez.Error.Failed` "Not paired" when the
+    /// link's service discovery ended, its link gone, before the pairing did
+    /// (`browse_request_complete`; a refusal answered that way is tried again too, and
+    /// refused again). Seen in the kernel rig with 5.82: after a refused attempt the kernel
+    /// connected the remote once more from its accept list as bluetoothd took it off, and
+    /// closed that unused link about 2 s later, under the next Pair. Pair a moment after
+    /// makes a link of its own.
+    package static func linkWentAway(_ name: String, _ message: String) -> Bool {
+        name == "org.bluez.Error.AuthenticationCanceled"
+            || (name == "org.bluez.Error.Failed" && message == "Not paired")
     }
 
     /// An error name of D-Bus's own that says BlueZ is not there (not running, or not

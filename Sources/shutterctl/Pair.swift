@@ -13,14 +13,17 @@ let pairUsage = """
 
     Pairs a Bluetooth remote through BlueZ (as root, or a user polkit lets pair): finds it
     by name (a shell pattern, such as 'AB Shutter3*') or by address, discovering Classic and
-    LE devices; pairs it with an agent of its own (NoInputNoOutput: Just Works); marks it
-    trusted, so that it reconnects by itself; connects it; and waits until shutterd lists
-    its input node (a device whose uniq is its address). With --verify KEY, then waits for
-    one press of KEY (a libevdev name) from it, as 'shutterctl verify' does. A remote
-    already paired and trusted is only connected, or left as it is when it is; each step
-    is said on stderr as it happens. --timeout bounds each wait (the discovery, each call
-    to BlueZ, the input node, the press; default 30 s, at most 86400). --json prints the
-    report as one JSON object on stdout, whatever the outcome.
+    LE devices (a matching remote BlueZ knows but has not paired is removed first and
+    discovered anew); pairs it with an agent of its own (NoInputNoOutput: Just Works);
+    marks it trusted, so that it reconnects by itself; connects it; and waits until
+    shutterd lists its input node (a device whose uniq is its address). With --verify KEY,
+    then waits for one press of KEY (a libevdev name) from it, as 'shutterctl verify' does.
+    A remote already paired and trusted is only connected, or left as it is when it is;
+    each step is said on stderr as it happens. Pair answered AuthenticationCanceled or "Not
+    paired" (the link went away under it) and Connect timing out are tried again, a second
+    apart, 3 times at most. --timeout bounds each wait (the discovery, each call to BlueZ,
+    the input node, the press; default 30 s, at most 86400). --json prints the report as
+    one JSON object on stdout, whatever the outcome.
 
     Exit status: 0 paired, trusted, connected and listed by shutterd (and, with --verify,
     the press arrived); 1 --verify: something else arrived; 2 --verify: no press in time;
@@ -138,6 +141,7 @@ let unpairUsage = """
                 throw failure(.agent, error)
             }
             note(.agent, .done, "\(BluezPairing.agentPath), NoInputNoOutput, the default agent")
+            try forget(known.filter { target.matches($0) && !$0.paired })
             remote = try discover(target)
         }
         report.remote = remote
@@ -148,20 +152,7 @@ let unpairUsage = """
                     + (plan.connect ? "only connecting it" : "connected, left as it is"))
         }
         if plan.pair {
-            begin("pairing \(remote)")
-            do {
-                try bluez.call(remote.path, "org.bluez.Device1", "Pair", timeout: timeout)
-                let asked =
-                    bluez.agentCalls.isEmpty
-                    ? "" : " (the agent was asked: \(bluez.agentCalls.joined(separator: ", ")))"
-                note(.pair, .done, "paired\(asked)")
-            } catch .refused(_, "org.bluez.Error.AlreadyExists", _) {
-                note(.pair, .already, "paired already")
-            } catch {
-                let f = failure(.pair, error)
-                note(.pair, .failed, f.reason)
-                throw f
-            }
+            try pair(remote)
         } else {
             note(.pair, .already, "paired already")
         }
@@ -186,6 +177,30 @@ let unpairUsage = """
         report.remote = try current(remote, .connect)
         let client = try inputNode(remote, socket: socket)
         if let key { try press(key, client) }
+    }
+
+    /// Removes what BlueZ keeps of the matching remotes that are not paired (an earlier
+    /// attempt's device objects, or another program's discovery), so that the pairing starts
+    /// from a device object of its own, with no link. Why: after a refused attempt, 5.82
+    /// kept a link to the remote whose ATT channel it had closed ("Permission denied"), and
+    /// paired again on it: paired and connected, but no GATT client on that link, so HID
+    /// over GATT never attached and no input node came (seen in the kernel rig). Also, its
+    /// HID over GATT keeps per device object the id of its Report Map read and never clears
+    /// it (profiles/input/hog-lib.c, `report_map_id`, 5.66 to 5.87), so an object whose read
+    /// was cut off by a link ending would get no node again (read in the source, not seen).
+    /// RemoveDevice ends the object's links; discovery finds the remote anew.
+    func forget(_ stale: [SeenRemote]) throws(PairingFailure) {
+        for remote in stale {
+            begin("removing BlueZ's record of \(remote), which is not paired")
+            do {
+                try bluez.remove(remote.path, from: adapter, timeout: timeout)
+            } catch {
+                let f = failure(.forget, error)
+                note(.forget, .failed, f.reason)
+                throw f
+            }
+            note(.forget, .done, "\(remote) removed (not paired): discovered anew")
+        }
     }
 
     /// Discovery (Classic and LE) until the target is seen, then a second more for another
@@ -223,6 +238,46 @@ let unpairUsage = """
                 try bluez.serve(seconds: 0.25)
             } catch {
                 throw failure(.discover, error)
+            }
+        }
+    }
+
+    /// Device1.Pair, tried again (3 times at most, a second apart) when BlueZ said the link
+    /// went away under it (`PairingFailure.linkWentAway`), as a link of an earlier attempt
+    /// does when the kernel closes it.
+    func pair(_ remote: SeenRemote) throws(PairingFailure) {
+        begin("pairing \(remote)")
+        for attempt in 1...3 {
+            do {
+                try bluez.call(remote.path, "org.bluez.Device1", "Pair", timeout: timeout)
+                let asked =
+                    bluez.agentCalls.isEmpty
+                    ? "" : " (the agent was asked: \(bluez.agentCalls.joined(separator: ", ")))"
+                note(.pair, .done, (attempt == 1 ? "paired" : "paired (attempt \(attempt))") + asked)
+                return
+            } catch .refused(_, "org.bluez.Error.AlreadyExists", _) {
+                if attempt == 1 {
+                    note(.pair, .already, "paired already")
+                } else {
+                    // The kernel's own pairing went on when the link came back (seen with 5.82).
+                    note(.pair, .done, "paired (attempt \(attempt): BlueZ had finished it on the link that came back)")
+                }
+                return
+            } catch {
+                if case .refused(_, let name, let message) = error, PairingFailure.linkWentAway(name, message),
+                    attempt < 3
+                {
+                    say("shutterctl: pair: \(error); trying again")
+                    do {
+                        try bluez.serve(seconds: 1)
+                    } catch {
+                        throw failure(.pair, error)
+                    }
+                    continue
+                }
+                let f = failure(.pair, error)
+                note(.pair, .failed, f.reason)
+                throw f
             }
         }
     }

@@ -78,6 +78,22 @@ struct PairingTests {
         #expect(plan.alreadyPaired == already)
     }
 
+    @Test("Pair is tried again when BlueZ says its link went away (Canceled, or Not paired), not on other answers")
+    func linkWentAway() {
+        #expect(PairingFailure.linkWentAway("org.bluez.Error.AuthenticationCanceled", "Authentication Canceled"))
+        #expect(PairingFailure.linkWentAway("org.bluez.Error.Failed", "Not paired"))
+        let others = [
+            ("org.bluez.Error.AuthenticationFailed", "Authentication Failed"),
+            ("org.bluez.Error.AuthenticationRejected", "Authentication Rejected"),
+            ("org.bluez.Error.AuthenticationTimeout", "Authentication Timeout"),
+            ("org.bluez.Error.ConnectionAttemptFailed", "Page Timeout"), ("org.bluez.Error.Failed", "Not Ready"),
+            ("org.bluez.Error.InProgress", "In Progress"), ("org.bluez.Error.AlreadyExists", "Already Paired"),
+        ]
+        for (name, message) in others {
+            #expect(!PairingFailure.linkWentAway(name, message), "\(name): \(message)")
+        }
+    }
+
     @Test("each failure has its step and its exit status, as shutterctl(1) gives them")
     func exitCodes() {
         let cases: [(PairingFailure, PairingStep, Int32)] = [

@@ -84,11 +84,20 @@ class Remote:
             except ValueError:
                 e = {"event": "garbage", "line": line}
             self.all.append(e)
+            self.note("<", line.rstrip("\n"))
             self.events.put(e)
         self.events.put(None)
 
+    def note(self, way, text):
+        """The remote's log gets its commands (>) and events (<) among Bumble's warnings, each
+        with the guest's monotonic clock (seconds since its boot, as dmesg's times)."""
+        self.log.write("%.3f %s %s\n" % (time.monotonic(), way, text))
+        self.log.flush()
+
     def send(self, *words):
-        self.proc.stdin.write(" ".join(str(w) for w in words) + "\n")
+        line = " ".join(str(w) for w in words)
+        self.note(">", line)
+        self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
 
     def expect(self, event, timeout=30, pred=lambda e: True):

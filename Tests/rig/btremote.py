@@ -20,6 +20,8 @@ Reads commands from stdin, one a line, and writes JSON lines to stdout:
   disconnect CODE   disconnects from the host with that HCI reason (0x13 user, 0x08 timeout)
   refuse on|off     refuses pairing from now on (LE: the SMP Pairing Request fails; Classic:
                     the confirmation is answered no), or accepts it again
+  drop-pairing N    LE: the next N Pairing Requests are answered by ending the link (0x13),
+                    as a link that goes away as pairing begins (BlueZ: AuthenticationCanceled)
   forget            forgets every key it holds (Bumble keeps them in memory), as a remote
                     reset to pair anew
   off, on           switched off (disconnects with 0x15, power off; no more advertising,
@@ -29,13 +31,15 @@ Events: ready {address}, connected {peer}, disconnected {reason}, hid {ctrl, int
 when a channel opens or closes), subscribed {report} (LE, when the host enables a
 characteristic's notifications), restored {handles} (LE: a bonded host's notifications
 enabled again at its connection, as the spec keeps them), sent, battery, refuse {on},
-refused {what} (a pairing it refused), forgot {keys}, off, on, error {message}.
+refused {what} (a pairing it refused), dropped {what} (a pairing whose link it ended),
+drop-pairing {count}, forgot {keys}, off, on, error {message}.
 """
 import asyncio
 import errno
 import json
 import logging
 import sys
+import traceback
 
 from bumble import core, gatt, hci, hid, sdp
 from bumble.core import AdvertisingData
@@ -130,6 +134,7 @@ class Remote:
         self.battery_level = 100
         self.battery = None
         self.refuse = False
+        self.drop_pairing = 0
         self.cccds = {}  # peer address -> {characteristic handle: CCC value} (LE)
         device.on("connection", self.on_connection)
         default_config = device.pairing_config_factory
@@ -141,6 +146,11 @@ class Remote:
             accept, confirm = delegate.accept, delegate.confirm
 
             async def gated_accept():
+                if remote.drop_pairing > 0:
+                    remote.drop_pairing -= 1
+                    say("dropped", what="pairing request")
+                    await connection.disconnect(0x13)
+                    return False
                 if remote.refuse:
                     say("refused", what="pairing request")
                     return False
@@ -258,6 +268,9 @@ class Remote:
         elif op == "refuse":
             self.refuse = words[1] == "on"
             say("refuse", on=self.refuse)
+        elif op == "drop-pairing":
+            self.drop_pairing = int(words[1])
+            say("drop-pairing", count=self.drop_pairing)
         elif op == "forget":
             keys = await self.device.keystore.get_all() if self.device.keystore else []
             for name, _ in keys:
@@ -266,7 +279,15 @@ class Remote:
             say("forgot", keys=len(keys))
         elif op == "off":
             if self.mode == "le":
-                await self.device.stop_advertising()
+                try:
+                    await self.device.stop_advertising()
+                except hci.HCI_Error as e:
+                    # Seen after a link ended and was made again within milliseconds
+                    # (drop-pairing): the controller refused it (Command Disallowed) while
+                    # Bumble's advertising set was in between; once more, a second later.
+                    print("off: stop_advertising: %s; once more in 1 s" % e, file=sys.stderr, flush=True)
+                    await asyncio.sleep(1)
+                    await self.device.stop_advertising()
             else:
                 await self.device.set_discoverable(False)
                 await self.device.set_connectable(False)
@@ -338,6 +359,7 @@ async def main():
             try:
                 await remote.command(words)
             except Exception as e:  # noqa: BLE001 - told to the rig, which decides
+                traceback.print_exc()  # into the remote's log, for whoever reads it after
                 say("error", message="%s: %s" % (type(e).__name__, e))
 
 

@@ -216,6 +216,25 @@ def steps(report):
     return ["%s %s" % (s["step"], s["outcome"]) for s in report.get("steps", [])]
 
 
+def link_quiet(remote, seconds=4, limit=60):
+    """Waits until the remote has had no link, and said nothing, for `seconds`: after a failed
+    pairing the kernel may connect it once more from its accept list as bluetoothd takes it
+    off, and bluetoothd may try security on that link (its HID over GATT does, unbonded)
+    before the link ends. Returns how long it waited."""
+    start = time.monotonic()
+    seen, since = -1, start
+    while True:
+        now = time.monotonic()
+        events = list(remote.all)
+        link = [e["event"] for e in events if e.get("event") in ("connected", "disconnected")]
+        if len(events) != seen or (link and link[-1] == "connected"):
+            seen, since = len(events), now
+        elif now - since >= seconds:
+            return now - start
+        check(now - start < limit, "the remote's link still busy after %d s: %s" % (limit, events[-6:]))
+        time.sleep(0.2)
+
+
 def drain(remote):
     """Forgets the remote's events so far (an expect then sees only what comes after)."""
     while True:
@@ -772,7 +791,8 @@ def sc_ctl_nothing(rig):
 @scenario("bluez-ctl-refused", needs="bluez-le-pair")
 def sc_ctl_refused(rig):
     """The LE remote unpaired by `unpair --address`, then refusing pairing (its SMP answer
-    Pairing Failed): pair exits 6 naming the step and BlueZ's error."""
+    Pairing Failed): pair exits 6 naming the step and BlueZ's error. The remote refuses until
+    its link has been quiet for 4 s (the kernel may connect it once more after the failure)."""
     t = tier(rig)
     c = t.client("bluez-ctl-refused")
     code, report, err = shutterctl(t, "unpair", "--address", t.address.lower(), "--json")
@@ -783,6 +803,7 @@ def sc_ctl_refused(rig):
     t.remote.command("refuse", "on", event="refuse")
     drain(t.remote)
     code, report, err = shutterctl(t, "pair", "--name", "AB Shutter3*", "--json", "--timeout", "30")
+    quiet = link_quiet(t.remote)
     t.remote.command("refuse", "off", event="refuse")
     check(code == 6, "pair of a refusing remote exited %s: %s" % (code, err[-4:]))
     e = report["error"]
@@ -793,28 +814,40 @@ def sc_ctl_refused(rig):
     t.bluez.refresh()
     check(refused, "the remote refused nothing")
     check(t.bluez.prop(t.path, "org.bluez.Device1", "Paired") is not True, "Paired after a refusal")
-    return "unpair --address: exit 0; pair: exit 6, %s" % err[-1]
+    return "unpair --address: exit 0; pair: exit 6, %s; the link quiet %.1f s later" % (err[-1], quiet)
 
 
 @scenario("bluez-ctl-pair-le", needs="bluez-ctl-refused")
 def sc_ctl_pair_le(rig):
-    """The LE remote accepting again: `shutterctl pair --name --verify KEY_VOLUMEUP` pairs,
-    trusts, connects it; shutterd lists its HoG node and the press arrives."""
+    """The LE remote accepting again, but ending the link at the first Pairing Request (BlueZ:
+    AuthenticationCanceled, as when the kernel closes a link under the pairing): `shutterctl
+    pair --name --verify KEY_VOLUMEUP` removes the device object the refused attempt left
+    (not paired) when BlueZ still has it, says the link went, pairs at its second attempt,
+    trusts and connects it; shutterd lists its HoG node and the press arrives."""
     t = tier(rig)
+    t.bluez.refresh()
+    left = ("org.bluez.Device1" in t.bluez.objects.get(t.path, {})
+            and t.bluez.prop(t.path, "org.bluez.Device1", "Paired") is not True)
+    t.remote.command("drop-pairing", 1, event="drop-pairing")
     drain(t.remote)
     code, report, err = shutterctl(t, "pair", "--name", "AB Shutter3*", "--verify", "KEY_VOLUMEUP", "--json",
                                    "--timeout", "60", on_line=press_when_asked(t, IOS[0], IOS[1]))
     check(code == 0, "pair exited %s: %s" % (code, err[-6:]))
     got = steps(report)
-    for want in ("pair done", "trust done", "input-node done", "press done"):
+    for want in ("pair done", "trust done", "input-node done", "press done") + (("forget done",) if left else ()):
         check(want in got, "no %s in %s" % (want, got))
+    check(any(e.get("event") == "dropped" for e in t.remote.all), "the remote dropped no Pairing Request")
+    said = [line for line in err if line.startswith("shutterctl: pair: ") and line.endswith("; trying again")]
+    paired = [s["detail"] for s in report["steps"] if s["step"] == "pair"]
+    check(said and paired and ("(attempt 2" in paired[0] or "(attempt 3" in paired[0]),
+          "the dropped link not tried again: said %s, pair step %s" % (said, paired))
     t.bluez.refresh()
     for k in ("Paired", "Trusted"):
         check(t.bluez.prop(t.path, "org.bluez.Device1", k) is True, "Device1.%s is not true" % k)
     again, report2, err2 = shutterctl(t, "pair", "--address", t.address, "--json")
     check(again == 0 and steps(report2)[1:4] == ["discover already", "pair already", "trust already"],
           "pair again: exit %s, steps %s" % (again, steps(report2)))
-    return "exit 0; steps %s; again: %s" % (got, steps(report2))
+    return "exit 0; steps %s, pair: %s after %r; again: %s" % (got, paired[0], said[0], steps(report2))
 
 
 @scenario("bluez-ctl-off-on", needs="bluez-ctl-pair-le")

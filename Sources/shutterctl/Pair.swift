@@ -49,6 +49,10 @@ let unpairUsage = """
     let timeout: Double
     let json: Bool
     var bluez: BluezPairing!
+    /// The pairing was finished by the kernel on a link that came back after a failed
+    /// attempt: BlueZ then keeps the remote out of the kernel's accept list (it would not
+    /// reconnect by itself) until Device1.Connect finds it disconnected.
+    var pairedOnReturningLink = false
     var adapter = ""
     var started = ContinuousClock.now
 
@@ -169,6 +173,9 @@ let unpairUsage = """
         } else {
             note(.trust, .already, "trusted already")
         }
+        if pairedOnReturningLink {
+            try disconnect(remote)
+        }
         if plan.connect {
             try connect(remote)
         } else {
@@ -261,9 +268,16 @@ let unpairUsage = """
                 } else {
                     // The kernel's own pairing went on when the link came back (seen with 5.82).
                     note(.pair, .done, "paired (attempt \(attempt): BlueZ had finished it on the link that came back)")
+                    pairedOnReturningLink = true
                 }
                 return
             } catch {
+                // 5.82 once never answered a Pair whose pairing and service discovery had
+                // both ended well (seen in the kernel rig).
+                if case .timedOut = error, try current(remote, .pair).paired {
+                    note(.pair, .done, "paired (BlueZ gave no answer to Pair in time, but says it is paired)")
+                    return
+                }
                 if case .refused(_, let name, let message) = error, PairingFailure.linkWentAway(name, message),
                     attempt < 3
                 {
@@ -280,6 +294,24 @@ let unpairUsage = """
                 throw f
             }
         }
+    }
+
+    /// Device1.Disconnect before the Connect, after a pairing the kernel finished on a link
+    /// that came back (`pairedOnReturningLink`). 5.82 had taken the remote off the kernel's
+    /// accept list at the failed attempt ("auto connect: 0" in its log) and its Connect puts
+    /// it back only when it finds the remote disconnected (src/device.c, `dev_connect`): left
+    /// so, the remote did not reconnect by itself after it was switched off and on (seen in
+    /// the kernel rig).
+    func disconnect(_ remote: SeenRemote) throws(PairingFailure) {
+        begin("disconnecting \(remote), so that Connect puts it back in the kernel's accept list")
+        do {
+            try bluez.call(remote.path, "org.bluez.Device1", "Disconnect", timeout: timeout)
+        } catch {
+            let f = failure(.connect, error)
+            note(.connect, .failed, f.reason)
+            throw f
+        }
+        say("shutterctl: disconnect: disconnected")
     }
 
     /// Device1.Connect, tried again (3 times at most, a second apart) when it failed for a

@@ -146,6 +146,7 @@ class Bluez:
         self.bus = None
         self.signals = []  # (time, path, interface, what, details) in the order received
         self.objects = {}  # path -> interface -> properties, mirrored from the signals
+        self.unanswered = []  # calls BlueZ never answered that were taken as done (pair)
         self.agent = None
         self.owner = ""
         self.controller_attempts = 0
@@ -434,8 +435,18 @@ class Bluez:
         return path
 
     def pair(self, address, transport):
+        """Pair and Trusted. 5.82 once never answered a Pair whose bonding and service
+        discovery had both ended well (its log: Pair Device complete before the pairing's
+        confirmation, then a second completion): Paired true after the call's timeout is
+        taken as paired, and noted in `unanswered`."""
         path = self.discover(address, transport)
-        self.call(path, "org.bluez.Device1", "Pair")
+        try:
+            self.call(path, "org.bluez.Device1", "Pair", timeout=60)
+        except BluezError as e:
+            self.refresh()
+            if "NoReply" not in str(e) or self.prop(path, "org.bluez.Device1", "Paired") is not True:
+                raise
+            self.unanswered.append("Pair")
         self.set(path, "org.bluez.Device1", "Trusted", self.dbus.Boolean(True))
         return path
 

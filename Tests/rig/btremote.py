@@ -282,11 +282,16 @@ class Remote:
                 try:
                     await self.device.stop_advertising()
                 except hci.HCI_Error as e:
-                    # Seen after a link ended and was made again within milliseconds
-                    # (drop-pairing): the controller refused it (Command Disallowed) while
-                    # Bumble's advertising set was in between; once more, a second later.
-                    print("off: stop_advertising: %s; once more in 1 s" % e, file=sys.stderr, flush=True)
-                    await asyncio.sleep(1)
+                    adv = self.device.legacy_advertising_set
+                    if e.error_code != hci.HCI_COMMAND_DISALLOWED_ERROR or adv is None:
+                        raise
+                    # btdev answers Command Disallowed to disabling a set that is disabled
+                    # already (emulator/btdev.c, cmd_set_ext_adv_enable; the spec has it
+                    # succeed). Seen after a link ended and was made again within
+                    # milliseconds (drop-pairing): the connection had ended the set's
+                    # advertising in the controller while Bumble still counted it enabled.
+                    print("off: stop_advertising: %s: the set is off already" % e, file=sys.stderr, flush=True)
+                    adv.enabled = False
                     await self.device.stop_advertising()
             else:
                 await self.device.set_discoverable(False)

@@ -701,8 +701,9 @@ def sc_le_pair(rig):
     b, e = t.click(c, *IOS)
     b2, e2 = t.click(c, *ANDROID)
     check(b["handler"] == "secondary" and b2["handler"] == "primary", "handlers %s %s" % (b["handler"], b2["handler"]))
-    return "%d node(s) %s over HoG; KEY_VOLUMEUP secondary, KEY_ENTER primary; agent calls %s" % (
-        len(added), ", ".join("%s=%s" % (d["name"], d["id"]) for d in added), t.bluez.agent.calls or "none")
+    return "%d node(s) %s over HoG; KEY_VOLUMEUP secondary, KEY_ENTER primary; agent calls %s%s" % (
+        len(added), ", ".join("%s=%s" % (d["name"], d["id"]) for d in added), t.bluez.agent.calls or "none",
+        "; BlueZ never answered %s (Paired: taken as done)" % t.bluez.unanswered if t.bluez.unanswered else "")
 
 
 @scenario("bluez-le-battery", needs="bluez-le-pair")

@@ -306,6 +306,9 @@ let unpairUsage = """
         begin("disconnecting \(remote), so that Connect puts it back in the kernel's accept list")
         do {
             try bluez.call(remote.path, "org.bluez.Device1", "Disconnect", timeout: timeout)
+        } catch .refused(_, "org.bluez.Error.NotConnected", _) {
+            say("shutterctl: disconnect: not connected already")
+            return
         } catch {
             let f = failure(.connect, error)
             note(.connect, .failed, f.reason)

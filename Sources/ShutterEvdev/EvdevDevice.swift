@@ -83,15 +83,13 @@ package final class EvdevDevice {
 
     /// Whether any key of the device is down now, mapped or not: a grab taken then would
     /// keep that key's release from every other reader, leaving it stuck for them.
-    package var anyKeyDown: Bool {
-        keyCodes.contains { libevdev_get_event_value(dev, UInt32(EV_KEY), UInt32($0)) != 0 }
-    }
+    package var anyKeyDown: Bool { keyCodes.contains(where: isDown) }
 
     /// The keys down, as this reader last read them (libevdev's copy of their state; at
     /// first, what the kernel said as the node was opened).
-    package var heldKeys: [UInt16] {
-        keyCodes.filter { libevdev_get_event_value(dev, UInt32(EV_KEY), UInt32($0)) != 0 }
-    }
+    package var heldKeys: [UInt16] { keyCodes.filter(isDown) }
+
+    private func isDown(_ code: UInt16) -> Bool { libevdev_get_event_value(dev, UInt32(EV_KEY), UInt32(code)) != 0 }
 
     /// Events one read takes at most. The kernel keeps 64 or more per reader; what does
     /// not fit stays readable and the (level-triggered) loop comes back for it.

@@ -49,10 +49,6 @@ let unpairUsage = """
     let timeout: Double
     let json: Bool
     var bluez: BluezPairing!
-    /// The pairing was finished by the kernel on a link that came back after a failed
-    /// attempt: BlueZ then keeps the remote out of the kernel's accept list (it would not
-    /// reconnect by itself) until Device1.Connect finds it disconnected.
-    var pairedOnReturningLink = false
     var adapter = ""
     var started = ContinuousClock.now
 
@@ -155,8 +151,9 @@ let unpairUsage = """
                 "shutterctl: \(remote) is already paired and trusted: "
                     + (plan.connect ? "only connecting it" : "connected, left as it is"))
         }
+        var pairedOnReturningLink = false
         if plan.pair {
-            try pair(remote)
+            pairedOnReturningLink = try pair(remote)
         } else {
             note(.pair, .already, "paired already")
         }
@@ -251,32 +248,35 @@ let unpairUsage = """
 
     /// Device1.Pair, tried again (3 times at most, a second apart) when BlueZ said the link
     /// went away under it (`PairingFailure.linkWentAway`), as a link of an earlier attempt
-    /// does when the kernel closes it.
-    func pair(_ remote: SeenRemote) throws(PairingFailure) {
+    /// does when the kernel closes it. Returns whether the kernel finished the pairing on a
+    /// link that came back meanwhile: BlueZ then keeps the remote out of the kernel's accept
+    /// list (it would not reconnect by itself) until Device1.Connect finds it disconnected.
+    func pair(_ remote: SeenRemote) throws(PairingFailure) -> Bool {
         begin("pairing \(remote)")
-        for attempt in 1...3 {
+        var attempt = 0
+        while true {
+            attempt += 1
             do {
                 try bluez.call(remote.path, "org.bluez.Device1", "Pair", timeout: timeout)
                 let asked =
                     bluez.agentCalls.isEmpty
                     ? "" : " (the agent was asked: \(bluez.agentCalls.joined(separator: ", ")))"
                 note(.pair, .done, (attempt == 1 ? "paired" : "paired (attempt \(attempt))") + asked)
-                return
+                return false
             } catch .refused(_, "org.bluez.Error.AlreadyExists", _) {
-                if attempt == 1 {
+                guard attempt > 1 else {
                     note(.pair, .already, "paired already")
-                } else {
-                    // The kernel's own pairing went on when the link came back (seen with 5.82).
-                    note(.pair, .done, "paired (attempt \(attempt): BlueZ had finished it on the link that came back)")
-                    pairedOnReturningLink = true
+                    return false
                 }
-                return
+                // The kernel's own pairing went on when the link came back (seen with 5.82).
+                note(.pair, .done, "paired (attempt \(attempt): BlueZ had finished it on the link that came back)")
+                return true
             } catch {
                 // 5.82 once never answered a Pair whose pairing and service discovery had
                 // both ended well (seen in the kernel rig).
                 if case .timedOut = error, try current(remote, .pair).paired {
                     note(.pair, .done, "paired (BlueZ gave no answer to Pair in time, but says it is paired)")
-                    return
+                    return false
                 }
                 if case .refused(_, let name, let message) = error, PairingFailure.linkWentAway(name, message),
                     attempt < 3
@@ -297,7 +297,7 @@ let unpairUsage = """
     }
 
     /// Device1.Disconnect before the Connect, after a pairing the kernel finished on a link
-    /// that came back (`pairedOnReturningLink`). 5.82 had taken the remote off the kernel's
+    /// that came back (what `pair` returns). 5.82 had taken the remote off the kernel's
     /// accept list at the failed attempt ("auto connect: 0" in its log) and its Connect puts
     /// it back only when it finds the remote disconnected (src/device.c, `dev_connect`): left
     /// so, the remote did not reconnect by itself after it was switched off and on (seen in

@@ -168,6 +168,11 @@ package struct StepResult: Equatable, Sendable {
 package enum PairingFailure: Error, Equatable, Sendable {
     /// No system bus, no bluetoothd on it, or no adapter: what was missing.
     case noBluetooth(String)
+    /// The bluetoothd the steps began with left the system bus during `step` (stopped, or
+    /// crashed): what the step's call got (`cause`), and the bus name of the bluetoothd that
+    /// owns org.bluez now, if one does (D-Bus activation starts one at the next call on a
+    /// systemd system). A new bluetoothd knows nothing of the pairing under way.
+    case bluetoothdLeft(PairingStep, cause: String, now: String?)
     /// Nothing matched within the time: what was seen instead.
     case notFound(seconds: Double, seen: [SeenRemote])
     /// Two or more remotes match.
@@ -194,7 +199,7 @@ package enum PairingFailure: Error, Equatable, Sendable {
         case .notFound: 4
         case .several: 5
         case .refused, .timedOut: 6
-        case .noBluetooth: 7
+        case .noBluetooth, .bluetoothdLeft: 7
         case .noInputNode: 8
         }
     }
@@ -204,7 +209,7 @@ package enum PairingFailure: Error, Equatable, Sendable {
         switch self {
         case .noBluetooth: .adapter
         case .notFound, .several: .discover
-        case .refused(let step, _, _, _), .timedOut(let step, _, _): step
+        case .refused(let step, _, _, _), .timedOut(let step, _, _), .bluetoothdLeft(let step, _, _): step
         case .noInputNode, .shutterd: .inputNode
         case .wrongPress, .noPress: .press
         }
@@ -225,6 +230,16 @@ package enum PairingFailure: Error, Equatable, Sendable {
             || (name == "org.bluez.Error.Failed" && message == "Not paired")
     }
 
+    /// The failure of `step` when the bluetoothd that answered first (its unique bus name,
+    /// `before`) no longer owns org.bluez (`now`: another's name, or nil): whatever `cause`
+    /// says (a D-Bus error of the bus's own, or an unknown object of a new bluetoothd), what
+    /// happened is that bluetoothd went. Seen in the kernel rig: bluetoothd 5.66 crashed when
+    /// a link ended as its ATT channel was being set up, under a Pair. Nil when it is still
+    /// the same bluetoothd.
+    package static func left(_ step: PairingStep, cause: String, before: String, now: String?) -> PairingFailure? {
+        now == before ? nil : .bluetoothdLeft(step, cause: cause, now: now)
+    }
+
     /// An error name of D-Bus's own that says BlueZ is not there (not running, or not
     /// reachable), rather than that it refused.
     package static func isAbsence(_ name: String) -> Bool {
@@ -235,6 +250,11 @@ package enum PairingFailure: Error, Equatable, Sendable {
     package var reason: String {
         switch self {
         case .noBluetooth(let why): why
+        case .bluetoothdLeft(let step, let cause, let now):
+            "bluetoothd left the system bus during \(step.rawValue) (\(cause)): it was stopped or it crashed"
+                + " (its log says which: journalctl -u bluetooth); "
+                + (now.map { "another bluetoothd (\($0)) runs now, without this pairing: pair again" }
+                    ?? "none runs now")
         case .notFound(let seconds, let seen):
             "nothing matched in \(PairingReport.seconds(seconds)) s; seen: "
                 + (seen.isEmpty ? "no devices at all" : seen.map(\.description).joined(separator: ", "))
@@ -291,6 +311,8 @@ package struct PairingReport: Sendable {
                 error += [("call", .string(call)), ("name", .string(name)), ("message", .string(message))]
             case .notFound(_, let seen), .several(let seen):
                 error.append(("seen", .array(seen.map(\.json))))
+            case .bluetoothdLeft(_, let cause, let now):
+                error += [("cause", .string(cause)), ("bluetoothd", now.map(JSON.string) ?? .null)]
             default: break
             }
             members.append(("error", .object(error)))

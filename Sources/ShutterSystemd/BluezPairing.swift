@@ -192,6 +192,26 @@ package final class BluezPairing {
         }
     }
 
+    /// The unique bus name of the bluetoothd that owns org.bluez now, or nil when none does
+    /// (the bus's GetNameOwner, which starts nothing).
+    package func owner(timeout: Double) throws(BluezCallError) -> String? {
+        let reply: OpaquePointer
+        do {
+            reply = try call(
+                "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner", timeout: timeout,
+                what: "answer to GetNameOwner", destination: "org.freedesktop.DBus"
+            ) { m throws(SystemError) in try Self.append(m, "s", "org.bluez") }
+        } catch .refused(_, "org.freedesktop.DBus.Error.NameHasNoOwner", _) {
+            return nil
+        }
+        defer { release(reply) }
+        do {
+            return try BusRead.readString(reply, "s")
+        } catch {
+            throw .system(error)
+        }
+    }
+
     /// A method of no arguments and no result (Device1's Pair and Connect).
     package func call(_ path: String, _ interface: String, _ method: String, timeout: Double) throws(BluezCallError) {
         release(try call(path, interface, method, timeout: timeout, what: "answer to \(method)"))
@@ -221,12 +241,14 @@ package final class BluezPairing {
 
     // MARK: Calls and waits
 
-    /// Calls a method of org.bluez and waits for its answer (serving the agent meanwhile);
+    /// Calls a method of org.bluez (or of `destination`) and waits for its answer (serving
+    /// the agent meanwhile);
     /// an error answer is thrown with its name and message, and no answer within `timeout`
     /// as a wait for `what`. The caller unrefs the reply.
     func call(
         _ path: String, _ interface: String, _ method: String, timeout: Double, what: String,
-        callName: String? = nil, arguments: (OpaquePointer) throws(SystemError) -> Void = { _ in }
+        callName: String? = nil, destination: String = "org.bluez",
+        arguments: (OpaquePointer) throws(SystemError) -> Void = { _ in }
     ) throws(BluezCallError) -> OpaquePointer {
         let name = callName ?? "\(interface.split(separator: ".").last ?? "").\(method)"
         let pending = Pending()
@@ -235,7 +257,7 @@ package final class BluezPairing {
         let deadline = Sys.monotonicMicros() + Int64(timeout * 1e6)
         do {
             var m: OpaquePointer?
-            let made = sd_bus_message_new_method_call(bus, &m, "org.bluez", path, interface, method)
+            let made = sd_bus_message_new_method_call(bus, &m, destination, path, interface, method)
             guard made >= 0, let m else { throw SystemError("sd_bus_message_new_method_call", errno: -made) }
             defer { sd_bus_message_unref(m) }
             try arguments(m)

@@ -30,8 +30,8 @@ let pairUsage = """
     3 shutterd could not be reached; 4 no remote matched (what was seen is listed);
     5 two or more remotes matched (each is named); 6 BlueZ refused a step or did not answer
     in time (its error's name and message); 7 no Bluetooth (no system bus, no bluetoothd,
-    no adapter); 8 paired and connected but shutterd listed no input node of it in time;
-    64 usage error.
+    no adapter), or bluetoothd left the bus during a step (stopped or crashed); 8 paired
+    and connected but shutterd listed no input node of it in time; 64 usage error.
     """
 
 let unpairUsage = """
@@ -51,6 +51,9 @@ let unpairUsage = """
     var bluez: BluezPairing!
     var adapter = ""
     var started = ContinuousClock.now
+    /// The unique bus name of the bluetoothd that answered first: a step's failure, or
+    /// objects read from another, says that this one left (`PairingFailure.left`).
+    var bluetoothd: String?
 
     init(command: String, target: PairingTarget, timeout: Double, json: Bool) {
         report = PairingReport(command: command, target: target)
@@ -71,15 +74,29 @@ let unpairUsage = """
         say("shutterctl: \(step.rawValue): \(detail)")
     }
 
-    /// A BlueZ failure as the failure of `step`.
+    /// A BlueZ failure as the failure of `step`: bluetoothd's leaving, when the one that
+    /// answered first no longer owns org.bluez.
     func failure(_ step: PairingStep, _ error: BluezCallError) -> PairingFailure {
         switch error {
         case .system(let e): .noBluetooth("no system bus: \(e)")
         case .refused(let call, let name, let message):
-            PairingFailure.isAbsence(name)
-                ? .noBluetooth("BlueZ is not on the system bus (\(call): \(name): \(message))")
-                : .refused(step, call: call, name: name, message: message)
-        case .timedOut(let what, let seconds): .timedOut(step, waitingFor: what, seconds: seconds)
+            left(step, cause: error.description)
+                ?? (PairingFailure.isAbsence(name)
+                    ? .noBluetooth("BlueZ is not on the system bus (\(call): \(name): \(message))")
+                    : .refused(step, call: call, name: name, message: message))
+        case .timedOut(let what, let seconds):
+            left(step, cause: error.description) ?? .timedOut(step, waitingFor: what, seconds: seconds)
+        }
+    }
+
+    /// `PairingFailure.left`, when the bluetoothd that answered first is known and the bus
+    /// says who owns org.bluez now.
+    func left(_ step: PairingStep, cause: String) -> PairingFailure? {
+        guard let bluetoothd else { return nil }
+        do {
+            return PairingFailure.left(step, cause: cause, before: bluetoothd, now: try bluez.owner(timeout: timeout))
+        } catch {
+            return nil  // the bus did not say: the call's own failure stands
         }
     }
 
@@ -92,6 +109,7 @@ let unpairUsage = """
             throw failure(.adapter, error)
         }
         let objects = try objects(.adapter)
+        bluetoothd = try? bluez.owner(timeout: timeout)
         guard let first = objects.adapters.first else {
             throw .noBluetooth("BlueZ has no adapter (is a Bluetooth controller there? bluetoothctl list)")
         }
@@ -109,12 +127,18 @@ let unpairUsage = """
         return objects
     }
 
+    /// BlueZ's objects, as the bluetoothd that answered first has them (another one, which
+    /// D-Bus activation starts at the call when that one has gone, knows nothing of the
+    /// discovery or pairing under way).
     func objects(_ step: PairingStep) throws(PairingFailure) -> BluezObjects {
+        let objects: BluezObjects
         do {
-            return try bluez.objects(timeout: timeout)
+            objects = try bluez.objects(timeout: timeout)
         } catch {
             throw failure(step, error)
         }
+        if let gone = left(step, cause: "GetManagedObjects answered by another bluetoothd") { throw gone }
+        return objects
     }
 
     /// The remote BlueZ knows now, by its path.

@@ -105,6 +105,7 @@ struct PairingTests {
             ),
             (.timedOut(.connect, waitingFor: "answer to Connect", seconds: 3), .connect, 6),
             (.noBluetooth("no adapter"), .adapter, 7), (.noInputNode(seconds: 30), .inputNode, 8),
+            (.bluetoothdLeft(.pair, cause: "Device1.Pair: x: y", now: nil), .pair, 7),
         ]
         for (failure, step, code) in cases {
             #expect(failure.exitCode == code, "\(failure)")
@@ -155,6 +156,34 @@ struct PairingTests {
         #expect(okParsed["ok"] == .bool(true))
         #expect(okParsed["error"] == nil)
         #expect(ok.summary == "PASS unpair 'AB Shutter3' (F2:1A:55:0E:B3:0A): unpair done")
+    }
+
+    @Test("bluetoothd's leaving is said, with the step, what the call got, and who owns org.bluez now")
+    func bluetoothdLeft() throws {
+        let cause =
+            "Device1.Pair: org.freedesktop.DBus.Error.NoReply: "
+            + "Message recipient disconnected from message bus without replying"
+        #expect(PairingFailure.left(.pair, cause: cause, before: ":1.4", now: ":1.4") == nil)
+        let gone = try #require(PairingFailure.left(.pair, cause: cause, before: ":1.4", now: nil))
+        #expect(gone == .bluetoothdLeft(.pair, cause: cause, now: nil))
+        #expect(
+            gone.reason
+                == "bluetoothd left the system bus during pair (\(cause)): it was stopped or it crashed"
+                + " (its log says which: journalctl -u bluetooth); none runs now")
+        let again = try #require(
+            PairingFailure.left(
+                .discover, cause: "GetManagedObjects answered by another bluetoothd", before: ":1.4",
+                now: ":1.9"))
+        #expect(again.step == .discover)
+        #expect(again.reason.hasSuffix("; another bluetoothd (:1.9) runs now, without this pairing: pair again"))
+        var report = PairingReport(command: "pair", target: .name("AB*"))
+        report.failure = gone
+        let parsed = try JSON.parse(report.json.serialized)
+        #expect(parsed["exitCode"] == .int(7))
+        #expect(parsed["error"]?["step"] == .string("pair"))
+        #expect(parsed["error"]?["cause"] == .string(cause))
+        #expect(parsed["error"]?["bluetoothd"] == .null)
+        #expect(report.summary.hasPrefix("FAIL pair: bluetoothd left the system bus during pair ("))
     }
 
     @Test("seconds said with at most one decimal")

@@ -21,7 +21,8 @@ Reads commands from stdin, one a line, and writes JSON lines to stdout:
   refuse on|off     refuses pairing from now on (LE: the SMP Pairing Request fails; Classic:
                     the confirmation is answered no), or accepts it again
   drop-pairing N    LE: the next N Pairing Requests are answered by ending the link (0x13),
-                    as a link that goes away as pairing begins (BlueZ: AuthenticationCanceled)
+                    as a link that goes away as pairing begins (BlueZ: AuthenticationCanceled),
+                    once the host's ATT channel is up (its MTU exchange; 5 s at most)
   forget            forgets every key it holds (Bumble keeps them in memory), as a remote
                     reset to pair anew
   off, on           switched off (disconnects with 0x15, power off; no more advertising,
@@ -31,7 +32,8 @@ Events: ready {address}, connected {peer}, disconnected {reason}, hid {ctrl, int
 when a channel opens or closes), subscribed {report} (LE, when the host enables a
 characteristic's notifications), restored {handles} (LE: a bonded host's notifications
 enabled again at its connection, as the spec keeps them), sent, battery, refuse {on},
-refused {what} (a pairing it refused), dropped {what} (a pairing whose link it ended),
+refused {what} (a pairing it refused), dropped {what, mtu} (a pairing whose link it ended,
+and the ATT MTU then, 0 when the host had exchanged none),
 drop-pairing {count}, forgot {keys}, off, on, error {message}.
 """
 import asyncio
@@ -59,6 +61,21 @@ DESCRIPTOR = bytes.fromhex(
     " 2a ff 03 75 10 95 01 81 00 c0")
 REPORT_IDS = (1, 2)
 REPORT_SIZES = {1: 8, 2: 2}  # bytes after the report id
+
+
+async def att_up(connection, seconds):
+    """Waits until the host has exchanged the ATT MTU on the connection (bluetoothd does at
+    once on an LE link, as its GATT client starts), `seconds` at most: the MTU, or 0."""
+    exchanged = asyncio.Event()
+    connection.on(connection.EVENT_CONNECTION_ATT_MTU_UPDATE, exchanged.set)
+    try:
+        if connection.att_mtu == 23:  # ATT_DEFAULT_MTU: none exchanged yet
+            await asyncio.wait_for(exchanged.wait(), seconds)
+        return connection.att_mtu
+    except asyncio.TimeoutError:
+        return 0
+    finally:
+        connection.remove_listener(connection.EVENT_CONNECTION_ATT_MTU_UPDATE, exchanged.set)
 
 
 def say(event, **fields):
@@ -148,7 +165,13 @@ class Remote:
             async def gated_accept():
                 if remote.drop_pairing > 0:
                     remote.drop_pairing -= 1
-                    say("dropped", what="pairing request")
+                    # Ended as bluetoothd 5.66 was still setting up its ATT channel (its MTU
+                    # exchange not answered), the link's end crashed it (3 runs in 5 of the
+                    # Debian 12 rig: its last words g_attrib_unref in att_disconnected_cb); so
+                    # the link ends once that channel is up, as a remote that goes away a
+                    # moment into the pairing.
+                    mtu = await att_up(connection, 5.0)
+                    say("dropped", what="pairing request", mtu=mtu)
                     await connection.disconnect(0x13)
                     return False
                 if remote.refuse:

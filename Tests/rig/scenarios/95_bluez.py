@@ -153,6 +153,21 @@ class Tier:
             os.close(fd)
         return sorted(i for i in range(768) if buf[i // 8] >> (i % 8) & 1)
 
+    def bluetoothd_back(self, client):
+        """bluetoothd started again after it left the bus, the adapter powered on and the
+        remote connected: the remote's devices as shutterd adds them back, connected."""
+        self.bluez.start_bluetoothd(self.bluetoothd_conf)
+        self.bluez.power_on()
+        self.bluez.connect(self.path)
+        nodes = self.wait_nodes()
+        back = []
+        for d in self.added(client, len(nodes), "deviceAdded after bluetoothd's restart"):
+            if d.get("connected") is not True:
+                d = client.expect(lambda m: m.get("type") == "deviceChanged" and m["device"].get("id") == d["id"]
+                                  and m["device"].get("connected") is True, timeout=30, what="connected")["device"]
+            back.append(d)
+        return back
+
     def restart_bluetoothd(self, input_conf):
         """bluetoothd stopped (the adapter is powered off: the link and the node go) and
         started again with that input.conf."""
@@ -461,16 +476,8 @@ def sc_bluetoothd_restart(rig):
             break
         check(m["device"].get("connected") is not True, "after bluetoothd stopped: %s" % m)
     t.remote.expect("disconnected", timeout=30)
-    t.bluez.start_bluetoothd(t.bluetoothd_conf)
-    t.bluez.power_on()
-    t.bluez.connect(t.path)
-    nodes = t.wait_nodes()
-    back = t.added(c, len(nodes), "deviceAdded after bluetoothd's restart")
     problems = []
-    for d in back:
-        if d.get("connected") is not True:
-            d = c.expect(lambda m: m.get("type") == "deviceChanged" and m["device"].get("id") == d["id"]
-                         and m["device"].get("connected") is True, timeout=30, what="connected")["device"]
+    for d in t.bluetoothd_back(c):
         problems += check_device(t, d)
     check(not problems, "; ".join(problems))
     b, e = t.click(c, *IOS)
@@ -789,6 +796,58 @@ def sc_ctl_nothing(rig):
     return "exit 4: %s" % err[-1]
 
 
+@scenario("bluez-ctl-bluetoothd-gone", needs="bluez-ctl-nothing")
+def sc_ctl_bluetoothd_gone(rig):
+    """bluetoothd stopped (SIGTERM, as systemctl stop; a crash is the same to a client: its
+    bus name goes) while `pair` discovers: pair exits 7 at once, saying that bluetoothd left
+    during discover and that none runs now, not what BlueZ or the bus answered the next call.
+    bluetoothd then started again: the LE remote and its node come back, for the next
+    scenarios."""
+    t = tier(rig)
+    c = t.client("bluez-ctl-gone")
+    stopped = []
+
+    def stop_once_discovering():
+        # Its own connection: the tier's is the main thread's. Stopped during the discovery,
+        # not while StartDiscovery is answered (a bluetoothd going down answers NotReady).
+        d = t.bluez.dbus
+        bus = d.bus.BusConnection(t.bluez_module.BUS_ADDRESS)
+        deadline = time.monotonic() + 30
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    if bus.get_object("org.bluez", "/org/bluez/hci0").Get(
+                            "org.bluez.Adapter1", "Discovering", dbus_interface="org.freedesktop.DBus.Properties"):
+                        stopped.append(time.monotonic())
+                        t.bluez.procs["bluetoothd"].terminate()
+                        return
+                except d.DBusException:
+                    pass
+                time.sleep(0.05)
+        finally:
+            bus.close()
+    stopper = threading.Thread(target=stop_once_discovering, daemon=True)
+
+    def when_discovering(line):
+        if line.startswith("shutterctl: discovering") and not stopper.is_alive() and not stopped:
+            stopper.start()
+    code, report, err = shutterctl(t, "pair", "--name", "Selfie Stick*", "--json", "--timeout", "60",
+                                   on_line=when_discovering)
+    stopper.join(35)
+    took = time.monotonic() - stopped[0] if stopped else 0
+    t.bluez.stop_bluetoothd()
+    back = t.bluetoothd_back(c)
+    check(stopped, "bluetoothd not stopped: Discovering never true while shutterctl ran; it said %s" % err[-4:])
+    check(code == 7, "pair exited %s: %s" % (code, err[-4:]))
+    e = report["error"]
+    check(e["step"] == "discover" and e.get("bluetoothd", "?") is None and e.get("cause"), "error %s" % e)
+    check(err[-1].startswith("FAIL discover: bluetoothd left the system bus during discover (")
+          and err[-1].endswith("it was stopped or it crashed (its log says which: journalctl -u bluetooth); "
+                               "none runs now"), "said %r" % err[-1])
+    return "exit 7 %.1f s after bluetoothd's SIGTERM: %s; bluetoothd back: %s connected" % (
+        took, err[-1], ", ".join(d["id"] for d in back))
+
+
 @scenario("bluez-ctl-refused", needs="bluez-le-pair")
 def sc_ctl_refused(rig):
     """The LE remote unpaired by `unpair --address`, then refusing pairing (its SMP answer
@@ -837,7 +896,10 @@ def sc_ctl_pair_le(rig):
     got = steps(report)
     for want in ("pair done", "trust done", "input-node done", "press done") + (("forget done",) if left else ()):
         check(want in got, "no %s in %s" % (want, got))
-    check(any(e.get("event") == "dropped" for e in t.remote.all), "the remote dropped no Pairing Request")
+    dropped = [e for e in t.remote.all if e.get("event") == "dropped"]
+    check(dropped, "the remote dropped no Pairing Request")
+    check(dropped[0].get("mtu", 0) > 0, "the remote ended the link before the host's ATT channel was up: %s"
+          % dropped[0])
     said = [line for line in err if line.startswith("shutterctl: pair: ") and line.endswith("; trying again")]
     paired = [s["detail"] for s in report["steps"] if s["step"] == "pair"]
     check(said and paired and ("(attempt 2" in paired[0] or "(attempt 3" in paired[0]),
@@ -848,7 +910,8 @@ def sc_ctl_pair_le(rig):
     again, report2, err2 = shutterctl(t, "pair", "--address", t.address, "--json")
     check(again == 0 and steps(report2)[1:4] == ["discover already", "pair already", "trust already"],
           "pair again: exit %s, steps %s" % (again, steps(report2)))
-    return "exit 0; steps %s, pair: %s after %r; again: %s" % (got, paired[0], said[0], steps(report2))
+    return "exit 0; steps %s, pair: %s after %r (the link ended at ATT MTU %d); again: %s" % (
+        got, paired[0], said[0], dropped[0]["mtu"], steps(report2))
 
 
 @scenario("bluez-ctl-off-on", needs="bluez-ctl-pair-le")

@@ -22,7 +22,7 @@ Reads commands from stdin, one a line, and writes JSON lines to stdout:
                     the confirmation is answered no), or accepts it again
   drop-pairing N    LE: the next N Pairing Requests are answered by ending the link (0x13),
                     as a link that goes away as pairing begins (BlueZ: AuthenticationCanceled),
-                    once the host's ATT channel is up (its MTU exchange; 5 s at most)
+                    once the host's ATT channel is up (its MTU exchange; 1 s at most)
   forget            forgets every key it holds (Bumble keeps them in memory), as a remote
                     reset to pair anew
   off, on           switched off (disconnects with 0x15, power off; no more advertising,
@@ -169,8 +169,9 @@ class Remote:
                     # exchange not answered), the link's end crashed it (3 runs in 5 of the
                     # Debian 12 rig: its last words g_attrib_unref in att_disconnected_cb); so
                     # the link ends once that channel is up, as a remote that goes away a
-                    # moment into the pairing.
-                    mtu = await att_up(connection, 5.0)
+                    # moment into the pairing. 5.82 exchanges no MTU before the pairing (its
+                    # GATT client raises the security first): there the second passes.
+                    mtu = await att_up(connection, 1.0)
                     say("dropped", what="pairing request", mtu=mtu)
                     await connection.disconnect(0x13)
                     return False

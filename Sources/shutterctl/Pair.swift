@@ -39,7 +39,8 @@ let unpairUsage = """
 
     Removes a remote BlueZ knows (Adapter1.RemoveDevice: its keys and its trust go, and it
     disconnects). Exit status as for pair: 0 removed, 4 no known remote matched, 5 two or
-    more matched, 6 BlueZ refused, 7 no Bluetooth, 64 usage error.
+    more matched, 6 BlueZ refused, 7 no Bluetooth (or bluetoothd left the bus during a
+    step), 64 usage error.
     """
 
 /// A pairing's steps carried out against BlueZ and shutterd, each said as it happens and
@@ -92,13 +93,32 @@ let unpairUsage = """
     /// `PairingFailure.left`, when the bluetoothd that answered first is known and the bus
     /// says who owns org.bluez now.
     func left(_ step: PairingStep, cause: String) -> PairingFailure? {
+        left(step) { _ in cause }
+    }
+
+    /// `left`, with what is said as the cause made from who owns org.bluez now.
+    func left(_ step: PairingStep, cause: (String?) -> String) -> PairingFailure? {
         guard let bluetoothd else { return nil }
         do {
-            return PairingFailure.left(step, cause: cause, before: bluetoothd, now: try bluez.owner(timeout: timeout))
+            let now = try bluez.owner(timeout: timeout)
+            return PairingFailure.left(step, cause: cause(now), before: bluetoothd, now: now)
         } catch {
             return nil  // the bus did not say: the call's own failure stands
         }
     }
+
+    /// Throws `bluetoothdLeft` with what the step's call got, noted as the step's failure,
+    /// before anything else is asked of BlueZ after that call failed.
+    func noteIfLeft(_ step: PairingStep, _ error: BluezCallError) throws(PairingFailure) {
+        if let gone = left(step, cause: error.description) {
+            note(step, .failed, gone.reason)
+            throw gone
+        }
+    }
+
+    /// Whether the bluetoothd that answered first (when known) still owns org.bluez: a call to
+    /// org.bluez after it left would have D-Bus activation start another, on a systemd system.
+    var sameBluetoothd: Bool { bluetoothd == nil || (try? bluez.owner(timeout: timeout)) == bluetoothd }
 
     /// The bus and the adapter (powered on when it is off).
     func start() throws(PairingFailure) -> BluezObjects {
@@ -137,7 +157,12 @@ let unpairUsage = """
         } catch {
             throw failure(step, error)
         }
-        if let gone = left(step, cause: "GetManagedObjects answered by another bluetoothd") { throw gone }
+        let gone = left(step) { now in
+            now == nil
+                ? "no one owned org.bluez after GetManagedObjects"
+                : "another bluetoothd owned org.bluez after GetManagedObjects"
+        }
+        if let gone { throw gone }
         return objects
     }
 
@@ -244,7 +269,9 @@ let unpairUsage = """
         var firstSeen: ContinuousClock.Instant?
         var seen: [SeenRemote] = []
         defer {
-            if let e = bluez.stopDiscovery(adapter, timeout: timeout) { say("shutterctl: StopDiscovery: \(e)") }
+            if sameBluetoothd, let e = bluez.stopDiscovery(adapter, timeout: timeout) {
+                say("shutterctl: StopDiscovery: \(e)")
+            }
         }
         while true {
             seen = try objects(.discover).devices(of: adapter)
@@ -296,6 +323,7 @@ let unpairUsage = """
                 note(.pair, .done, "paired (attempt \(attempt): BlueZ had finished it on the link that came back)")
                 return true
             } catch {
+                try noteIfLeft(.pair, error)
                 // 5.82 once never answered a Pair whose pairing and service discovery had
                 // both ended well (seen in the kernel rig).
                 if case .timedOut = error, try current(remote, .pair).paired {
@@ -355,6 +383,7 @@ let unpairUsage = """
                 note(.connect, .already, "connected already")
                 return
             } catch {
+                try noteIfLeft(.connect, error)
                 if try current(remote, .connect).connected {
                     note(.connect, .done, "connected (by bluetoothd, as Connect said \(error))")
                     return

@@ -799,7 +799,7 @@ def sc_ctl_nothing(rig):
 @scenario("bluez-ctl-bluetoothd-gone", needs="bluez-ctl-nothing")
 def sc_ctl_bluetoothd_gone(rig):
     """bluetoothd stopped (SIGTERM, as systemctl stop; a crash is the same to a client: its
-    bus name goes) while `pair` discovers: pair exits 7 at once, saying that bluetoothd left
+    bus name goes) while `pair` discovers: pair exits 7, saying that bluetoothd left
     during discover and that none runs now, not what BlueZ or the bus answered the next call.
     bluetoothd then started again: the LE remote and its node come back, for the next
     scenarios."""
@@ -811,15 +811,15 @@ def sc_ctl_bluetoothd_gone(rig):
         # Its own connection: the tier's is the main thread's. Stopped during the discovery,
         # not while StartDiscovery is answered (a bluetoothd going down answers NotReady).
         d = t.bluez.dbus
-        bus = d.bus.BusConnection(t.bluez_module.BUS_ADDRESS)
+        bus = d.bus.BusConnection(t.bluez_module.BUS_ADDRESS, mainloop=d.mainloop.NULL_MAIN_LOOP)
         deadline = time.monotonic() + 30
         try:
             while time.monotonic() < deadline:
                 try:
                     if bus.get_object("org.bluez", "/org/bluez/hci0").Get(
                             "org.bluez.Adapter1", "Discovering", dbus_interface="org.freedesktop.DBus.Properties"):
-                        stopped.append(time.monotonic())
                         t.bluez.procs["bluetoothd"].terminate()
+                        stopped.append(time.monotonic())
                         return
                 except d.DBusException:
                     pass
@@ -848,7 +848,7 @@ def sc_ctl_bluetoothd_gone(rig):
         took, err[-1], ", ".join(d["id"] for d in back))
 
 
-@scenario("bluez-ctl-refused", needs="bluez-le-pair")
+@scenario("bluez-ctl-refused", needs="bluez-ctl-bluetoothd-gone")
 def sc_ctl_refused(rig):
     """The LE remote unpaired by `unpair --address`, then refusing pairing (its SMP answer
     Pairing Failed): pair exits 6 naming the step and BlueZ's error. The remote refuses until

@@ -796,59 +796,7 @@ def sc_ctl_nothing(rig):
     return "exit 4: %s" % err[-1]
 
 
-@scenario("bluez-ctl-bluetoothd-gone", needs="bluez-ctl-nothing")
-def sc_ctl_bluetoothd_gone(rig):
-    """bluetoothd stopped (SIGTERM, as systemctl stop; a crash is the same to a client: its
-    bus name goes) while `pair` discovers: pair exits 7, saying that bluetoothd left
-    during discover and that none runs now, not what BlueZ or the bus answered the next call.
-    bluetoothd then started again: the LE remote and its node come back, for the next
-    scenarios."""
-    t = tier(rig)
-    c = t.client("bluez-ctl-gone")
-    stopped = []
-
-    def stop_once_discovering():
-        # Its own connection: the tier's is the main thread's. Stopped during the discovery,
-        # not while StartDiscovery is answered (a bluetoothd going down answers NotReady).
-        d = t.bluez.dbus
-        bus = d.bus.BusConnection(t.bluez_module.BUS_ADDRESS, mainloop=d.mainloop.NULL_MAIN_LOOP)
-        deadline = time.monotonic() + 30
-        try:
-            while time.monotonic() < deadline:
-                try:
-                    if bus.get_object("org.bluez", "/org/bluez/hci0").Get(
-                            "org.bluez.Adapter1", "Discovering", dbus_interface="org.freedesktop.DBus.Properties"):
-                        t.bluez.procs["bluetoothd"].terminate()
-                        stopped.append(time.monotonic())
-                        return
-                except d.DBusException:
-                    pass
-                time.sleep(0.05)
-        finally:
-            bus.close()
-    stopper = threading.Thread(target=stop_once_discovering, daemon=True)
-
-    def when_discovering(line):
-        if line.startswith("shutterctl: discovering") and not stopper.is_alive() and not stopped:
-            stopper.start()
-    code, report, err = shutterctl(t, "pair", "--name", "Selfie Stick*", "--json", "--timeout", "60",
-                                   on_line=when_discovering)
-    stopper.join(35)
-    took = time.monotonic() - stopped[0] if stopped else 0
-    t.bluez.stop_bluetoothd()
-    back = t.bluetoothd_back(c)
-    check(stopped, "bluetoothd not stopped: Discovering never true while shutterctl ran; it said %s" % err[-4:])
-    check(code == 7, "pair exited %s: %s" % (code, err[-4:]))
-    e = report["error"]
-    check(e["step"] == "discover" and e.get("bluetoothd", "?") is None and e.get("cause"), "error %s" % e)
-    check(err[-1].startswith("FAIL discover: bluetoothd left the system bus during discover (")
-          and err[-1].endswith("it was stopped or it crashed (its log says which: journalctl -u bluetooth); "
-                               "none runs now"), "said %r" % err[-1])
-    return "exit 7 %.1f s after bluetoothd's SIGTERM: %s; bluetoothd back: %s connected" % (
-        took, err[-1], ", ".join(d["id"] for d in back))
-
-
-@scenario("bluez-ctl-refused", needs="bluez-ctl-bluetoothd-gone")
+@scenario("bluez-ctl-refused", needs="bluez-le-pair")
 def sc_ctl_refused(rig):
     """The LE remote unpaired by `unpair --address`, then refusing pairing (its SMP answer
     Pairing Failed): pair exits 6 naming the step and BlueZ's error. The remote refuses until
@@ -1005,6 +953,59 @@ def le_persist(t, c):
             " Enter press %s and KEY_VOLUMEUP press %s from %s" % (
                 kept, began["press"], end.get("reason"), seen, sig, held_off, held_on, late["press"], b2["press"],
                 b["press"], ident))
+
+
+@scenario("bluez-ctl-bluetoothd-gone", needs="bluez-ctl-nothing")
+def sc_ctl_bluetoothd_gone(rig):
+    """Last of the LE chain (a bluetoothd started again before bluez-ctl-refused once left
+    5.82 connecting the refused remote until its link stayed up). bluetoothd stopped
+    (SIGTERM, as systemctl stop; a crash is the same to a client: its bus name goes) while
+    `pair` discovers: pair exits 7, saying that bluetoothd left during discover and that
+    none runs now, not what BlueZ or the bus answered the next call. bluetoothd then started
+    again: the LE remote and its node come back."""
+    t = tier(rig)
+    c = t.client("bluez-ctl-gone")
+    stopped = []
+
+    def stop_once_discovering():
+        # Its own connection: the tier's is the main thread's. Stopped during the discovery,
+        # not while StartDiscovery is answered (a bluetoothd going down answers NotReady).
+        d = t.bluez.dbus
+        bus = d.bus.BusConnection(t.bluez_module.BUS_ADDRESS, mainloop=d.mainloop.NULL_MAIN_LOOP)
+        deadline = time.monotonic() + 30
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    if bus.get_object("org.bluez", "/org/bluez/hci0").Get(
+                            "org.bluez.Adapter1", "Discovering", dbus_interface="org.freedesktop.DBus.Properties"):
+                        t.bluez.procs["bluetoothd"].terminate()
+                        stopped.append(time.monotonic())
+                        return
+                except d.DBusException:
+                    pass
+                time.sleep(0.05)
+        finally:
+            bus.close()
+    stopper = threading.Thread(target=stop_once_discovering, daemon=True)
+
+    def when_discovering(line):
+        if line.startswith("shutterctl: discovering") and not stopper.is_alive() and not stopped:
+            stopper.start()
+    code, report, err = shutterctl(t, "pair", "--name", "Selfie Stick*", "--json", "--timeout", "60",
+                                   on_line=when_discovering)
+    stopper.join(35)
+    took = time.monotonic() - stopped[0] if stopped else 0
+    t.bluez.stop_bluetoothd()
+    back = t.bluetoothd_back(c)
+    check(stopped, "bluetoothd not stopped: Discovering never true while shutterctl ran; it said %s" % err[-4:])
+    check(code == 7, "pair exited %s: %s" % (code, err[-4:]))
+    e = report["error"]
+    check(e["step"] == "discover" and e.get("bluetoothd", "?") is None and e.get("cause"), "error %s" % e)
+    check(err[-1].startswith("FAIL discover: bluetoothd left the system bus during discover (")
+          and err[-1].endswith("it was stopped or it crashed (its log says which: journalctl -u bluetooth); "
+                               "none runs now"), "said %r" % err[-1])
+    return "exit 7 %.1f s after bluetoothd's SIGTERM: %s; bluetoothd back: %s connected" % (
+        took, err[-1], ", ".join(d["id"] for d in back))
 
 
 @scenario("bluez-teardown", needs="bluez-setup")

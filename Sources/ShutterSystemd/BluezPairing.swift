@@ -28,6 +28,9 @@ package struct BluezObjects {
     package var adapters: [(path: String, powered: Bool)] = []
     /// The devices (org.bluez.Device1) of every adapter.
     package var devices: [SeenRemote] = []
+    /// The unique bus name of the bluetoothd that answered (the reply's sender, which the
+    /// bus sets).
+    package var sender: String?
 
     /// The devices of the adapter at `adapter`.
     package func devices(of adapter: String) -> [SeenRemote] {
@@ -76,7 +79,9 @@ package final class BluezPairing {
             what: "answer to GetManagedObjects (is bluetoothd running?)")
         defer { sd_bus_message_unref(reply) }
         do {
-            return try Self.readObjects(reply)
+            var objects = try Self.readObjects(reply)
+            objects.sender = Sys.string(sd_bus_message_get_sender(reply))
+            return objects
         } catch {
             throw .system(error)
         }

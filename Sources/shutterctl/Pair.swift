@@ -52,8 +52,9 @@ let unpairUsage = """
     var bluez: BluezPairing!
     var adapter = ""
     var started = ContinuousClock.now
-    /// The unique bus name of the bluetoothd that answered first: a step's failure, or
-    /// objects read from another, says that this one left (`PairingFailure.left`).
+    /// The unique bus name of the bluetoothd that answered first (its GetManagedObjects
+    /// reply's sender): a step's failure, or objects read from another, says that this one
+    /// left (`PairingFailure.left`).
     var bluetoothd: String?
 
     init(command: String, target: PairingTarget, timeout: Double, json: Bool) {
@@ -93,15 +94,9 @@ let unpairUsage = """
     /// `PairingFailure.left`, when the bluetoothd that answered first is known and the bus
     /// says who owns org.bluez now.
     func left(_ step: PairingStep, cause: String) -> PairingFailure? {
-        left(step) { _ in cause }
-    }
-
-    /// `left`, with what is said as the cause made from who owns org.bluez now.
-    func left(_ step: PairingStep, cause: (String?) -> String) -> PairingFailure? {
         guard let bluetoothd else { return nil }
         do {
-            let now = try bluez.owner(timeout: timeout)
-            return PairingFailure.left(step, cause: cause(now), before: bluetoothd, now: now)
+            return PairingFailure.left(step, cause: cause, before: bluetoothd, now: try bluez.owner(timeout: timeout))
         } catch {
             return nil  // the bus did not say: the call's own failure stands
         }
@@ -129,7 +124,7 @@ let unpairUsage = """
             throw failure(.adapter, error)
         }
         let objects = try objects(.adapter)
-        bluetoothd = try? bluez.owner(timeout: timeout)
+        bluetoothd = objects.sender
         guard let first = objects.adapters.first else {
             throw .noBluetooth("BlueZ has no adapter (is a Bluetooth controller there? bluetoothctl list)")
         }
@@ -147,9 +142,9 @@ let unpairUsage = """
         return objects
     }
 
-    /// BlueZ's objects, as the bluetoothd that answered first has them (another one, which
-    /// D-Bus activation starts at the call when that one has gone, knows nothing of the
-    /// discovery or pairing under way).
+    /// BlueZ's objects, as the bluetoothd that answered first has them: read from another
+    /// (D-Bus activation starts one at the call when that one has gone), which knows nothing
+    /// of the discovery or pairing under way, they are bluetoothd's leaving.
     func objects(_ step: PairingStep) throws(PairingFailure) -> BluezObjects {
         let objects: BluezObjects
         do {
@@ -157,12 +152,12 @@ let unpairUsage = """
         } catch {
             throw failure(step, error)
         }
-        let gone = left(step) { now in
-            now == nil
-                ? "no one owned org.bluez after GetManagedObjects"
-                : "another bluetoothd owned org.bluez after GetManagedObjects"
+        if let bluetoothd, let sender = objects.sender,
+            let gone = PairingFailure.left(
+                step, cause: "GetManagedObjects answered by another bluetoothd", before: bluetoothd, now: sender)
+        {
+            throw gone
         }
-        if let gone { throw gone }
         return objects
     }
 

@@ -64,8 +64,9 @@ REPORT_SIZES = {1: 8, 2: 2}  # bytes after the report id
 
 
 async def att_up(connection, seconds):
-    """Waits until the host has exchanged the ATT MTU on the connection (bluetoothd does at
-    once on an LE link, as its GATT client starts), `seconds` at most: the MTU, or 0."""
+    """Waits until the host has exchanged the ATT MTU on the connection (5.66's bluetoothd
+    does at once on an LE link, as its GATT client starts; 5.82's only after the pairing),
+    `seconds` at most: the MTU, or 0."""
     exchanged = asyncio.Event()
     connection.on(connection.EVENT_CONNECTION_ATT_MTU_UPDATE, exchanged.set)
     try:
